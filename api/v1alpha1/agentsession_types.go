@@ -1,0 +1,396 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AgentSessionSpec is what users and reviewers ask of one agent session.
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.fork) == has(self.fork)",message="spec.fork is immutable: it can only be set when the AgentSession is created"
+type AgentSessionSpec struct {
+	// SessionID is the session's key in the log store. Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.sessionID is immutable: create a new AgentSession for another session"
+	// +required
+	SessionID string `json:"sessionID"`
+
+	// PlanMode is the user's plan-mode selection and the guidance it uses.
+	// +optional
+	PlanMode PlanModeSpec `json:"planMode,omitempty"`
+
+	// Fork, when set at creation, seeds an empty session log with the completed-turn prefix of
+	// another session's log, so the new session inherits that prefix's logged plan state (a
+	// spawned session, with no fork, starts inactive). Immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.fork is immutable: it can only be set when the AgentSession is created"
+	// +optional
+	Fork *ForkSource `json:"fork,omitempty"`
+
+	// Review is a reviewer's decision on the plan the agent posted in status.agent.review.
+	// Setting it needs the "approve" permission on agentsessions/review, separate from the
+	// permission to toggle plan mode.
+	// +optional
+	Review *ReviewDecision `json:"review,omitempty"`
+
+	// ReviewTimeout expires a plan review that nobody answers; the exit tool call then fails
+	// and the session stays in plan mode. Unset: reviews wait until answered.
+	// +optional
+	ReviewTimeout *metav1.Duration `json:"reviewTimeout,omitempty"`
+
+	// Steer delivers a user message to the agent as the next step's ordinary user message
+	// (`kubectl plan <message>`). Each new ID is delivered once.
+	// +optional
+	Steer *SteerMessage `json:"steer,omitempty"`
+}
+
+// PlanModeSpec is the desired plan-mode selection.
+type PlanModeSpec struct {
+	// Active is the user's desired selection: true enters plan mode, false leaves it. Unset
+	// means no selection: the session follows its log. Between turns a changed selection is
+	// appended to the log at once; during a turn it stays pending until the agent's next step
+	// boundary.
+	// +optional
+	Active *bool `json:"active,omitempty"`
+
+	// ConfigRef names the PlanModeConfig in this namespace whose section is the plan guidance.
+	// Defaults to the config named "default".
+	// +optional
+	ConfigRef *ConfigReference `json:"configRef,omitempty"`
+}
+
+// ConfigReference names a PlanModeConfig in the same namespace.
+type ConfigReference struct {
+	// Name of the PlanModeConfig.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// ForkSource names the session whose log prefix seeds this one.
+type ForkSource struct {
+	// SessionID of the parent session in the same log store.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	SessionID string `json:"sessionID"`
+
+	// ThroughSeq copies events up to and including this seq; it must not end inside an open
+	// turn. Unset: through the parent's last turn/end (the balanced completed-turn prefix).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ThroughSeq *int64 `json:"throughSeq,omitempty"`
+}
+
+// ReviewDecisionType is a reviewer's answer to a plan review.
+// +kubebuilder:validation:Enum=Approve;KeepPlanning;Dismiss
+type ReviewDecisionType string
+
+const (
+	// ReviewApprove leaves plan mode silently at the next step boundary; the tool returns
+	// {approved: true}.
+	ReviewApprove ReviewDecisionType = "Approve"
+	// ReviewKeepPlanning fails the tool call with the reviewer's feedback; plan mode stays on.
+	ReviewKeepPlanning ReviewDecisionType = "KeepPlanning"
+	// ReviewDismiss returns {approved: false} and concludes the agent's turn; plan mode stays on.
+	ReviewDismiss ReviewDecisionType = "Dismiss"
+)
+
+// ReviewDecision answers one posted plan, named by its review ID, so a decision for an older
+// plan never applies to a newer one.
+type ReviewDecision struct {
+	// ReviewID is the id of the plan under review (status.agent.review.id).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	ReviewID string `json:"reviewID"`
+
+	// Decision is Approve, KeepPlanning or Dismiss.
+	// +required
+	Decision ReviewDecisionType `json:"decision"`
+
+	// Feedback goes back to the model with KeepPlanning.
+	// +kubebuilder:validation:MaxLength=65536
+	// +optional
+	Feedback string `json:"feedback,omitempty"`
+}
+
+// SteerMessage is one user message for the agent's next step.
+type SteerMessage struct {
+	// ID makes delivery idempotent: the agent records each ID once.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	ID string `json:"id"`
+
+	// Text of the message, recorded as the step's user message.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	// +required
+	Text string `json:"text"`
+}
+
+// AgentSessionStatus is the observed state. status.planMode and the conditions are written
+// only by the manager; status.agent only by the agent pod.
+type AgentSessionStatus struct {
+	// ObservedGeneration is the spec generation the manager last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// PlanMode is the manager's projection of the session log plus the pending selection.
+	// +optional
+	PlanMode PlanModeStatus `json:"planMode,omitempty"`
+
+	// Agent is written only by the agent pod, with its own field manager.
+	// +optional
+	Agent *AgentReport `json:"agent,omitempty"`
+
+	// Review is the manager's view of the plan under review.
+	// +optional
+	Review *ReviewStatus `json:"review,omitempty"`
+
+	// Conditions: Ready, plus reasons that explain a stuck selection.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PendingSource says who asked for a pending state.
+// +kubebuilder:validation:Enum=User;Exit
+type PendingSource string
+
+const (
+	// PendingSourceUser is a user selection: narrated when it reaches the log.
+	PendingSourceUser PendingSource = "User"
+	// PendingSourceExit is an approved exit_plan_mode: never narrated.
+	PendingSourceExit PendingSource = "Exit"
+)
+
+// PlanModeStatus is the committed plan state (a fold of the log) and any pending selection.
+type PlanModeStatus struct {
+	// Active is the committed state: the last plan/mode in the log, false when there is none.
+	// +optional
+	Active bool `json:"active"`
+
+	// Pending is true while a selection that differs from the committed state awaits the
+	// agent's next step boundary.
+	// +optional
+	Pending bool `json:"pending"`
+
+	// PendingActive is the target of the pending selection (the harness's get().pending). It
+	// can equal Active when an entry was cancelled during a turn and no boundary cleared it yet.
+	// +optional
+	PendingActive *bool `json:"pendingActive,omitempty"`
+
+	// PendingSource is User for a selection and Exit for an approved exit_plan_mode.
+	// +optional
+	PendingSource PendingSource `json:"pendingSource,omitempty"`
+
+	// Selection is the spec.planMode.active value the manager has taken on, so a repeated or
+	// reverted selection is recognised (noop, cancelled) instead of appended twice.
+	// +optional
+	Selection *bool `json:"selection,omitempty"`
+
+	// NextSeq is the log position this status reflects: the seq the next event will get.
+	// +optional
+	NextSeq int64 `json:"nextSeq,omitempty"`
+
+	// TurnOpen reports whether the log has a turn/start with no turn/end after it.
+	// +optional
+	TurnOpen bool `json:"turnOpen,omitempty"`
+
+	// ToldActive is the plan state in force at the last request/header (what the model was
+	// last told); unset when the log has no request/header yet.
+	// +optional
+	ToldActive *bool `json:"toldActive,omitempty"`
+
+	// Config is the PlanModeConfig in force.
+	// +optional
+	Config *ConfigInForce `json:"config,omitempty"`
+
+	// LastTransitionTime is when the committed state last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+
+	// LastBoundary is the acknowledgement of the step boundary the manager last answered.
+	// +optional
+	LastBoundary *BoundaryAck `json:"lastBoundary,omitempty"`
+}
+
+// ConfigInForce identifies the guidance text in force.
+type ConfigInForce struct {
+	// Name of the PlanModeConfig.
+	Name string `json:"name"`
+	// Generation of the PlanModeConfig that was read.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+	// SectionSHA256 is the hex SHA-256 of the section text, so agents can tell a changed text.
+	// +optional
+	SectionSHA256 string `json:"sectionSHA256,omitempty"`
+}
+
+// BoundaryResult is the outcome of a step proposal.
+// +kubebuilder:validation:Enum=Admitted;Failed
+type BoundaryResult string
+
+const (
+	// BoundaryAdmitted: the step may proceed with the committed state in the acknowledgement.
+	BoundaryAdmitted BoundaryResult = "Admitted"
+	// BoundaryFailed: the append failed; the step proposal fails and the selection stays pending.
+	BoundaryFailed BoundaryResult = "Failed"
+)
+
+// BoundaryAck answers one step boundary the agent reported.
+type BoundaryAck struct {
+	// Turn and Step of the boundary answered.
+	Turn int64 `json:"turn"`
+	Step int64 `json:"step"`
+	// Seq is the log position the agent reported at the boundary.
+	Seq int64 `json:"seq"`
+	// Result is Admitted or Failed.
+	Result BoundaryResult `json:"result"`
+	// Active is the committed plan state the step must use.
+	Active bool `json:"active"`
+	// NextSeq is the log position after any plan/mode the manager appended; the agent appends
+	// its step/start there.
+	NextSeq int64 `json:"nextSeq"`
+	// Notice, when set, is the text of the plugin-sourced user/message notice the agent records
+	// as the last message of the admitted step.
+	// +optional
+	Notice string `json:"notice,omitempty"`
+	// Message explains a Failed result.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Time the acknowledgement was written.
+	Time metav1.Time `json:"time"`
+}
+
+// AgentReport is the agent pod's own part of the status.
+type AgentReport struct {
+	// Boundary is the step boundary the agent is waiting at. The agent writes it only when it
+	// sees a pending selection (or an owed notice), and waits for status.planMode.lastBoundary
+	// to answer it.
+	// +optional
+	Boundary *StepBoundary `json:"boundary,omitempty"`
+
+	// Review is the plan the agent posted for review through exit_plan_mode.
+	// +optional
+	Review *PlanReviewRequest `json:"review,omitempty"`
+
+	// SteerID is the last spec.steer id the agent recorded in the log.
+	// +optional
+	SteerID string `json:"steerID,omitempty"`
+}
+
+// StepBoundary is a proposed step the agent waits to have acknowledged.
+type StepBoundary struct {
+	// Turn number (continues across the session's turns).
+	// +kubebuilder:validation:Minimum=1
+	Turn int64 `json:"turn"`
+	// Step number within the turn, from 1.
+	// +kubebuilder:validation:Minimum=1
+	Step int64 `json:"step"`
+	// Seq is the log's next seq as the agent sees it at the boundary.
+	// +kubebuilder:validation:Minimum=0
+	Seq int64 `json:"seq"`
+	// Time the boundary was reported.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// PlanReviewRequest is a plan the agent presents for review.
+type PlanReviewRequest struct {
+	// ID names this review; decisions must quote it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+	// Plan is the complete markdown plan, starting with a `# ` heading.
+	// +kubebuilder:validation:MaxLength=262144
+	Plan string `json:"plan"`
+	// Turn in which the exit tool was called.
+	// +optional
+	Turn int64 `json:"turn,omitempty"`
+	// RequestedAt is when the plan was posted.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+}
+
+// ReviewPhase is where a plan review stands.
+// +kubebuilder:validation:Enum=Pending;Approved;KeepPlanning;Dismissed;Expired;Rejected
+type ReviewPhase string
+
+const (
+	ReviewPending      ReviewPhase = "Pending"
+	ReviewApproved     ReviewPhase = "Approved"
+	ReviewKeptPlanning ReviewPhase = "KeepPlanning"
+	ReviewDismissed    ReviewPhase = "Dismissed"
+	ReviewExpired      ReviewPhase = "Expired"
+	// ReviewRejected: the review could not be opened (for example plan mode is not committed).
+	ReviewRejected ReviewPhase = "Rejected"
+)
+
+// ReviewStatus is the manager's answer to the agent's review request.
+type ReviewStatus struct {
+	// ID of the review answered.
+	ID string `json:"id"`
+	// Phase of the review.
+	Phase ReviewPhase `json:"phase"`
+	// Message is the text the exit tool returns to the model for this outcome.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// DecidedAt is when the decision was taken.
+	// +optional
+	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+}
+
+// Condition types and reasons.
+const (
+	// ConditionReady is True when the committed state matches the selection and nothing is
+	// stuck.
+	ConditionReady = "Ready"
+
+	ReasonInSync            = "InSync"
+	ReasonSelectionPending  = "SelectionPending"
+	ReasonLogStoreError     = "LogStoreUnavailable"
+	ReasonConfigMissing     = "ConfigMissing"
+	ReasonInvalidBoundary   = "InvalidBoundaryReport"
+	ReasonAppendConflict    = "AppendConflict"
+	ReasonReviewOutstanding = "ReviewPending"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=as;asess,categories={planmode,agents}
+// +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionID`,priority=1
+// +kubebuilder:printcolumn:name="Plan",type=boolean,JSONPath=`.status.planMode.active`,description="Committed plan state (fold of the log)"
+// +kubebuilder:printcolumn:name="Pending",type=boolean,JSONPath=`.status.planMode.pending`,description="A selection awaits the next step boundary"
+// +kubebuilder:printcolumn:name="Desired",type=boolean,JSONPath=`.spec.planMode.active`,description="The user's selection"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// AgentSession is one coding agent's session: the user's plan-mode selection in spec, and the
+// committed state (a projection of the durable session log) and pending selection in status.
+type AgentSession struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec AgentSessionSpec `json:"spec"`
+	// +optional
+	Status AgentSessionStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// AgentSessionList contains a list of AgentSession.
+type AgentSessionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentSession `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentSession{}, &AgentSessionList{})
+}

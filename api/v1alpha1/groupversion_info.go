@@ -1,0 +1,22 @@
+// Package v1alpha1 contains the agents.harness.dev/v1alpha1 API: AgentSession, which holds one
+// coding agent's plan-mode selection and its committed state, and PlanModeConfig, the
+// deployment-owned plan guidance.
+// +kubebuilder:object:generate=true
+// +groupName=agents.harness.dev
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is group version used to register these objects.
+	GroupVersion = schema.GroupVersion{Group: "agents.harness.dev", Version: "v1alpha1"}
+
+	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types in this group-version to the given scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
