@@ -213,9 +213,23 @@ type PlanModeStatus struct {
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 
+	// Notice is owed by a user selection the manager appended between turns while the model
+	// had last been told the other state: the agent records it as the last message of the first
+	// step admitted after Seq, with no API write of its own.
+	// +optional
+	Notice *OwedNotice `json:"notice,omitempty"`
+
 	// LastBoundary is the acknowledgement of the step boundary the manager last answered.
 	// +optional
 	LastBoundary *BoundaryAck `json:"lastBoundary,omitempty"`
+}
+
+// OwedNotice is a plan-mode notice for the first step after a between-turns commit.
+type OwedNotice struct {
+	// Seq of the plan/mode event the notice narrates.
+	Seq int64 `json:"seq"`
+	// Text of the notice (the harness's exact wording).
+	Text string `json:"text"`
 }
 
 // ConfigInForce identifies the guidance text in force.
