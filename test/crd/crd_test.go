@@ -1,0 +1,256 @@
+package crd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+var nsCounter int
+
+// newNamespace gives each spec its own namespace so specs cannot see each other's objects.
+func newNamespace() string {
+	nsCounter++
+	name := fmt.Sprintf("crd-%d", nsCounter)
+	Expect(k8sClient.Create(ctx, namespaceObject(name))).To(Succeed())
+	return name
+}
+
+func session(ns, name, id string) *agentsv1alpha1.AgentSession {
+	return &agentsv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: id},
+	}
+}
+
+// expectInvalid asserts an Invalid API error whose message contains every fragment.
+func expectInvalid(err error, fragments ...string) {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred())
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+	for _, f := range fragments {
+		Expect(err.Error()).To(ContainSubstring(f))
+	}
+}
+
+var _ = Describe("AgentSession", func() {
+	It("round-trips spec and status through the API", func() {
+		ns := newNamespace()
+		s := session(ns, "s1", "sess-1")
+		s.Spec.PlanMode.Active = ptr.To(true)
+		s.Spec.PlanMode.ConfigRef = &agentsv1alpha1.ConfigReference{Name: "strict"}
+		s.Spec.ReviewTimeout = &metav1.Duration{Duration: 90_000_000_000}
+		s.Spec.Steer = &agentsv1alpha1.SteerMessage{ID: "m1", Text: "draft the migration ✓"}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		s.Status.ObservedGeneration = 1
+		s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{
+			Active: true, Pending: true, PendingActive: ptr.To(false),
+			PendingSource: agentsv1alpha1.PendingSourceExit, Selection: ptr.To(true),
+			NextSeq: 42, TurnOpen: true, ToldActive: ptr.To(true),
+			Config: &agentsv1alpha1.ConfigInForce{Name: "strict", Generation: 3, SectionSHA256: strings.Repeat("a", 64)},
+			Notice: &agentsv1alpha1.OwedNotice{Seq: 40, Text: "The user switched this session to plan mode."},
+			LastBoundary: &agentsv1alpha1.BoundaryAck{Turn: 2, Step: 1, Seq: 41, Result: agentsv1alpha1.BoundaryAdmitted,
+				Active: true, NextSeq: 42, Notice: "x", Time: metav1.Now().Rfc3339Copy()},
+		}
+		s.Status.Agent = &agentsv1alpha1.AgentReport{
+			Boundary: &agentsv1alpha1.StepBoundary{Turn: 2, Step: 1, Seq: 41},
+			Review:   &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# Plan\n\n- step", Turn: 2},
+		}
+		s.Status.Conditions = []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: agentsv1alpha1.ReasonSelectionPending, Message: "waiting for the next step boundary",
+			ObservedGeneration: 1, LastTransitionTime: metav1.Now().Rfc3339Copy()}}
+		want := s.Status.DeepCopy()
+		Expect(k8sClient.Status().Update(ctx, s)).To(Succeed())
+
+		got := &agentsv1alpha1.AgentSession{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+		// Compare the wire form: metav1.Time values decode in the local zone.
+		Expect(json.Marshal(got.Spec)).To(MatchJSON(mustJSON(s.Spec)))
+		Expect(json.Marshal(got.Status)).To(MatchJSON(mustJSON(*want)))
+	})
+
+	It("keeps spec.sessionID immutable", func() {
+		ns := newNamespace()
+		s := session(ns, "s1", "sess-1")
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		s.Spec.SessionID = "sess-2"
+		expectInvalid(k8sClient.Update(ctx, s), "spec.sessionID", "spec.sessionID is immutable")
+	})
+
+	It("keeps spec.fork immutable and refuses adding it after creation", func() {
+		ns := newNamespace()
+		s := session(ns, "child", "child-1")
+		s.Spec.Fork = &agentsv1alpha1.ForkSource{SessionID: "parent-1"}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		s.Spec.Fork.SessionID = "parent-2"
+		expectInvalid(k8sClient.Update(ctx, s), "spec.fork is immutable")
+
+		plain := session(ns, "plain", "plain-1")
+		Expect(k8sClient.Create(ctx, plain)).To(Succeed())
+		plain.Spec.Fork = &agentsv1alpha1.ForkSource{SessionID: "parent-1"}
+		expectInvalid(k8sClient.Update(ctx, plain), "spec.fork is immutable")
+	})
+
+	DescribeTable("refuses a malformed spec with a message naming the field",
+		func(mutate func(*agentsv1alpha1.AgentSession), fragments ...string) {
+			s := session(newNamespace(), "bad", "sess-1")
+			mutate(s)
+			expectInvalid(k8sClient.Create(ctx, s), fragments...)
+		},
+		Entry("empty sessionID", func(s *agentsv1alpha1.AgentSession) { s.Spec.SessionID = "" }, "spec.sessionID"),
+		Entry("sessionID with a slash", func(s *agentsv1alpha1.AgentSession) { s.Spec.SessionID = "a/b" }, "spec.sessionID"),
+		Entry("unknown review decision", func(s *agentsv1alpha1.AgentSession) {
+			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: "Maybe"}
+		}, "spec.review.decision", "Approve", "KeepPlanning", "Dismiss"),
+		Entry("empty configRef name", func(s *agentsv1alpha1.AgentSession) {
+			s.Spec.PlanMode.ConfigRef = &agentsv1alpha1.ConfigReference{}
+		}, "spec.planMode.configRef.name"),
+		Entry("negative fork seq", func(s *agentsv1alpha1.AgentSession) {
+			s.Spec.Fork = &agentsv1alpha1.ForkSource{SessionID: "p", ThroughSeq: ptr.To[int64](-1)}
+		}, "spec.fork.throughSeq"),
+	)
+
+	It("serves short names, categories and printer columns", func() {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		list, err := dc.ServerResourcesForGroupVersion(agentsv1alpha1.GroupVersion.String())
+		Expect(err).NotTo(HaveOccurred())
+		byName := map[string]metav1.APIResource{}
+		for _, r := range list.APIResources {
+			byName[r.Name] = r
+		}
+		Expect(byName).To(HaveKey("agentsessions"))
+		Expect(byName["agentsessions"].ShortNames).To(ConsistOf("as", "asess"))
+		Expect(byName["agentsessions"].Categories).To(ConsistOf("planmode", "agents"))
+		Expect(byName).To(HaveKey("agentsessions/status"))
+		Expect(byName["planmodeconfigs"].ShortNames).To(ConsistOf("pmc"))
+
+		// The Table form is what kubectl get prints.
+		ns := newNamespace()
+		s := session(ns, "tbl", "sess-tbl")
+		s.Spec.PlanMode.Active = ptr.To(true)
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		restCfg := *cfg
+		restCfg.AcceptContentTypes = "application/json;as=Table;v=v1;g=meta.k8s.io"
+		rc, err := dynamicRESTClient(&restCfg)
+		Expect(err).NotTo(HaveOccurred())
+		raw, err := rc.Get().AbsPath("/apis/agents.harness.dev/v1alpha1/namespaces", ns, "agentsessions").
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		var table metav1.Table
+		Expect(json.Unmarshal(raw, &table)).To(Succeed())
+		var cols []string
+		for _, c := range table.ColumnDefinitions {
+			cols = append(cols, c.Name)
+		}
+		Expect(cols).To(Equal([]string{"Name", "Session", "Plan", "Pending", "Desired", "Ready", "Reason", "Age"}))
+		Expect(table.Rows).To(HaveLen(1))
+		Expect(table.Rows[0].Cells[1]).To(Equal("sess-tbl"))
+		Expect(table.Rows[0].Cells[4]).To(Equal(true))
+	})
+
+	It("shows the columns through the real kubectl and documents every spec field in kubectl explain", func() {
+		kubectl := kubectlPath()
+		kubeconfig := writeKubeconfig()
+		ns := newNamespace()
+		s := session(ns, "demo", "sess-demo")
+		s.Spec.PlanMode.Active = ptr.To(false)
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		s.Status.PlanMode.Active = true
+		s.Status.PlanMode.Pending = true
+		s.Status.Conditions = []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: agentsv1alpha1.ReasonSelectionPending, Message: "m", LastTransitionTime: metav1.Now()}}
+		Expect(k8sClient.Status().Update(ctx, s)).To(Succeed())
+
+		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "get", "as", "-n", ns).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		header := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
+		Expect(header).To(Equal([]string{"NAME", "PLAN", "PENDING", "DESIRED", "READY", "AGE"}))
+		Expect(string(out)).To(MatchRegexp(`demo\s+true\s+true\s+false\s+False\s`))
+
+		out, err = exec.Command(kubectl, "--kubeconfig", kubeconfig, "explain", "agentsession.spec", "--recursive=false").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		for _, field := range []string{"sessionID", "planMode", "fork", "review", "reviewTimeout", "steer"} {
+			Expect(string(out)).To(ContainSubstring(field))
+		}
+		out, err = exec.Command(kubectl, "--kubeconfig", kubeconfig, "explain", "agentsession.spec.planMode").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("active"))
+		Expect(string(out)).To(ContainSubstring("configRef"))
+		Expect(string(out)).To(ContainSubstring("user's desired selection"))
+		out, err = exec.Command(kubectl, "--kubeconfig", kubeconfig, "explain", "planmodeconfig.spec.section").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("plan:policy"))
+	})
+})
+
+var _ = Describe("PlanModeConfig", func() {
+	It("round-trips the section byte for byte", func() {
+		ns := newNamespace()
+		section := "  You are in plan mode.\n\tStay there until exit_plan_mode succeeds — 計画.\n\n"
+		c := &agentsv1alpha1.PlanModeConfig{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsv1alpha1.DefaultPlanModeConfigName},
+			Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: section},
+		}
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+		got := &agentsv1alpha1.PlanModeConfig{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "default"}, got)).To(Succeed())
+		Expect(got.Spec.Section).To(Equal(section))
+	})
+
+	It("does not prune unknown spec keys, so admission can refuse them", func() {
+		ns := newNamespace()
+		dyn, err := dynamic.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		gvr := schema.GroupVersionResource{Group: "agents.harness.dev", Version: "v1alpha1", Resource: "planmodeconfigs"}
+		obj := map[string]any{
+			"apiVersion": "agents.harness.dev/v1alpha1", "kind": "PlanModeConfig",
+			"metadata": map[string]any{"name": "loose", "namespace": ns},
+			"spec":     map[string]any{"section": "plan", "tools": []any{"read"}},
+		}
+		created, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, toUnstructured(obj), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "without the webhook installed the CRD alone must keep the key")
+		Expect(created.Object["spec"]).To(HaveKey("tools"))
+	})
+})
+
+func kubectlPath() string {
+	GinkgoHelper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	Expect(dir).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must point at the hack-built binaries")
+	p := filepath.Join(dir, "kubectl")
+	Expect(p).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh")
+	return p
+}
+
+// writeKubeconfig writes a kubeconfig for the envtest control plane.
+func writeKubeconfig() string {
+	GinkgoHelper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	return path
+}
