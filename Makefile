@@ -61,8 +61,8 @@ build: ## Build the binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: run
-run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent).
-	bin/manager --help >/dev/null
+run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent). With KUBECONFIG set, against that cluster.
+	bin/localenv --assets "$(ENVTEST_DIR)" $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).

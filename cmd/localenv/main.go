@@ -1,0 +1,312 @@
+// Command localenv runs planmode-operator on an embedded default: a local control plane (the
+// kube-apiserver and etcd that hack/envtest-binaries.sh builds), the CRDs and the validating
+// webhooks with local certificates, the real manager binary with the SQLite log in a folder of
+// the checkout, and the reference agent on a sample session. It writes a kubeconfig and prints
+// the commands to try next. Ctrl-C stops everything.
+//
+// With KUBECONFIG set, it uses that cluster instead of starting one: it installs the CRDs and
+// runs the manager against it (webhooks off, since the cluster cannot call back to this machine).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+type options struct {
+	dir          string
+	assets       string
+	binDir       string
+	namespace    string
+	session      string
+	noAgent      bool
+	agentArgs    string
+	managerArgs  string
+	readyTimeout time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dir, "dir", ".planmode", "folder for the kubeconfig, the SQLite log, certificates and logs")
+	flag.StringVar(&o.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder with kube-apiserver, etcd and kubectl (make envtest-assets)")
+	flag.StringVar(&o.binDir, "bin", "bin", "folder with the manager, refagent and kubectl-plan binaries (make build)")
+	flag.StringVar(&o.namespace, "namespace", "default", "namespace of the sample session")
+	flag.StringVar(&o.session, "session", "demo", "name of the sample AgentSession")
+	flag.BoolVar(&o.noAgent, "no-agent", false, "do not start the reference agent")
+	flag.StringVar(&o.agentArgs, "agent-args", "--loop --step-delay=3s", "extra arguments for the reference agent")
+	flag.StringVar(&o.managerArgs, "manager-args", "", "extra arguments for the manager")
+	flag.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "how long to wait for the control plane and the manager")
+	flag.Parse()
+
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "localenv: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	binDir, _ := filepath.Abs(o.binDir)
+	for _, b := range []string{"manager", "refagent", "kubectl-plan"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return fmt.Errorf("%s is missing from %s: run `make build` first (make run does)", b, binDir)
+		}
+	}
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = agentsv1alpha1.AddToScheme(scheme)
+
+	kubeconfigPath := filepath.Join(dir, "kubeconfig")
+	external := os.Getenv("KUBECONFIG") != ""
+	var cfg *rest.Config
+	var managerFlags []string
+	start := time.Now()
+	if external {
+		kubeconfigPath = os.Getenv("KUBECONFIG")
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+		if err != nil {
+			return fmt.Errorf("load KUBECONFIG %s: %w", kubeconfigPath, err)
+		}
+		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"config/crd/bases"}, ErrorIfPathMissing: true}); err != nil {
+			return fmt.Errorf("install CRDs into the cluster of %s: %w", kubeconfigPath, err)
+		}
+		managerFlags = append(managerFlags, "--enable-webhooks=false")
+		fmt.Printf("Using the cluster in KUBECONFIG=%s (CRDs installed; webhooks are off for a manager running outside the cluster).\n", kubeconfigPath)
+	} else {
+		if o.assets == "" {
+			return errors.New("no control-plane binaries: set --assets or KUBEBUILDER_ASSETS (make run does)")
+		}
+		env := &envtest.Environment{
+			BinaryAssetsDirectory: o.assets,
+			CRDDirectoryPaths:     []string{"config/crd/bases"},
+			ErrorIfCRDPathMissing: true,
+			WebhookInstallOptions: envtest.WebhookInstallOptions{
+				Paths:            []string{"config/webhook"},
+				LocalServingHost: "127.0.0.1",
+			},
+		}
+		fmt.Println("Starting a local control plane (kube-apiserver + etcd)...")
+		cfg, err = env.Start()
+		if err != nil {
+			return fmt.Errorf("start the local control plane: %w", err)
+		}
+		defer func() {
+			fmt.Println("Stopping the local control plane...")
+			if err := env.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "localenv: stop control plane: %v\n", err)
+			}
+		}()
+		user, err := env.AddUser(envtest.User{Name: "developer", Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			return fmt.Errorf("create the developer user: %w", err)
+		}
+		kc, err := user.KubeConfig()
+		if err != nil {
+			return fmt.Errorf("render kubeconfig: %w", err)
+		}
+		if err := os.WriteFile(kubeconfigPath, kc, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", kubeconfigPath, err)
+		}
+		wh := env.WebhookInstallOptions
+		managerFlags = append(managerFlags,
+			"--webhook-cert-dir="+wh.LocalServingCertDir,
+			"--webhook-host="+wh.LocalServingHost,
+			"--webhook-port="+strconv.Itoa(wh.LocalServingPort),
+		)
+	}
+
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	// The manager: the real binary, with the SQLite log in the checkout.
+	store := "sqlite://" + filepath.Join(dir, "sessions.db")
+	managerFlags = append(managerFlags,
+		"--kubeconfig="+kubeconfigPath,
+		"--log-store="+store,
+		"--metrics-bind-address=127.0.0.1:18080",
+		"--health-probe-bind-address=127.0.0.1:18081",
+	)
+	managerFlags = append(managerFlags, strings.Fields(o.managerArgs)...)
+	manager, err := startProcess(ctx, filepath.Join(binDir, "manager"), managerFlags, filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return err
+	}
+	defer manager.stop()
+
+	if err := waitHealthy(ctx, "http://127.0.0.1:18081/readyz", o.readyTimeout, manager); err != nil {
+		return fmt.Errorf("manager did not become ready (see %s): %w", filepath.Join(dir, "manager.log"), err)
+	}
+
+	if err := applySamples(ctx, c, o); err != nil {
+		return err
+	}
+
+	if !o.noAgent {
+		agentFlags := append([]string{
+			"--kubeconfig=" + kubeconfigPath,
+			"--log-store=" + store,
+			"--namespace=" + o.namespace,
+			"--session=" + o.session,
+		}, strings.Fields(o.agentArgs)...)
+		agent, err := startProcess(ctx, filepath.Join(binDir, "refagent"), agentFlags, filepath.Join(dir, "agent.log"))
+		if err != nil {
+			return err
+		}
+		defer agent.stop()
+	}
+
+	printNextSteps(o, kubeconfigPath, binDir, dir, store, time.Since(start))
+
+	select {
+	case <-ctx.Done():
+		fmt.Println("\nShutting down...")
+	case err := <-manager.exited:
+		return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(dir, "manager.log"), err)
+	}
+	return nil
+}
+
+func applySamples(ctx context.Context, c client.Client, o options) error {
+	if o.namespace != "default" {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.namespace}}
+		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", o.namespace, err)
+		}
+	}
+	cfg := &agentsv1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: agentsv1alpha1.DefaultPlanModeConfigName},
+		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode. " +
+			"Explore and design; do not change files. Present the complete plan with exit_plan_mode, starting with a # heading.\n"},
+	}
+	if err := c.Create(ctx, cfg); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the sample PlanModeConfig: %w", err)
+	}
+	s := &agentsv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.session},
+		Spec: agentsv1alpha1.AgentSessionSpec{
+			SessionID: o.session + "-session",
+			PlanMode:  agentsv1alpha1.PlanModeSpec{Active: ptr.To(false)},
+		},
+	}
+	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the sample AgentSession: %w", err)
+	}
+	return nil
+}
+
+func printNextSteps(o options, kubeconfig, binDir, dir, store string, took time.Duration) {
+	assets, _ := filepath.Abs(o.assets)
+	fmt.Printf(`
+planmode-operator is running (up in %s).
+  control plane kubeconfig: %s
+  session log (SQLite):     %s
+  manager log:              %s
+  agent log:                %s
+
+In another terminal:
+
+  export KUBECONFIG=%s PATH=%s:%s:$PATH
+  kubectl get agentsessions -n %s
+  kubectl patch agentsession %s -n %s --type merge -p '{"spec":{"planMode":{"active":true}}}'
+  kubectl plan status %s -n %s
+  kubectl plan log %s -n %s --store %s
+  kubectl plan off %s -n %s
+  kubectl plan review %s -n %s      # once the agent posts a plan
+  kubectl plan approve %s -n %s
+
+Ctrl-C stops everything.
+`, took.Round(100*time.Millisecond), kubeconfig, store, filepath.Join(dir, "manager.log"), filepath.Join(dir, "agent.log"),
+		kubeconfig, binDir, assets, o.namespace,
+		o.session, o.namespace, o.session, o.namespace, o.session, o.namespace, store,
+		o.session, o.namespace, o.session, o.namespace, o.session, o.namespace)
+}
+
+type process struct {
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+func startProcess(ctx context.Context, path string, args []string, logPath string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", logPath, err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	p := &process{cmd: cmd, exited: make(chan error, 1)}
+	go func() {
+		p.exited <- cmd.Wait()
+		logFile.Close()
+	}()
+	return p, nil
+}
+
+// stop asks the process to shut down cleanly and kills it if it does not within 10 s.
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+func waitHealthy(ctx context.Context, url string, timeout time.Duration, p *process) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ok := probe(url); ok {
+			return nil
+		}
+		select {
+		case err := <-p.exited:
+			return fmt.Errorf("process exited: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s", timeout)
+		}
+	}
+}
