@@ -72,8 +72,12 @@ type Store interface {
 	// Fork seeds an empty session dstID with srcID's events 0..throughSeq inclusive; the prefix
 	// must not end inside an open turn. throughSeq < 0 means through the last turn/end.
 	Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (Tail, error)
-	// Info returns the session header.
+	// Info returns the session header; ErrNotFound (wrapped) for a session never written.
 	Info(ctx context.Context, sessionID string) (SessionInfo, error)
+	// Seed creates session info.ID with its header (createdAt, parentSession, seedLength) and
+	// its first events (seq 0 onward, possibly none) atomically; a session that already exists
+	// is refused with a *ConflictError. Fork and JSONL import are built on it.
+	Seed(ctx context.Context, info SessionInfo, events []Event) (Tail, error)
 	// Close releases the backend.
 	Close() error
 }

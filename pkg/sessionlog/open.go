@@ -1,0 +1,113 @@
+package sessionlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Open returns the Store a URL names:
+//
+//	sqlite:///abs/path/log.db   SQLite file at an absolute path (three slashes)
+//	sqlite://rel/path/log.db    SQLite file relative to the working directory
+//	postgres://user@host:5432/db?sslmode=disable   PostgreSQL (also postgresql://), any
+//	                            libpq-style URL pgx accepts, including pool_max_conns
+//
+// The SQLite file and its -wal/-shm companions are created when missing (the directory must
+// exist). Schemas are created or migrated on open.
+func Open(ctx context.Context, url string) (Store, error) {
+	switch {
+	case strings.HasPrefix(url, "sqlite://"):
+		path := strings.TrimPrefix(url, "sqlite://")
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", url)
+		}
+		if path == "" || path == "/" {
+			return nil, fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
+		}
+		if !filepath.IsAbs(path) {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return nil, fmt.Errorf("open session log %q: %w", url, err)
+			}
+			path = abs
+		}
+		return OpenSQLite(ctx, path)
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return OpenPostgres(ctx, url)
+	default:
+		return nil, fmt.Errorf("open session log %q: unknown store URL; use sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host:port/db", redact(url))
+	}
+}
+
+// redact drops a password from a URL before it reaches an error message.
+func redact(url string) string {
+	at := strings.LastIndexByte(url, '@')
+	scheme := strings.Index(url, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return url
+	}
+	cred := url[scheme+3 : at]
+	if i := strings.IndexByte(cred, ':'); i >= 0 {
+		return url[:scheme+3] + cred[:i] + ":xxxxx" + url[at:]
+	}
+	return url
+}
+
+// encodeSeqs stores sourceEventSeqs as a JSON array, or NULL (nil) when absent.
+func encodeSeqs(seqs []int64) any {
+	if len(seqs) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(seqs)
+	return string(b)
+}
+
+// rawRow is one stored event as read from either backend, before it is checked.
+type rawRow struct {
+	seq       int64
+	typ       string
+	time      int64
+	data      []byte
+	ignorable bool
+	seqs      *string
+	surfaceOp *string
+}
+
+// event turns a stored row into an Event, reporting corruption with session and seq.
+func (r rawRow) event(sessionID string) (Event, error) {
+	ev := Event{Type: r.typ, Seq: r.seq, Time: r.time, Data: json.RawMessage(r.data), Ignorable: r.ignorable}
+	if r.seqs != nil {
+		if err := json.Unmarshal([]byte(*r.seqs), &ev.SourceEventSeqs); err != nil {
+			return Event{}, &CorruptError{SessionID: sessionID, Seq: r.seq, Reason: "sourceEventSeqs is not a JSON array of integers"}
+		}
+	}
+	if r.surfaceOp != nil {
+		ev.SurfaceOp = json.RawMessage(*r.surfaceOp)
+	}
+	if err := checkStored(sessionID, &ev); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// checkRun verifies that rows read from fromSeq are contiguous and, when the read was not cut
+// by a limit, reach the stored next seq: a missing row is corruption, never skipped.
+func checkRun(sessionID string, fromSeq, nextSeq int64, events []Event, limited bool) error {
+	if fromSeq < 0 {
+		fromSeq = 0
+	}
+	want := fromSeq
+	for _, ev := range events {
+		if ev.Seq != want {
+			return &CorruptError{SessionID: sessionID, Seq: want, Reason: fmt.Sprintf("event missing (next stored row has seq %d)", ev.Seq)}
+		}
+		want++
+	}
+	if !limited && want < nextSeq {
+		return &CorruptError{SessionID: sessionID, Seq: want, Reason: fmt.Sprintf("event missing (the session's next seq is %d)", nextSeq)}
+	}
+	return nil
+}

@@ -1,0 +1,340 @@
+package sessionlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
+)
+
+// sqliteSchemaVersion is the schema this binary writes; older files are migrated on open.
+const sqliteSchemaVersion = 1
+
+const sqliteSchema = `
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+	session_id          TEXT PRIMARY KEY,
+	next_seq            INTEGER NOT NULL,
+	active              INTEGER NOT NULL,
+	last_plan_mode_seq  INTEGER NOT NULL,
+	told                INTEGER,
+	turn_open           INTEGER NOT NULL,
+	turn                INTEGER NOT NULL,
+	last_step_start_seq INTEGER NOT NULL,
+	step                INTEGER NOT NULL,
+	step_open           INTEGER NOT NULL,
+	created_at          INTEGER NOT NULL,
+	parent              TEXT,
+	seed_length         INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+	session_id        TEXT NOT NULL,
+	seq               INTEGER NOT NULL,
+	type              TEXT NOT NULL,
+	time              INTEGER NOT NULL,
+	data              TEXT NOT NULL,
+	ignorable         INTEGER NOT NULL DEFAULT 0,
+	source_event_seqs TEXT,
+	surface_op        TEXT,
+	PRIMARY KEY (session_id, seq)
+);
+`
+
+// SQLiteBusyTimeoutMillis is how long a writer waits for another process's write transaction.
+const SQLiteBusyTimeoutMillis = 10000
+
+// sqliteStore is the embedded backend. Writes go through one connection opened with
+// _txlock=immediate, so every write transaction is BEGIN IMMEDIATE: it takes SQLite's write
+// lock before reading the tail, and the seq check and the insert are one atomic step even
+// against other processes (which wait up to the busy timeout). Reads use a separate pool;
+// WAL lets them run beside the writer.
+type sqliteStore struct {
+	path string
+	w    *sql.DB // single connection, BEGIN IMMEDIATE
+	r    *sql.DB // readers, BEGIN DEFERRED
+}
+
+var _ Store = (*sqliteStore)(nil)
+
+func sqliteDSN(path string, txlock string) string {
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(SQLiteBusyTimeoutMillis))
+	q.Set("_journal_mode", "WAL")
+	// FULL: the WAL is fsynced at every commit, so an acknowledged append survives a power
+	// loss, not only a crash of the process.
+	q.Set("_synchronous", "FULL")
+	q.Set("_txlock", txlock)
+	return path + "?" + q.Encode()
+}
+
+// OpenSQLite opens (creating when missing) the SQLite session log at path.
+func OpenSQLite(ctx context.Context, path string) (Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("open sqlite session log %s: directory %s does not exist; create it first", path, dir)
+		}
+	}
+	w, err := sql.Open("sqlite", sqliteDSN(path, "immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &sqliteStore{path: path, w: w}
+	if err := s.migrate(ctx); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", sqliteDSN(path, "deferred"))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s.r = r
+	return s, nil
+}
+
+func (s *sqliteStore) migrate(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("open sqlite session log %s: %w", s.path, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, sqliteSchema); err != nil {
+		return fmt.Errorf("create sqlite session log schema in %s: %w", s.path, err)
+	}
+	var v int
+	switch err := tx.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&sqlNullInt{&v}); {
+	case err != nil:
+		return fmt.Errorf("read schema version of %s: %w", s.path, err)
+	case v > sqliteSchemaVersion:
+		return fmt.Errorf("sqlite session log %s has schema version %d; this binary supports up to %d (upgrade the binary)", s.path, v, sqliteSchemaVersion)
+	case v < sqliteSchemaVersion:
+		// Version 0 is a fresh file; later versions add their migrations here.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
+			return fmt.Errorf("record schema version in %s: %w", s.path, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, sqliteSchemaVersion); err != nil {
+			return fmt.Errorf("record schema version in %s: %w", s.path, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create sqlite session log schema in %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// sqlNullInt scans a possibly NULL integer into *int (NULL -> 0).
+type sqlNullInt struct{ p *int }
+
+func (n *sqlNullInt) Scan(src any) error {
+	var ni sql.NullInt64
+	if err := ni.Scan(src); err != nil {
+		return err
+	}
+	*n.p = int(ni.Int64)
+	return nil
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const sqliteTailCols = `next_seq, active, last_plan_mode_seq, told, turn_open, turn, last_step_start_seq, step, step_open`
+
+// loadTail reads the tail row; ok is false for a session that does not exist.
+func sqliteLoadTail(ctx context.Context, q queryer, sessionID string) (Tail, bool, error) {
+	t := EmptyTail()
+	var told sql.NullBool
+	err := q.QueryRowContext(ctx, `SELECT `+sqliteTailCols+` FROM sessions WHERE session_id = ?`, sessionID).
+		Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return EmptyTail(), false, nil
+	}
+	if err != nil {
+		return Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
+	}
+	if told.Valid {
+		b := told.Bool
+		t.Told = &b
+	}
+	return t, true, nil
+}
+
+func (s *sqliteStore) Tail(ctx context.Context, sessionID string) (Tail, error) {
+	t, _, err := sqliteLoadTail(ctx, s.r, sessionID)
+	return t, err
+}
+
+func (s *sqliteStore) Append(ctx context.Context, sessionID string, events []Event) (Tail, error) {
+	return s.write(ctx, sessionID, nil, events)
+}
+
+func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []Event) (Tail, error) {
+	return s.write(ctx, info.ID, &info, events)
+}
+
+// write is Append (info nil) and Seed (info set: the session must not exist yet).
+func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []Event) (Tail, error) {
+	p, err := prepareBatch(sessionID, events)
+	if err != nil {
+		return Tail{}, err
+	}
+	if info == nil && len(events) == 0 {
+		return s.Tail(ctx, sessionID)
+	}
+	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
+	if err != nil {
+		return Tail{}, fmt.Errorf("append to session %q: begin: %w", sessionID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	t, exists, err := sqliteLoadTail(ctx, tx, sessionID)
+	if err != nil {
+		return Tail{}, err
+	}
+	first := t.NextSeq
+	if len(p.events) > 0 {
+		first = p.events[0].Seq
+	}
+	if info != nil && exists {
+		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+	}
+	if first != t.NextSeq {
+		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+	}
+	if len(p.events) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)
+		}
+		defer func() { _ = stmt.Close() }()
+		for i := range p.events {
+			ev := &p.events[i]
+			var surface any
+			if len(ev.SurfaceOp) > 0 {
+				surface = string(ev.SurfaceOp)
+			}
+			if _, err := stmt.ExecContext(ctx, sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), surface); err != nil {
+				return Tail{}, fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
+			}
+			t.apply(ev, p.facts[i])
+		}
+	}
+	var told any
+	if t.Told != nil {
+		told = *t.Told
+	}
+	if exists {
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET next_seq = ?, active = ?, last_plan_mode_seq = ?, told = ?, turn_open = ?, turn = ?, last_step_start_seq = ?, step = ?, step_open = ? WHERE session_id = ?`,
+			t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, sessionID)
+	} else {
+		hdr := SessionInfo{ID: sessionID, CreatedAt: nowMillis()}
+		if info != nil {
+			hdr = *info
+			if hdr.CreatedAt == 0 {
+				hdr.CreatedAt = nowMillis()
+			}
+		}
+		var parent any
+		if hdr.ParentSession != "" {
+			parent = hdr.ParentSession
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (session_id, `+sqliteTailCols+`, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, hdr.CreatedAt, parent, hdr.SeedLength)
+	}
+	if err != nil {
+		return Tail{}, fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Tail{}, fmt.Errorf("append to session %q: commit: %w", sessionID, err)
+	}
+	return t, nil
+}
+
+func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]Event, error) {
+	if fromSeq < 0 {
+		fromSeq = 0
+	}
+	// One read transaction, so the rows and the next seq they are checked against agree.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("read session %q: %w", sessionID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	t, _, err := sqliteLoadTail(ctx, tx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	lim := int64(-1)
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, type, time, data, ignorable, source_event_seqs, surface_op FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, sessionID, fromSeq, lim)
+	if err != nil {
+		return nil, fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Event
+	for rows.Next() {
+		var r rawRow
+		if err := rows.Scan(&r.seq, &r.typ, &r.time, &r.data, &r.ignorable, &r.seqs, &r.surfaceOp); err != nil {
+			return nil, fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
+		}
+		ev, err := r.event(sessionID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
+	}
+	if err := checkRun(sessionID, fromSeq, t.NextSeq, out, limit > 0 && len(out) == limit); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (Tail, error) {
+	return fork(ctx, s, srcID, dstID, throughSeq)
+}
+
+func (s *sqliteStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
+	info := SessionInfo{ID: sessionID}
+	var parent sql.NullString
+	err := s.r.QueryRowContext(ctx, `SELECT created_at, parent, seed_length FROM sessions WHERE session_id = ?`, sessionID).
+		Scan(&info.CreatedAt, &parent, &info.SeedLength)
+	if errors.Is(err, sql.ErrNoRows) {
+		return SessionInfo{}, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
+	}
+	if err != nil {
+		return SessionInfo{}, fmt.Errorf("read header of session %q: %w", sessionID, err)
+	}
+	info.ParentSession = parent.String
+	return info, nil
+}
+
+func (s *sqliteStore) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// corruptForTest overwrites a stored row's data without validation (tests only).
+func (s *sqliteStore) corruptForTest(ctx context.Context, sessionID string, seq int64, data string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE events SET data = ? WHERE session_id = ? AND seq = ?`, data, sessionID, seq)
+	return err
+}
+
+// deleteForTest removes a stored row (tests only).
+func (s *sqliteStore) deleteForTest(ctx context.Context, sessionID string, seq int64) error {
+	_, err := s.w.ExecContext(ctx, `DELETE FROM events WHERE session_id = ? AND seq = ?`, sessionID, seq)
+	return err
+}
