@@ -1,0 +1,54 @@
+package plancli
+
+import (
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+)
+
+// The harness's /plan replies (reference spec §4.8), shared with the manager through pkg/planmode.
+const (
+	TextOnCommitted  = planmode.ReplyOnCommitted
+	TextOnOther      = planmode.ReplyOnDeferred
+	TextOffCommitted = planmode.ReplyOffCommitted
+	TextOffQueued    = planmode.ReplyOffDeferred
+	TextOffCancelled = planmode.ReplyOffCancelled
+	TextOffInactive  = planmode.ReplyOffAlreadyOff
+)
+
+// StateOf reads the state set() sees from an AgentSession: the manager's status, plus the
+// user's selection in spec when the manager has not taken it on yet (status.planMode.selection
+// differs), applied through the same decision table first, because the manager applies it
+// before ours.
+func StateOf(as *v1alpha1.AgentSession) planmode.State {
+	pm := as.Status.PlanMode
+	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, Told: pm.ToldActive}
+	if pm.PendingActive != nil {
+		s.Pending = &planmode.Pending{Active: *pm.PendingActive, Narrate: pm.PendingSource != v1alpha1.PendingSourceExit}
+	}
+	if want := as.Spec.PlanMode.Active; want != nil && !sameBool(want, pm.Selection) {
+		s = apply(s, planmode.Set(s, *want))
+	}
+	return s
+}
+
+// apply is the state after a set() decision has been carried out (its append succeeded).
+func apply(s planmode.State, d planmode.SetDecision) planmode.State {
+	if d.Append != nil {
+		s.Logged = *d.Append
+	}
+	s.Pending = d.Pending
+	return s
+}
+
+// Decide is set(x) on the state, and the /plan reply for it.
+func Decide(s planmode.State, x bool) (planmode.Outcome, string) {
+	d := planmode.Set(s, x)
+	return d.Outcome, planmode.PlanCommandReply(!x, d.Outcome, s.Logged)
+}
+
+func sameBool(a, b *bool) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}

@@ -1,0 +1,313 @@
+package plancli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// StoreEnv is the environment variable that names the session-log store when --store is not
+// given. An environment variable keeps a PostgreSQL password out of shell history.
+const StoreEnv = "KUBECTL_PLAN_STORE"
+
+const logPage = 1000
+
+type logFlags struct {
+	store string
+	jsonl bool
+}
+
+func newLogCommand(o *Options) *cobra.Command {
+	var f logFlags
+	cmd := &cobra.Command{
+		Use:   "log SESSION [--store URL] [--jsonl]",
+		Short: "Show the plan-relevant events of the session log, or export it as harness JSONL",
+		Long: `Show the plan-relevant events of the session's log, one per line (seq, time, type, summary):
+
+  plan/mode                 the committed state changing (only the manager writes these)
+  turn/start, turn/end      turns opening and closing (with the end reason)
+  step/start, step/end      step boundaries
+  request/header            summarised: reason, whether the plan guidance (the section of the
+                            PlanModeConfig in force) is in the system text, the tool names
+  user/message              plugin notices only (for example "The user switched this session
+                            to plan mode.")
+  tool/call, tool/result    exit_plan_mode calls and their results
+
+--jsonl writes the whole session instead, in the harness's JSONL format (the session header
+line, then every event verbatim), for tools that read harness sessions.
+
+The log lives in the session-log store, not in the Kubernetes API: name it with --store URL or
+the ` + StoreEnv + ` environment variable (prefer the variable for a URL with a password):
+
+  sqlite:///abs/path/log.db
+  postgres://user:password@host:5432/db?sslmode=disable
+
+The session is looked up by the AgentSession's spec.sessionID, so this also needs "get" on
+agentsessions.agents.harness.dev.`,
+		Example: `  kubectl plan log demo --store sqlite:///var/lib/planmode/log.db
+  KUBECTL_PLAN_STORE=postgres://planmode@db:5432/planmode kubectl plan log demo
+  kubectl plan log demo --jsonl > demo.session.jsonl`,
+		Args: exactSession("log SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.log(cmd.Context(), args[0], f)
+		},
+	}
+	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL (default: $"+StoreEnv+")")
+	cmd.Flags().BoolVar(&f.jsonl, "jsonl", false, "Write the whole session as harness JSONL")
+	return cmd
+}
+
+func (o *Options) log(ctx context.Context, name string, f logFlags) error {
+	url := f.store
+	if url == "" {
+		url = os.Getenv(StoreEnv)
+	}
+	if url == "" {
+		return fmt.Errorf("no session-log store: pass --store URL or set %s (for example sqlite:///var/lib/planmode/log.db or postgres://user@host:5432/db)", StoreEnv)
+	}
+	if err := o.complete(); err != nil {
+		return err
+	}
+	as, err := o.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		return fmt.Errorf("cannot open the session-log store: %w", err)
+	}
+	defer func() { _ = store.Close() }()
+
+	if f.jsonl {
+		if err := exportJSONL(ctx, store, as.Spec.SessionID, o.Streams.Out); err != nil {
+			return fmt.Errorf("export session %q as JSONL: %w", as.Spec.SessionID, err)
+		}
+		return nil
+	}
+	section := o.sectionInForce(ctx, as)
+	w := tabwriter.NewWriter(o.Streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SEQ\tTIME\tEVENT\tDETAIL")
+	s := newSummariser(section)
+	var from int64
+	n := 0
+	for {
+		evs, err := store.ReadFrom(ctx, as.Spec.SessionID, from, logPage)
+		if err != nil {
+			return fmt.Errorf("read session %q from seq %d: %w", as.Spec.SessionID, from, err)
+		}
+		for _, ev := range evs {
+			if detail, ok := s.summarise(ev); ok {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", ev.Seq, time.UnixMilli(ev.Time).UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, detail)
+				n++
+			}
+		}
+		if len(evs) < logPage {
+			break
+		}
+		from = evs[len(evs)-1].Seq + 1
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(o.Streams.ErrOut, "session %q has no plan-relevant events yet\n", as.Spec.SessionID)
+	}
+	return nil
+}
+
+// sectionInForce reads the plan guidance text, to tell whether a request/header carried it.
+// Without permission to read PlanModeConfigs the summary simply leaves that fact out.
+func (o *Options) sectionInForce(ctx context.Context, as *v1alpha1.AgentSession) string {
+	name := v1alpha1.DefaultPlanModeConfigName
+	if c := as.Status.PlanMode.Config; c != nil && c.Name != "" {
+		name = c.Name
+	} else if as.Spec.PlanMode.ConfigRef != nil {
+		name = as.Spec.PlanMode.ConfigRef.Name
+	}
+	cfg := &v1alpha1.PlanModeConfig{}
+	if err := o.c.Get(ctx, types.NamespacedName{Namespace: as.Namespace, Name: name}, cfg); err != nil {
+		return ""
+	}
+	return cfg.Spec.Section
+}
+
+type summariser struct {
+	section string
+	// exitCalls are the callIds of exit_plan_mode calls, to pick out their results.
+	exitCalls map[string]bool
+}
+
+func newSummariser(section string) *summariser {
+	return &summariser{section: section, exitCalls: map[string]bool{}}
+}
+
+func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
+	var d map[string]json.RawMessage
+	_ = json.Unmarshal(ev.Data, &d)
+	num := func(k string) string { return strings.TrimSpace(string(d[k])) }
+	switch ev.Type {
+	case sessionlog.TypePlanMode:
+		var pm sessionlog.PlanMode
+		if err := json.Unmarshal(ev.Data, &pm); err != nil {
+			return "invalid: " + string(ev.Data), true
+		}
+		if pm.Active {
+			return "plan mode on (active=true)", true
+		}
+		return "plan mode off (active=false)", true
+	case sessionlog.TypeTurnStart:
+		return "turn " + num("turn"), true
+	case sessionlog.TypeTurnEnd:
+		var r struct {
+			Kind string `json:"kind"`
+		}
+		_ = json.Unmarshal(d["reason"], &r)
+		return fmt.Sprintf("turn %s (%s)", num("turn"), orDash(r.Kind)), true
+	case sessionlog.TypeStepStart, sessionlog.TypeStepEnd:
+		return fmt.Sprintf("turn %s step %s", num("turn"), num("step")), true
+	case sessionlog.TypeRequestHeader:
+		return s.header(ev.Data), true
+	case sessionlog.TypeUserMessage:
+		var m struct {
+			Source struct {
+				Kind    string `json:"kind"`
+				Plugin  string `json:"plugin"`
+				Form    string `json:"form"`
+				Summary string `json:"summary"`
+			} `json:"source"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != "plugin" {
+			return "", false
+		}
+		text := m.Source.Summary
+		if text == "" {
+			for _, c := range m.Content {
+				text += c.Text
+			}
+		}
+		return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
+	case "tool/call":
+		var c struct {
+			CallID string `json:"callId"`
+			Name   string `json:"name"`
+		}
+		if json.Unmarshal(ev.Data, &c) != nil || c.Name != planmode.ExitToolName {
+			return "", false
+		}
+		s.exitCalls[c.CallID] = true
+		return fmt.Sprintf("%s (call %s, turn %s step %s)", c.Name, c.CallID, num("turn"), num("step")), true
+	case "tool/result":
+		var r struct {
+			Message struct {
+				ToolCallID string `json:"toolCallId"`
+				CallID     string `json:"callId"`
+				IsError    bool   `json:"isError"`
+				Content    []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(ev.Data, &r) != nil {
+			return "", false
+		}
+		id := r.Message.ToolCallID
+		if id == "" {
+			id = r.Message.CallID
+		}
+		if !s.exitCalls[id] {
+			return "", false
+		}
+		var text string
+		for _, c := range r.Message.Content {
+			text += c.Text
+		}
+		kind := "ok"
+		if r.Message.IsError {
+			kind = "error"
+		}
+		return fmt.Sprintf("%s result (call %s, %s): %s", planmode.ExitToolName, id, kind, abbreviate(text, 120)), true
+	}
+	return "", false
+}
+
+func (s *summariser) header(data json.RawMessage) string {
+	var h struct {
+		Reason string `json:"reason"`
+		Header struct {
+			System *string `json:"system"`
+			Tools  []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"header"`
+	}
+	if err := json.Unmarshal(data, &h); err != nil {
+		return "invalid: " + abbreviate(string(data), 80)
+	}
+	parts := []string{"reason=" + orDash(h.Reason)}
+	if s.section != "" {
+		in := h.Header.System != nil && strings.Contains(*h.Header.System, s.section)
+		parts = append(parts, "plan guidance="+map[bool]string{true: "yes", false: "no"}[in])
+	}
+	names := make([]string, 0, len(h.Header.Tools))
+	for _, t := range h.Header.Tools {
+		names = append(names, t.Name)
+	}
+	parts = append(parts, "tools=["+strings.Join(names, ",")+"]")
+	return strings.Join(parts, " ")
+}
+
+// exportJSONL writes the session in the harness's JSONL format: the session header line, then
+// every event verbatim in seq order.
+// TODO(plancli): switch to the pkg/sessionlog export once it lands.
+func exportJSONL(ctx context.Context, store sessionlog.Store, id string, out io.Writer) error {
+	info, err := store.Info(ctx, id)
+	if err != nil {
+		return err
+	}
+	type header struct {
+		Type            string `json:"type"`
+		Version         int    `json:"version"`
+		ID              string `json:"id"`
+		CreatedAt       int64  `json:"createdAt"`
+		ParentSession   string `json:"parentSession,omitempty"`
+		SeedLength      int64  `json:"seedLength,omitempty"`
+		DelegationDepth int    `json:"delegationDepth"`
+	}
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(header{Type: "session", ID: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession, SeedLength: info.SeedLength}); err != nil {
+		return err
+	}
+	var from int64
+	for {
+		evs, err := store.ReadFrom(ctx, id, from, logPage)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if err := enc.Encode(ev); err != nil {
+				return err
+			}
+		}
+		if len(evs) < logPage {
+			return nil
+		}
+		from = evs[len(evs)-1].Seq + 1
+	}
+}

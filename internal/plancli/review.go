@@ -1,0 +1,238 @@
+package plancli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+)
+
+// planTitle is the first markdown heading of the plan, or "Plan" (the harness's card title).
+func planTitle(plan string) string { return planmode.PlanTitle(plan) }
+
+const decideHelp = `
+The decision names the review id (spec.review.reviewID), so it never applies to a newer plan:
+without --review-id the plugin decides the plan it read, and if the agent presents another plan
+before the write lands it stops and asks you to look again. With --review-id the decision is
+refused unless that is still the plan under review ("stale review id").
+
+Needs "patch" on agentsessions.agents.harness.dev and the "approve" verb on agentsessions/review
+in group agents.harness.dev (separate from the permission to toggle plan mode).`
+
+func newReviewCommand(o *Options) *cobra.Command {
+	var raw bool
+	cmd := &cobra.Command{
+		Use:   "review SESSION",
+		Short: "Print the plan under review",
+		Long: `Print the plan the agent presented with exit_plan_mode (status.agent.review): its title,
+review id, turn, when it was posted, where the review stands, and the plan itself, verbatim.
+--raw prints only the plan text. Fails when the session has presented no plan.
+
+Needs "get" on agentsessions.agents.harness.dev.`,
+		Example: `  kubectl plan review demo
+  kubectl plan review demo --raw > plan.md`,
+		Args: exactSession("review SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.review(cmd.Context(), args[0], raw)
+		},
+	}
+	cmd.Flags().BoolVar(&raw, "raw", false, "Print only the plan text")
+	return cmd
+}
+
+func (o *Options) review(ctx context.Context, name string, raw bool) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	as, err := o.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	r := underReview(as)
+	if r == nil {
+		return nothingUnderReview(as)
+	}
+	if raw {
+		_, err := fmt.Fprint(o.Streams.Out, r.Plan)
+		if err == nil && (len(r.Plan) == 0 || r.Plan[len(r.Plan)-1] != '\n') {
+			_, err = fmt.Fprintln(o.Streams.Out)
+		}
+		return err
+	}
+	out := o.Streams.Out
+	fmt.Fprintf(out, "Plan:       %s\n", planTitle(r.Plan))
+	fmt.Fprintf(out, "Review ID:  %s\n", r.ID)
+	fmt.Fprintf(out, "Turn:       %d\n", r.Turn)
+	if r.RequestedAt != nil {
+		fmt.Fprintf(out, "Posted:     %s\n", r.RequestedAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(out, "State:      %s\n", reviewState(as, r))
+	if as.Spec.ReviewTimeout != nil && r.RequestedAt != nil {
+		fmt.Fprintf(out, "Expires:    %s\n", r.RequestedAt.Add(as.Spec.ReviewTimeout.Duration).UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintln(out)
+	fmt.Fprint(out, r.Plan)
+	if len(r.Plan) > 0 && r.Plan[len(r.Plan)-1] != '\n' {
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
+func underReview(as *v1alpha1.AgentSession) *v1alpha1.PlanReviewRequest {
+	if as.Status.Agent == nil {
+		return nil
+	}
+	return as.Status.Agent.Review
+}
+
+func nothingUnderReview(as *v1alpha1.AgentSession) error {
+	return fmt.Errorf("nothing under review: session %q has not presented a plan (status.agent.review is empty); the agent presents one with exit_plan_mode while in plan mode", as.Name)
+}
+
+// decided reports the decision already taken on review r, if any.
+func decided(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) (string, bool) {
+	if rs := as.Status.Review; rs != nil && rs.ID == r.ID && rs.Phase != v1alpha1.ReviewPending {
+		return string(rs.Phase), true
+	}
+	if d := as.Spec.Review; d != nil && d.ReviewID == r.ID {
+		return string(d.Decision), true
+	}
+	return "", false
+}
+
+func reviewState(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) string {
+	if rs := as.Status.Review; rs != nil && rs.ID == r.ID && rs.Phase != v1alpha1.ReviewPending {
+		s := string(rs.Phase)
+		if rs.DecidedAt != nil {
+			s += " at " + rs.DecidedAt.UTC().Format(time.RFC3339)
+		}
+		return s
+	}
+	if d := as.Spec.Review; d != nil && d.ReviewID == r.ID {
+		return "decided " + string(d.Decision) + ", waiting for the manager"
+	}
+	return fmt.Sprintf("awaiting a decision (kubectl plan approve|revise|dismiss %s)", as.Name)
+}
+
+type decideFlags struct {
+	reviewID string
+	feedback string
+}
+
+func newApproveCommand(o *Options) *cobra.Command {
+	var f decideFlags
+	cmd := &cobra.Command{
+		Use:   "approve SESSION",
+		Short: "Approve the plan under review: the agent leaves plan mode at its next step",
+		Long: `Approve the plan under review (spec.review.decision=Approve). The agent's exit_plan_mode call
+returns {approved: true}, and the manager records a silent exit that is applied at the agent's
+next step boundary (no notice: the tool result tells the model).` + decideHelp,
+		Example: `  kubectl plan approve demo
+  kubectl plan approve demo --review-id 3f1c9a2e`,
+		Args: exactSession("approve SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewApprove, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	return cmd
+}
+
+func newReviseCommand(o *Options) *cobra.Command {
+	var f decideFlags
+	cmd := &cobra.Command{
+		Use:   "revise SESSION [--feedback TEXT]",
+		Short: "Keep planning: send the plan back with feedback",
+		Long: `Keep planning (spec.review.decision=KeepPlanning). The agent's exit_plan_mode call fails with
+"The user chose to keep planning; their feedback: TEXT", or without --feedback with "The user
+chose to keep planning; revise the plan and present it again." Plan mode stays on.` + decideHelp,
+		Example: `  kubectl plan revise demo --feedback "consider the resume path"
+  kubectl plan revise demo`,
+		Args: exactSession("revise SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewKeepPlanning, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	cmd.Flags().StringVar(&f.feedback, "feedback", "", "Feedback for the agent, returned verbatim in the tool result")
+	return cmd
+}
+
+func newDismissCommand(o *Options) *cobra.Command {
+	var f decideFlags
+	cmd := &cobra.Command{
+		Use:   "dismiss SESSION",
+		Short: "Dismiss the review: the agent stays in plan mode and stops its turn",
+		Long: `Dismiss the review (spec.review.decision=Dismiss), to speak to the agent instead. The agent's
+exit_plan_mode call returns {approved: false} and its turn concludes; plan mode stays on until
+your next message (for example: kubectl plan message SESSION TEXT).` + decideHelp,
+		Example: `  kubectl plan dismiss demo`,
+		Args:    exactSession("dismiss SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewDismiss, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	return cmd
+}
+
+// decide writes spec.review for the plan under review, guarded by the resourceVersion it was
+// read at. A conflict is retried only while the same plan is still under review.
+func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDecisionType, f decideFlags) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	var seen, title string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		as, err := o.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		r := underReview(as)
+		if r == nil {
+			return nothingUnderReview(as)
+		}
+		if f.reviewID != "" && f.reviewID != r.ID {
+			return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, planTitle(r.Plan), r.ID, name)
+		}
+		if seen != "" && seen != r.ID {
+			return fmt.Errorf("the agent presented a new plan (review %s) while your decision was being written; nothing was decided. Read it with: kubectl plan review %s", r.ID, name)
+		}
+		seen, title = r.ID, planTitle(r.Plan)
+		if phase, ok := decided(as, r); ok {
+			return fmt.Errorf("nothing under review: the plan %q (review %s) was already decided: %s", title, r.ID, phase)
+		}
+		review := map[string]any{"reviewID": r.ID, "decision": string(d), "feedback": nil}
+		if d == v1alpha1.ReviewKeepPlanning && f.feedback != "" {
+			review["feedback"] = f.feedback
+		}
+		return o.patchSpec(ctx, as, map[string]any{"review": review}, "decide the plan review")
+	})
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("the session %q kept changing while writing the decision; try again: %w", name, err)
+		}
+		return err
+	}
+	var msg string
+	switch d {
+	case v1alpha1.ReviewApprove:
+		msg = fmt.Sprintf("Approved %q (review %s): the agent leaves plan mode at its next step.", title, seen)
+	case v1alpha1.ReviewKeepPlanning:
+		if f.feedback != "" {
+			msg = fmt.Sprintf("Sent %q (review %s) back with your feedback: the agent keeps planning.", title, seen)
+		} else {
+			msg = fmt.Sprintf("Sent %q (review %s) back: the agent keeps planning.", title, seen)
+		}
+	case v1alpha1.ReviewDismiss:
+		msg = fmt.Sprintf("Dismissed the review of %q (review %s): the agent stays in plan mode and stops its turn.", title, seen)
+	}
+	fmt.Fprintln(o.Streams.Out, msg)
+	return nil
+}

@@ -1,0 +1,264 @@
+package plancli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+func newStatusCommand(o *Options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status SESSION",
+		Short: "Show committed, pending and desired plan state, the config in force, and any review",
+		Long: `Show the plan state of an AgentSession:
+
+  Committed      status.planMode.active: the last plan/mode in the session log
+  Pending        a selection (or an approved exit) waiting for the agent's next step boundary
+  Desired        spec.planMode.active: the user's selection ("unset" follows the log)
+  Turn           whether a turn is open (selections made now wait for a step boundary)
+  Config         the PlanModeConfig in force (name, generation, section SHA-256)
+  Last change    when the committed state last changed
+  Notice         a notice owed to the model after a between-turns change
+  Boundary       the step boundary the manager last answered
+  Review         the plan under review and its decision
+  Ready          the Ready condition (reason and message explain a stuck selection)
+
+-o json or -o yaml prints the same facts as a structured document.
+Needs "get" on agentsessions.agents.harness.dev.`,
+		Example: `  kubectl plan status demo
+  kubectl plan status demo -o json`,
+		Args: exactSession("status SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.status(cmd.Context(), args[0], output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for text, json or yaml")
+	return cmd
+}
+
+// StatusView is the structured form of `kubectl plan status`.
+type StatusView struct {
+	Session         string                     `json:"session"`
+	Namespace       string                     `json:"namespace"`
+	SessionID       string                     `json:"sessionID"`
+	Committed       bool                       `json:"committed"`
+	Pending         *bool                      `json:"pending,omitempty"`
+	PendingSource   v1alpha1.PendingSource     `json:"pendingSource,omitempty"`
+	Desired         *bool                      `json:"desired,omitempty"`
+	TurnOpen        bool                       `json:"turnOpen"`
+	NextSeq         int64                      `json:"nextSeq"`
+	Config          *v1alpha1.ConfigInForce    `json:"config,omitempty"`
+	ConfigRef       string                     `json:"configRef"`
+	LastTransition  *time.Time                 `json:"lastTransition,omitempty"`
+	Notice          *v1alpha1.OwedNotice       `json:"notice,omitempty"`
+	LastBoundary    *v1alpha1.BoundaryAck      `json:"lastBoundary,omitempty"`
+	Review          *v1alpha1.PlanReviewRequest `json:"review,omitempty"`
+	ReviewDecision  *v1alpha1.ReviewDecision   `json:"reviewDecision,omitempty"`
+	ReviewStatus    *v1alpha1.ReviewStatus     `json:"reviewStatus,omitempty"`
+	ReviewTimeout   string                     `json:"reviewTimeout,omitempty"`
+	Ready           string                     `json:"ready,omitempty"`
+	ReadyReason     string                     `json:"readyReason,omitempty"`
+	ReadyMessage    string                     `json:"readyMessage,omitempty"`
+	Steer           *v1alpha1.SteerMessage     `json:"steer,omitempty"`
+	SteerDelivered  bool                       `json:"steerDelivered,omitempty"`
+	ObservedCurrent bool                       `json:"observedCurrent"`
+}
+
+func viewOf(as *v1alpha1.AgentSession) StatusView {
+	pm := as.Status.PlanMode
+	v := StatusView{
+		Session: as.Name, Namespace: as.Namespace, SessionID: as.Spec.SessionID,
+		Committed: pm.Active, TurnOpen: pm.TurnOpen, NextSeq: pm.NextSeq,
+		Desired: as.Spec.PlanMode.Active, Config: pm.Config, Notice: pm.Notice, LastBoundary: pm.LastBoundary,
+		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review, Steer: as.Spec.Steer,
+		ConfigRef:       v1alpha1.DefaultPlanModeConfigName,
+		ObservedCurrent: as.Status.ObservedGeneration == as.Generation,
+	}
+	if pm.Pending && pm.PendingActive != nil {
+		p := *pm.PendingActive
+		v.Pending, v.PendingSource = &p, pm.PendingSource
+	}
+	if as.Spec.PlanMode.ConfigRef != nil {
+		v.ConfigRef = as.Spec.PlanMode.ConfigRef.Name
+	}
+	if pm.LastTransitionTime != nil {
+		t := pm.LastTransitionTime.UTC()
+		v.LastTransition = &t
+	}
+	if as.Status.Agent != nil {
+		v.Review = as.Status.Agent.Review
+		v.SteerDelivered = as.Spec.Steer != nil && as.Status.Agent.SteerID == as.Spec.Steer.ID
+	}
+	if as.Spec.ReviewTimeout != nil {
+		v.ReviewTimeout = as.Spec.ReviewTimeout.Duration.String()
+	}
+	if c := apimeta.FindStatusCondition(as.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		v.Ready, v.ReadyReason, v.ReadyMessage = string(c.Status), c.Reason, c.Message
+	}
+	return v
+}
+
+func (o *Options) status(ctx context.Context, name, output string) error {
+	if output != "" && output != "json" && output != "yaml" {
+		return fmt.Errorf("unknown output format %q: use -o json or -o yaml, or no -o for text", output)
+	}
+	if err := o.complete(); err != nil {
+		return err
+	}
+	as, err := o.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	v := viewOf(as)
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode the status: %w", err)
+		}
+		_, err = fmt.Fprintln(o.Streams.Out, string(b))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode the status: %w", err)
+		}
+		_, err = o.Streams.Out.Write(b)
+		return err
+	}
+	return writeStatus(o.Streams.Out, v, time.Now())
+}
+
+func writeStatus(out io.Writer, v StatusView, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(k, f string, a ...any) { fmt.Fprintf(w, "%s:\t%s\n", k, fmt.Sprintf(f, a...)) }
+	row("Session", "%s (namespace %s, session ID %s)", v.Session, v.Namespace, v.SessionID)
+	row("Committed", "%s", planWord(v.Committed))
+	switch {
+	case v.Pending == nil:
+		row("Pending", "none")
+	case v.PendingSource == v1alpha1.PendingSourceExit:
+		row("Pending", "%s at the next step boundary (approved exit_plan_mode, not narrated)", pendingWord(*v.Pending))
+	default:
+		row("Pending", "%s at the next step boundary", pendingWord(*v.Pending))
+	}
+	if v.Desired == nil {
+		row("Desired", "unset (the session follows its log)")
+	} else {
+		row("Desired", "%s (spec.planMode.active=%v)", planWord(*v.Desired), *v.Desired)
+	}
+	if v.TurnOpen {
+		row("Turn", "open (selections wait for the agent's next step boundary)")
+	} else {
+		row("Turn", "none open (selections are logged at once)")
+	}
+	switch {
+	case v.Config != nil:
+		sha := v.Config.SectionSHA256
+		if len(sha) > 12 {
+			sha = sha[:12]
+		}
+		row("Config", "%s (generation %d, section sha256 %s)", v.Config.Name, v.Config.Generation, orDash(sha))
+	default:
+		row("Config", "%s (requested; not read by the manager yet)", v.ConfigRef)
+	}
+	if v.LastTransition != nil {
+		row("Last change", "%s (%s ago)", v.LastTransition.Format(time.RFC3339), now.Sub(*v.LastTransition).Round(time.Second))
+	} else {
+		row("Last change", "never (no plan/mode in the log)")
+	}
+	if v.Notice != nil {
+		row("Notice owed", "%q (for plan/mode at seq %d)", v.Notice.Text, v.Notice.Seq)
+	}
+	if b := v.LastBoundary; b != nil {
+		msg := ""
+		if b.Message != "" {
+			msg = ": " + b.Message
+		}
+		row("Last boundary", "turn %d step %d seq %d: %s, %s%s", b.Turn, b.Step, b.Seq, b.Result, planWord(b.Active), msg)
+	}
+	row("Log position", "next seq %d", v.NextSeq)
+	row("Review", "%s", reviewLine(v))
+	if v.Steer != nil {
+		state := "not yet delivered"
+		if v.SteerDelivered {
+			state = "delivered"
+		}
+		row("Last message", "%q (%s)", abbreviate(v.Steer.Text, 60), state)
+	}
+	if v.Ready != "" {
+		row("Ready", "%s %s%s", v.Ready, v.ReadyReason, prefixed(": ", v.ReadyMessage))
+	} else {
+		row("Ready", "unknown (the manager has not reported yet)")
+	}
+	if !v.ObservedCurrent {
+		row("Note", "the manager has not caught up with the latest spec change yet")
+	}
+	return w.Flush()
+}
+
+func reviewLine(v StatusView) string {
+	if v.Review == nil {
+		return "none"
+	}
+	title := planTitle(v.Review.Plan)
+	s := fmt.Sprintf("%q (review %s, turn %d)", title, v.Review.ID, v.Review.Turn)
+	if rs := v.ReviewStatus; rs != nil && rs.ID == v.Review.ID {
+		s += ": " + string(rs.Phase)
+		if rs.Phase != v1alpha1.ReviewPending && rs.Message != "" {
+			s += " (" + abbreviate(rs.Message, 80) + ")"
+		}
+		return s
+	}
+	if d := v.ReviewDecision; d != nil && d.ReviewID == v.Review.ID {
+		return s + ": decided " + string(d.Decision) + ", waiting for the manager"
+	}
+	return s + ": Pending"
+}
+
+func planWord(b bool) string {
+	if b {
+		return "plan mode"
+	}
+	return "default mode"
+}
+
+func pendingWord(b bool) string {
+	if b {
+		return "entering plan mode"
+	}
+	return "leaving plan mode"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
+}
+
+func abbreviate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
