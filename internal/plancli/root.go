@@ -57,11 +57,11 @@ after it (kubectl plan -n team-a on demo), or use KUBECONFIG and the current con
 func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &Options{Flags: genericclioptions.NewConfigFlags(true), Streams: streams}
 	root := &cobra.Command{
-		Use:   "plan SESSION [off|MESSAGE...]",
+		Use: "plan SESSION [off|MESSAGE...]",
 		// kubectl runs the plugin binary kubectl-plan; help and errors name it "kubectl plan".
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl plan"},
-		Short: "Enter and leave plan mode, message the agent, and review its plans",
-		Long:  rootLong,
+		Short:       "Enter and leave plan mode, message the agent, and review its plans",
+		Long:        rootLong,
 		Example: `  # Enter plan mode on the session "demo" in namespace team-a
   kubectl plan on demo -n team-a
 

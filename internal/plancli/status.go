@@ -49,30 +49,30 @@ Needs "get" on agentsessions.agents.harness.dev.`,
 
 // StatusView is the structured form of `kubectl plan status`.
 type StatusView struct {
-	Session         string                     `json:"session"`
-	Namespace       string                     `json:"namespace"`
-	SessionID       string                     `json:"sessionID"`
-	Committed       bool                       `json:"committed"`
-	Pending         *bool                      `json:"pending,omitempty"`
-	PendingSource   v1alpha1.PendingSource     `json:"pendingSource,omitempty"`
-	Desired         *bool                      `json:"desired,omitempty"`
-	TurnOpen        bool                       `json:"turnOpen"`
-	NextSeq         int64                      `json:"nextSeq"`
-	Config          *v1alpha1.ConfigInForce    `json:"config,omitempty"`
-	ConfigRef       string                     `json:"configRef"`
-	LastTransition  *time.Time                 `json:"lastTransition,omitempty"`
-	Notice          *v1alpha1.OwedNotice       `json:"notice,omitempty"`
-	LastBoundary    *v1alpha1.BoundaryAck      `json:"lastBoundary,omitempty"`
+	Session         string                      `json:"session"`
+	Namespace       string                      `json:"namespace"`
+	SessionID       string                      `json:"sessionID"`
+	Committed       bool                        `json:"committed"`
+	Pending         *bool                       `json:"pending,omitempty"`
+	PendingSource   v1alpha1.PendingSource      `json:"pendingSource,omitempty"`
+	Desired         *bool                       `json:"desired,omitempty"`
+	TurnOpen        bool                        `json:"turnOpen"`
+	NextSeq         int64                       `json:"nextSeq"`
+	Config          *v1alpha1.ConfigInForce     `json:"config,omitempty"`
+	ConfigRef       string                      `json:"configRef"`
+	LastTransition  *time.Time                  `json:"lastTransition,omitempty"`
+	Notice          *v1alpha1.OwedNotice        `json:"notice,omitempty"`
+	LastBoundary    *v1alpha1.BoundaryAck       `json:"lastBoundary,omitempty"`
 	Review          *v1alpha1.PlanReviewRequest `json:"review,omitempty"`
-	ReviewDecision  *v1alpha1.ReviewDecision   `json:"reviewDecision,omitempty"`
-	ReviewStatus    *v1alpha1.ReviewStatus     `json:"reviewStatus,omitempty"`
-	ReviewTimeout   string                     `json:"reviewTimeout,omitempty"`
-	Ready           string                     `json:"ready,omitempty"`
-	ReadyReason     string                     `json:"readyReason,omitempty"`
-	ReadyMessage    string                     `json:"readyMessage,omitempty"`
-	Steer           *v1alpha1.SteerMessage     `json:"steer,omitempty"`
-	SteerDelivered  bool                       `json:"steerDelivered,omitempty"`
-	ObservedCurrent bool                       `json:"observedCurrent"`
+	ReviewDecision  *v1alpha1.ReviewDecision    `json:"reviewDecision,omitempty"`
+	ReviewStatus    *v1alpha1.ReviewStatus      `json:"reviewStatus,omitempty"`
+	ReviewTimeout   string                      `json:"reviewTimeout,omitempty"`
+	Ready           string                      `json:"ready,omitempty"`
+	ReadyReason     string                      `json:"readyReason,omitempty"`
+	ReadyMessage    string                      `json:"readyMessage,omitempty"`
+	Steer           *v1alpha1.SteerMessage      `json:"steer,omitempty"`
+	SteerDelivered  bool                        `json:"steerDelivered,omitempty"`
+	ObservedCurrent bool                        `json:"observedCurrent"`
 }
 
 func viewOf(as *v1alpha1.AgentSession) StatusView {
