@@ -1,0 +1,228 @@
+package agentsdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// Errors a Boundary call can return. Every one of them fails the step proposal: the agent must
+// not build the step's request; the reference agent ends the turn with turn/end {blocked}.
+var (
+	// ErrProposalFailed: the manager answered the boundary with result Failed (for example the
+	// plan/mode append failed); the selection stays pending. Use errors.As with
+	// *ProposalFailedError for the manager's message.
+	ErrProposalFailed = errors.New("step proposal failed")
+	// ErrTimeout: no acknowledgement within the caller's timeout.
+	ErrTimeout = errors.New("timed out waiting for the manager to acknowledge the step boundary")
+	// ErrInvalidBoundary: the caller proposed a step the log does not allow (no open turn, or
+	// another turn number than the open one). Nothing was written.
+	ErrInvalidBoundary = errors.New("invalid step boundary")
+	// ErrConfigMissing: plan mode is committed but the PlanModeConfig in force does not exist,
+	// so the step cannot carry its guidance.
+	ErrConfigMissing = errors.New("plan mode config not found")
+	// ErrSessionNotFound: the AgentSession does not exist (or was deleted).
+	ErrSessionNotFound = errors.New("AgentSession not found")
+)
+
+// ProposalFailedError carries the manager's message for a Failed acknowledgement.
+type ProposalFailedError struct {
+	Turn, Step, Seq int64
+	Message         string
+}
+
+func (e *ProposalFailedError) Error() string {
+	return fmt.Sprintf("step proposal (turn %d, step %d, seq %d) failed: %s", e.Turn, e.Step, e.Seq, e.Message)
+}
+
+// Is makes errors.Is(err, ErrProposalFailed) true.
+func (e *ProposalFailedError) Is(target error) bool { return target == ErrProposalFailed }
+
+// Result is what a step uses, decided at its boundary.
+type Result struct {
+	// Turn and Step of the admitted step.
+	Turn, Step int64
+	// Active is the committed plan state the step's request must reflect.
+	Active bool
+	// ExitAdmitted: exit_plan_mode may be declared and called in this step (Active).
+	ExitAdmitted bool
+	// Section is the plan guidance (PlanModeConfig spec.section, exact text) when Active,
+	// empty otherwise. ConfigName names the PlanModeConfig it came from.
+	Section    string
+	ConfigName string
+	// Notice, when not empty, is the text of the plugin notice to record as the last
+	// user/message of this step (Notice(text)).
+	Notice string
+	// NextSeq is where the step's step/start goes.
+	NextSeq int64
+	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
+	Asked bool
+}
+
+// mustAsk is the protocol's condition for asking the manager (docs/protocol.md, "When to
+// ask"): a pending selection, a selection the manager has not taken on yet, or a plan/mode the
+// status does not cover yet (a commit whose notice the status may not carry yet).
+func mustAsk(s *v1alpha1.AgentSession, t sessionlog.Tail) bool {
+	pm := &s.Status.PlanMode
+	if pm.Pending {
+		return true
+	}
+	if x := s.Spec.PlanMode.Active; x != nil && (pm.Selection == nil || *pm.Selection != *x) {
+		return true
+	}
+	return t.LastPlanModeSeq > t.LastStepStartSeq && pm.NextSeq <= t.LastPlanModeSeq
+}
+
+// WouldAsk reports whether a boundary now would ask the manager (an API write and a wait).
+// Benchmarks and tests use it to know a toggle has reached the agent's watch.
+func (c *Client) WouldAsk(ctx context.Context) (bool, error) {
+	s, _ := c.snapshot()
+	if s == nil {
+		return false, ErrSessionNotFound
+	}
+	t, err := c.store.Tail(ctx, c.sessionID)
+	if err != nil {
+		return false, err
+	}
+	return mustAsk(s, t), nil
+}
+
+func answers(ack *v1alpha1.BoundaryAck, turn, step, seq int64) bool {
+	return ack != nil && ack.Turn == turn && ack.Step == step && ack.Seq == seq
+}
+
+// Boundary runs the agent side of the step-boundary protocol for step `step` of the open turn
+// `turn`. Call it after the step claimed its input (turn/start, or the previous step/end) and
+// before building the step's request; never for a request-recovery retry.
+//
+// When nothing is pending it reads the log tail once and makes no API call. Otherwise it writes
+// status.agent.boundary = {turn, step, seq} (field manager planmode-agent, status subresource,
+// only status.agent) and waits up to timeout for status.planMode.lastBoundary to answer the same
+// (turn, step, seq). Any error fails the step proposal.
+func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Duration) (Result, error) {
+	t, err := c.store.Tail(ctx, c.sessionID)
+	if err != nil {
+		return Result{}, fmt.Errorf("step boundary (turn %d, step %d): read log tail: %w", turn, step, err)
+	}
+	c.next = t.NextSeq
+	if !t.TurnOpen || t.Turn != turn || step < 1 {
+		return Result{}, fmt.Errorf("%w: turn %d step %d proposed, but the log's open turn is %d (open: %v); append turn/start first and number steps from 1",
+			ErrInvalidBoundary, turn, step, t.Turn, t.TurnOpen)
+	}
+	if t.StepOpen {
+		return Result{}, fmt.Errorf("%w: step %d of turn %d is still open; append its step/end before the next boundary", ErrInvalidBoundary, t.Step, turn)
+	}
+	s, _ := c.snapshot()
+	if s == nil {
+		return Result{}, ErrSessionNotFound
+	}
+	res := Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq}
+	pm := &s.Status.PlanMode
+	switch ack := pm.LastBoundary; {
+	case answers(ack, turn, step, t.NextSeq):
+		// Already answered (an earlier call timed out just before the ack arrived).
+		return c.fromAck(s, ack)
+	case !mustAsk(s, t):
+		if ack != nil && ack.Turn == turn && ack.Step == step && ack.Result == v1alpha1.BoundaryAdmitted &&
+			ack.NextSeq == t.NextSeq && ack.Seq < t.NextSeq {
+			// A late answer to this very step after our timeout: the manager appended
+			// plan/mode at ack.Seq; its notice is still owed.
+			return c.fromAck(s, ack)
+		}
+		if n := pm.Notice; n != nil && n.Seq == t.LastPlanModeSeq && t.LastPlanModeSeq > t.LastStepStartSeq {
+			res.Notice = n.Text
+		}
+		return c.withSection(s, res)
+	}
+	return c.ask(ctx, s, turn, step, t.NextSeq, timeout)
+}
+
+func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, turn, step, seq int64, timeout time.Duration) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	timedOut := func(err error) error {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w (turn %d, step %d, seq %d, after %s)", ErrTimeout, turn, step, seq, timeout)
+		}
+		return err
+	}
+	if b := statusBoundary(s); b == nil || b.Turn != turn || b.Step != step || b.Seq != seq {
+		if err := c.report(ctx, turn, step, seq); err != nil {
+			return Result{}, timedOut(fmt.Errorf("step boundary (turn %d, step %d): report: %w", turn, step, err))
+		}
+	}
+	for {
+		s, changed := c.snapshot()
+		if s == nil {
+			return Result{}, ErrSessionNotFound
+		}
+		if ack := s.Status.PlanMode.LastBoundary; answers(ack, turn, step, seq) {
+			res, err := c.fromAck(s, ack)
+			res.Asked = true
+			return res, err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Result{}, timedOut(ctx.Err())
+		}
+	}
+}
+
+func statusBoundary(s *v1alpha1.AgentSession) *v1alpha1.StepBoundary {
+	if s.Status.Agent == nil {
+		return nil
+	}
+	return s.Status.Agent.Boundary
+}
+
+// report writes status.agent.boundary with a JSON merge patch on the status subresource: it
+// touches status.agent.boundary only, needs no resourceVersion (no conflicts), and is one write.
+func (c *Client) report(ctx context.Context, turn, step, seq int64) error {
+	now := metav1.NewTime(time.Now())
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"agent": map[string]any{
+		"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now},
+	}}})
+	if err != nil {
+		return err
+	}
+	obj := &v1alpha1.AgentSession{}
+	obj.Namespace, obj.Name = c.ns, c.name
+	return c.writer.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(c.fieldManager))
+}
+
+func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (Result, error) {
+	if ack.Result != v1alpha1.BoundaryAdmitted {
+		msg := ack.Message
+		if msg == "" {
+			msg = "the manager gave no reason (result " + string(ack.Result) + ")"
+		}
+		return Result{}, &ProposalFailedError{Turn: ack.Turn, Step: ack.Step, Seq: ack.Seq, Message: msg}
+	}
+	c.next = ack.NextSeq
+	return c.withSection(s, Result{Turn: ack.Turn, Step: ack.Step, Active: ack.Active, Notice: ack.Notice, NextSeq: ack.NextSeq})
+}
+
+func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, error) {
+	res.ExitAdmitted = res.Active
+	name, text, ok := c.section(s)
+	res.ConfigName = name
+	if !res.Active {
+		return res, nil
+	}
+	if !ok {
+		return Result{}, fmt.Errorf("%w: plan mode is on but PlanModeConfig %s/%s does not exist; create it or point spec.planMode.configRef at one",
+			ErrConfigMissing, c.ns, name)
+	}
+	res.Section = text
+	return res, nil
+}

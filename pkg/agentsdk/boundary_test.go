@@ -1,0 +1,477 @@
+package agentsdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+const testSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds.\n"
+
+type fixture struct {
+	ns, name, sessionID string
+	agent               *agentsdk.Client
+	api                 *apicount.Counter
+}
+
+// setup creates a PlanModeConfig "default", an AgentSession (answered by the floor when
+// floorAck) and an agent client whose API requests are counted.
+func setup(floorAck bool) *fixture {
+	f := &fixture{ns: newNamespace(), name: "agent", sessionID: "s-" + agentsdk.NewID()}
+	Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: v1alpha1.DefaultPlanModeConfigName},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: testSection},
+	})).To(Succeed())
+	s := &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name},
+		Spec:       v1alpha1.AgentSessionSpec{SessionID: f.sessionID},
+	}
+	if floorAck {
+		s.Labels = map[string]string{ackLabel: "floor"}
+	}
+	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+	f.api = apicount.New()
+	var err error
+	f.agent, err = agentsdk.New(suiteCtx, agentsdk.Options{
+		Config: f.api.Wrap(cfg), Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 20 * time.Second,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(f.agent.Close)
+	return f
+}
+
+// patchStatus plays the manager: a merge patch of status.planMode.
+func (f *fixture) patchStatus(planMode map[string]any) {
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"planMode": planMode}})
+	Expect(err).NotTo(HaveOccurred())
+	obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
+	Expect(k8s.Status().Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner("planmode-manager"))).To(Succeed())
+}
+
+func (f *fixture) select_(active bool) {
+	body := []byte(`{"spec":{"planMode":{"active":` + map[bool]string{true: "true", false: "false"}[active] + `}}}`)
+	obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
+	Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, body))).To(Succeed())
+}
+
+func (f *fixture) get() *v1alpha1.AgentSession {
+	s := &v1alpha1.AgentSession{}
+	Expect(k8s.Get(suiteCtx, types.NamespacedName{Namespace: f.ns, Name: f.name}, s)).To(Succeed())
+	return s
+}
+
+func (f *fixture) events() []sessionlog.Event {
+	evs, err := store.ReadFrom(suiteCtx, f.sessionID, 0, 0)
+	Expect(err).NotTo(HaveOccurred())
+	return evs
+}
+
+func (f *fixture) tail() sessionlog.Tail {
+	t, err := store.Tail(suiteCtx, f.sessionID)
+	Expect(err).NotTo(HaveOccurred())
+	return t
+}
+
+func types_(evs []sessionlog.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+		if ev.Type == agentsdk.TypeUserMessage && strings.Contains(string(ev.Data), `"form":"notice"`) {
+			out[i] = "notice"
+		}
+	}
+	return out
+}
+
+func (f *fixture) waitAsk(want bool) {
+	Eventually(func() (bool, error) { return f.agent.WouldAsk(suiteCtx) }).
+		WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(want))
+}
+
+var _ = Describe("Boundary", func() {
+	It("makes no API write when nothing is pending and answers from the log", func() {
+		f := setup(true)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(turn).To(BeEquivalentTo(1))
+		before := f.api.Writes()
+		for step := int64(1); step <= 3; step++ {
+			res, err := f.agent.Boundary(suiteCtx, turn, step, 5*time.Second)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Asked).To(BeFalse())
+			Expect(res.Active).To(BeFalse())
+			Expect(res.ExitAdmitted).To(BeFalse())
+			Expect(res.Section).To(BeEmpty())
+			Expect(res.Notice).To(BeEmpty())
+			Expect(res.NextSeq).To(Equal(f.tail().NextSeq))
+			Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{
+				Messages: []sessionlog.Event{agentsdk.UserText("go")},
+				Header:   &agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "sys"},
+			})).To(Succeed())
+			Expect(f.agent.EndStep(suiteCtx, turn, step)).To(Succeed())
+		}
+		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)).To(Succeed())
+		Expect(f.api.Writes()).To(BeZero(), "writes: %v", f.api.Breakdown())
+		Expect(f.api.Writes() - before).To(BeZero())
+		Expect(f.get().Status.Agent).To(BeNil())
+		// One header only (initial): later identical headers are not logged.
+		Expect(types_(f.events())).To(Equal([]string{
+			"turn/start",
+			"step/start", "user/message", "request/header", "step/end",
+			"step/start", "user/message", "step/end",
+			"step/start", "user/message", "step/end",
+			"turn/end",
+		}))
+	})
+
+	It("reports the boundary with one status write when a selection is pending, and waits for the answer", func() {
+		f := setup(true)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, 5*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+
+		f.select_(true)
+		f.waitAsk(true)
+		next := f.tail().NextSeq
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Asked).To(BeTrue())
+		Expect(res.NextSeq).To(Equal(next)) // the floor appends nothing
+		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+		Expect(f.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
+
+		s := f.get()
+		Expect(s.Status.Agent.Boundary).NotTo(BeNil())
+		Expect(s.Status.Agent.Boundary.Turn).To(Equal(turn))
+		Expect(s.Status.Agent.Boundary.Step).To(BeEquivalentTo(2))
+		Expect(s.Status.Agent.Boundary.Seq).To(Equal(next))
+		// The agent's field manager owns status.agent.boundary and nothing else.
+		var owned string
+		for _, mf := range s.ManagedFields {
+			if mf.Manager == agentsdk.FieldManager {
+				Expect(mf.Subresource).To(Equal("status"))
+				owned += string(mf.FieldsV1.Raw)
+			}
+		}
+		Expect(owned).To(ContainSubstring(`"f:boundary"`))
+		Expect(owned).NotTo(ContainSubstring(`"f:planMode"`))
+
+		// Answered: the next boundary has nothing pending and writes nothing.
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 2)).To(Succeed())
+		res, err = f.agent.Boundary(suiteCtx, turn, 3, 5*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Asked).To(BeFalse())
+		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+	})
+
+	It("fails the proposal with ErrTimeout when no acknowledgement comes", func() {
+		f := setup(false)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
+		f.waitAsk(true)
+		start := time.Now()
+		_, err = f.agent.Boundary(suiteCtx, turn, 1, 300*time.Millisecond)
+		Expect(err).To(MatchError(agentsdk.ErrTimeout))
+		Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+		Expect(f.get().Status.Agent.Boundary.Seq).To(BeEquivalentTo(1))
+		// Asking again for the same boundary does not write the same report twice.
+		_, err = f.agent.Boundary(suiteCtx, turn, 1, 200*time.Millisecond)
+		Expect(err).To(MatchError(agentsdk.ErrTimeout))
+		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+	})
+
+	It("fails the proposal with the manager's message on a Failed acknowledgement", func() {
+		f := setup(false)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
+		f.waitAsk(true)
+		type outcome struct {
+			res agentsdk.Result
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := f.agent.Boundary(suiteCtx, turn, 1, 20*time.Second)
+			done <- outcome{res, err}
+		}()
+		// Play the manager: answer the report it wrote.
+		var b *v1alpha1.StepBoundary
+		Eventually(func() *v1alpha1.StepBoundary {
+			if a := f.get().Status.Agent; a != nil {
+				b = a.Boundary
+			}
+			return b
+		}).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		f.patchStatus(map[string]any{"lastBoundary": v1alpha1.BoundaryAck{
+			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryFailed,
+			Message: "append plan/mode at seq 1: log store unavailable", Time: metav1.Now(),
+		}})
+		var o outcome
+		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&o))
+		Expect(o.err).To(MatchError(agentsdk.ErrProposalFailed))
+		var pf *agentsdk.ProposalFailedError
+		Expect(errors.As(o.err, &pf)).To(BeTrue())
+		Expect(pf.Message).To(Equal("append plan/mode at seq 1: log store unavailable"))
+		// The answer is final for that (turn, step, seq): no second report.
+		_, err = f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).To(MatchError(agentsdk.ErrProposalFailed))
+		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+		// The agent ends the turn as blocked.
+		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnBlocked(pf.Message))).To(Succeed())
+		Expect(types_(f.events())).To(Equal([]string{"turn/start", "turn/end"}))
+	})
+
+	It("takes the committed state, section and notice from an Admitted acknowledgement", func() {
+		f := setup(false)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		hdr := agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("hi")}, Header: &hdr})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
+		f.waitAsk(true)
+		done := make(chan agentsdk.Result, 1)
+		go func() {
+			defer GinkgoRecover()
+			res, err := f.agent.Boundary(suiteCtx, turn, 2, 20*time.Second)
+			Expect(err).NotTo(HaveOccurred())
+			done <- res
+		}()
+		var b *v1alpha1.StepBoundary
+		Eventually(func() *v1alpha1.StepBoundary {
+			if a := f.get().Status.Agent; a != nil {
+				b = a.Boundary
+			}
+			return b
+		}).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		// Play the manager: append plan/mode at the reported seq, then acknowledge.
+		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: b.Seq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		f.patchStatus(map[string]any{"pending": false, "active": true, "nextSeq": b.Seq + 1, "lastBoundary": v1alpha1.BoundaryAck{
+			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryAdmitted, Active: true,
+			NextSeq: b.Seq + 1, Notice: agentsdk.NoticeEnter, Time: metav1.Now(),
+		}})
+		var res2 agentsdk.Result
+		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&res2))
+		Expect(res2.Active).To(BeTrue())
+		Expect(res2.ExitAdmitted).To(BeTrue())
+		Expect(res2.Section).To(Equal(testSection))
+		Expect(res2.Notice).To(Equal(agentsdk.NoticeEnter))
+		Expect(res2.NextSeq).To(Equal(b.Seq + 1))
+		hdr.System = "base\n\n" + res2.Section
+		Expect(f.agent.StartStep(suiteCtx, res2, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("steered")}, Header: &hdr})).To(Succeed())
+		Expect(types_(f.events())).To(Equal([]string{
+			"turn/start", "step/start", "user/message", "request/header", "step/end",
+			"plan/mode", "step/start", "user/message", "notice", "request/header",
+		}))
+		evs := f.events()
+		var um struct {
+			Content []agentsdk.ContentBlock `json:"content"`
+			Source  agentsdk.MessageSource  `json:"source"`
+			Role    string                  `json:"role"`
+			ID      string                  `json:"id"`
+		}
+		Expect(json.Unmarshal(evs[8].Data, &um)).To(Succeed())
+		Expect(um.Source).To(Equal(agentsdk.MessageSource{Kind: "plugin", Plugin: "plan-mode", Form: "notice", Summary: agentsdk.NoticeEnter}))
+		Expect(um.Content).To(Equal([]agentsdk.ContentBlock{{Type: "text", Text: agentsdk.NoticeEnter}}))
+		Expect(um.Role).To(Equal("user"))
+		Expect(string(evs[8].SurfaceOp)).To(Equal(`"append"`))
+		Expect(string(evs[9].Data)).To(ContainSubstring(`"reason":"change"`))
+		Expect(string(evs[9].Data)).To(ContainSubstring("You are in plan mode."))
+	})
+
+	It("records a notice owed by a between-turns commit with no API write", func() {
+		f := setup(false)
+		// Turn 1 in default mode, with a header (the model was told "default").
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		hdr := agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &hdr})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)).To(Succeed())
+		// Play the manager between turns: commit plan/mode, publish the owed notice.
+		seq := f.tail().NextSeq
+		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		f.patchStatus(map[string]any{"active": true, "selection": true, "nextSeq": seq + 1,
+			"notice": map[string]any{"seq": seq, "text": agentsdk.NoticeEnter}})
+		f.select_(true)
+		Eventually(func() bool { s := f.agent.Session(); return s.Status.PlanMode.Notice != nil && s.Spec.PlanMode.Active != nil }).
+			WithTimeout(10 * time.Second).Should(BeTrue())
+
+		turn, err = f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(turn).To(BeEquivalentTo(2))
+		res, err = f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Asked).To(BeFalse())
+		Expect(res.Active).To(BeTrue())
+		Expect(res.Notice).To(Equal(agentsdk.NoticeEnter))
+		Expect(res.Section).To(Equal(testSection))
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("explore")}})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		// Owed once: the second step has no notice.
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Notice).To(BeEmpty())
+		Expect(res.Active).To(BeTrue())
+		Expect(f.api.Writes()).To(BeZero())
+	})
+
+	It("asks when the log has a plan/mode the status does not cover yet", func() {
+		f := setup(true)
+		seq := f.tail().NextSeq
+		_, err := store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, 10*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Asked).To(BeTrue())
+		Expect(res.Active).To(BeTrue())
+		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+	})
+
+	It("refuses a boundary outside an open turn without writing", func() {
+		f := setup(true)
+		_, err := f.agent.Boundary(suiteCtx, 1, 1, time.Second)
+		Expect(err).To(MatchError(agentsdk.ErrInvalidBoundary))
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = f.agent.Boundary(suiteCtx, turn+1, 1, time.Second)
+		Expect(err).To(MatchError(agentsdk.ErrInvalidBoundary))
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+		_, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
+		Expect(err).To(MatchError(ContainSubstring("still open")))
+		Expect(f.api.Writes()).To(BeZero())
+	})
+
+	It("fails a plan-mode step whose PlanModeConfig is missing", func() {
+		f := setup(false)
+		f.patchStatus(map[string]any{"config": map[string]any{"name": "strict"}})
+		seq := f.tail().NextSeq
+		_, err := store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		f.patchStatus(map[string]any{"active": true, "nextSeq": seq + 1})
+		Eventually(func() int64 { return f.agent.Session().Status.PlanMode.NextSeq }).WithTimeout(10 * time.Second).Should(Equal(seq + 1))
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).To(MatchError(agentsdk.ErrConfigMissing))
+		Expect(err.Error()).To(ContainSubstring(f.ns + "/strict"))
+		// Created: the watch delivers it and the step proceeds with its text.
+		Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "strict"},
+			Spec:       v1alpha1.PlanModeConfigSpec{Section: "strict guidance"},
+		})).To(Succeed())
+		Eventually(func() (string, error) {
+			res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+			return res.Section, err
+		}).WithTimeout(10 * time.Second).Should(Equal("strict guidance"))
+	})
+})
+
+var _ = Describe("log helpers", func() {
+	It("re-sequences turn/end after a plan/mode the manager appended late, and refuses a foreign writer", func() {
+		f := setup(false)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		// A late boundary answer appended plan/mode where the agent's turn/end would go.
+		seq := f.agent.NextSeq()
+		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnBlocked("timeout"))).To(Succeed())
+		Expect(types_(f.events())).To(Equal([]string{"turn/start", "plan/mode", "turn/end"}))
+
+		// Another writer's turn/start is not the manager's: refused, nothing appended.
+		turn, err = f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		seq = f.agent.NextSeq()
+		ev := agentsdk.UserText("intruder")
+		ev.Seq = seq
+		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{ev})
+		Expect(err).NotTo(HaveOccurred())
+		err = f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)
+		Expect(err).To(MatchError(agentsdk.ErrLogChanged))
+		Expect(f.tail().NextSeq).To(Equal(seq + 1))
+	})
+
+	It("does not re-sequence step/start: the boundary decided its position", func() {
+		f := setup(false)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: res.NextSeq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		err = f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})
+		Expect(err).To(MatchError(agentsdk.ErrLogChanged))
+		Expect(sessionlog.IsConflict(err)).To(BeTrue())
+	})
+
+	It("logs request/header only when it changes, with reason initial then change", func() {
+		f := setup(true)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		h := agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "a"}
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &h})).To(Succeed())
+		// A request-recovery retry reuses the frozen assembly: nothing logged.
+		logged, err := f.agent.LogRequest(suiteCtx, h)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(logged).To(BeFalse())
+		h.System = "b"
+		logged, err = f.agent.LogRequest(suiteCtx, h)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(logged).To(BeTrue())
+		evs := f.events()
+		Expect(types_(evs)).To(Equal([]string{"turn/start", "step/start", "request/header", "request/header"}))
+		Expect(string(evs[2].Data)).To(ContainSubstring(`"reason":"initial"`))
+		Expect(string(evs[3].Data)).To(ContainSubstring(`"reason":"change"`))
+
+		// A new client on the same session resumes: its first header has reason resume.
+		again, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: f.ns, Name: f.name, Store: store})
+		Expect(err).NotTo(HaveOccurred())
+		defer again.Close()
+		Expect(again.Resumed()).To(BeTrue())
+		logged, err = again.LogRequest(suiteCtx, h)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(logged).To(BeTrue())
+		evs = f.events()
+		Expect(string(evs[len(evs)-1].Data)).To(ContainSubstring(`"reason":"resume"`))
+	})
+
+	It("refuses options that do not name a session", func() {
+		_, err := agentsdk.New(context.Background(), agentsdk.Options{Config: cfg, Store: store, Namespace: "x"})
+		Expect(err).To(MatchError(ContainSubstring("Options.Namespace and Options.Name")))
+		ns := newNamespace()
+		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Store: store, Namespace: ns, Name: "missing", SyncTimeout: 5 * time.Second})
+		Expect(err).To(MatchError(agentsdk.ErrSessionNotFound))
+	})
+})

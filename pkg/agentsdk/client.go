@@ -1,0 +1,253 @@
+// Package agentsdk is what an agent pod links to take part in plan mode: it watches the pod's
+// one AgentSession, answers "which plan state does this step use?" at every step boundary
+// (asking the manager only when a selection is pending, docs/protocol.md), and appends the
+// agent's own events to the session log with compare-and-swap.
+package agentsdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// FieldManager is the field manager the agent writes status.agent with.
+const FieldManager = "planmode-agent"
+
+// Options configure a Client.
+type Options struct {
+	// Config reaches the API server (in a pod: rest.InClusterConfig()).
+	Config *rest.Config
+	// Namespace and Name of the pod's AgentSession.
+	Namespace, Name string
+	// Store is the session log shared with the manager.
+	Store sessionlog.Store
+	// FieldManager overrides FieldManager (tests only).
+	FieldManager string
+	// SyncTimeout bounds the initial watch sync and the wait for the AgentSession to exist.
+	// Default 30s.
+	SyncTimeout time.Duration
+	// Logger for watch problems; default discards.
+	Logger logr.Logger
+}
+
+type configEntry struct {
+	generation int64
+	section    string
+}
+
+// Client is one agent's view of its AgentSession and session log. Boundary and the append
+// helpers are meant for the agent's one loop goroutine; the watch runs in the background.
+type Client struct {
+	ns, name     string
+	fieldManager string
+	store        sessionlog.Store
+	writer       client.Client
+	log          logr.Logger
+	sessionID    string
+	cancel       context.CancelFunc
+	stopped      chan struct{}
+
+	mu      sync.Mutex
+	obj     *v1alpha1.AgentSession // the informer's object: read only, never mutated
+	configs map[string]configEntry // PlanModeConfigs of the namespace, by name
+	changed chan struct{}          // closed and replaced on every watched change
+
+	// Loop state (one goroutine).
+	next     int64 // the seq the next append must carry, as far as this client knows
+	stepOpen bool
+	resumed  bool // the log held a request/header before this process's first request
+	headers  HeaderTracker
+}
+
+// New starts the watch on the AgentSession namespace/name (and the namespace's
+// PlanModeConfigs), waits until it has synced and the AgentSession exists, and reads the log
+// tail once. Close stops the watch.
+func New(ctx context.Context, o Options) (*Client, error) {
+	if o.Config == nil || o.Store == nil {
+		return nil, errors.New("agentsdk: Options.Config and Options.Store are required")
+	}
+	if o.Namespace == "" || o.Name == "" {
+		return nil, errors.New("agentsdk: Options.Namespace and Options.Name name the pod's AgentSession; both are required")
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = FieldManager
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 30 * time.Second
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("agentsdk: scheme: %w", err)
+	}
+	httpClient, err := rest.HTTPClientFor(o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: http client: %w", err)
+	}
+	writer, err := client.New(o.Config, client.Options{Scheme: scheme, HTTPClient: httpClient})
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: client: %w", err)
+	}
+	// One object, one namespace: the watch carries only this session's changes.
+	c, err := cache.New(o.Config, cache.Options{
+		Scheme:            scheme,
+		HTTPClient:        httpClient,
+		Mapper:            writer.RESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{o.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.AgentSession{}: {Field: fields.OneTermEqualSelector("metadata.name", o.Name)},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: cache: %w", err)
+	}
+	cl := &Client{
+		ns: o.Namespace, name: o.Name, fieldManager: o.FieldManager, store: o.Store,
+		writer: writer, log: o.Logger, configs: map[string]configEntry{},
+		changed: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cl.cancel = cancel
+	fail := func(err error) (*Client, error) {
+		cancel()
+		<-cl.stopped
+		return nil, err
+	}
+	sessInf, err := c.GetInformer(runCtx, &v1alpha1.AgentSession{})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("agentsdk: informer: %w", err)
+	}
+	if _, err := sessInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { cl.setSession(obj) },
+		UpdateFunc: func(_, obj any) { cl.setSession(obj) },
+		DeleteFunc: func(any) { cl.setSession(nil) },
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("agentsdk: handler: %w", err)
+	}
+	cfgInf, err := c.GetInformer(runCtx, &v1alpha1.PlanModeConfig{})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("agentsdk: informer: %w", err)
+	}
+	if _, err := cfgInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { cl.setConfig(obj, false) },
+		UpdateFunc: func(_, obj any) { cl.setConfig(obj, false) },
+		DeleteFunc: func(obj any) { cl.setConfig(obj, true) },
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("agentsdk: handler: %w", err)
+	}
+	go func() {
+		defer close(cl.stopped)
+		if err := c.Start(runCtx); err != nil {
+			cl.log.Error(err, "agent session watch stopped", "namespace", o.Namespace, "name", o.Name)
+		}
+	}()
+	syncCtx, syncCancel := context.WithTimeout(ctx, o.SyncTimeout)
+	defer syncCancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		return fail(fmt.Errorf("agentsdk: watch on AgentSession %s/%s did not sync within %s", o.Namespace, o.Name, o.SyncTimeout))
+	}
+	// The list has been delivered to the handlers; the session must exist.
+	obj, _ := cl.snapshot()
+	if obj == nil {
+		return fail(fmt.Errorf("%w: %s/%s", ErrSessionNotFound, o.Namespace, o.Name))
+	}
+	cl.sessionID = obj.Spec.SessionID
+	t, err := o.Store.Tail(ctx, cl.sessionID)
+	if err != nil {
+		return fail(fmt.Errorf("agentsdk: read log tail of session %q: %w", cl.sessionID, err))
+	}
+	cl.next, cl.stepOpen, cl.resumed = t.NextSeq, t.StepOpen, t.Told != nil
+	return cl, nil
+}
+
+// Close stops the watch.
+func (c *Client) Close() {
+	c.cancel()
+	<-c.stopped
+}
+
+// SessionID is the log session of the AgentSession (spec.sessionID).
+func (c *Client) SessionID() string { return c.sessionID }
+
+// Session returns the watched AgentSession (a copy), or nil when it was deleted.
+func (c *Client) Session() *v1alpha1.AgentSession {
+	obj, _ := c.snapshot()
+	if obj == nil {
+		return nil
+	}
+	return obj.DeepCopy()
+}
+
+func (c *Client) setSession(obj any) {
+	s, _ := obj.(*v1alpha1.AgentSession)
+	if s != nil && (s.Namespace != c.ns || s.Name != c.name) {
+		return
+	}
+	c.mu.Lock()
+	c.obj = s
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *Client) setConfig(obj any, deleted bool) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	p, ok := obj.(*v1alpha1.PlanModeConfig)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if deleted {
+		delete(c.configs, p.Name)
+	} else if e, ok := c.configs[p.Name]; !ok || e.generation != p.Generation || p.Generation == 0 {
+		c.configs[p.Name] = configEntry{generation: p.Generation, section: p.Spec.Section}
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// snapshot returns the current object and a channel closed at the next change.
+func (c *Client) snapshot() (*v1alpha1.AgentSession, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.obj, c.changed
+}
+
+// configName is the PlanModeConfig in force: the one the manager reports, else the spec's
+// reference, else the namespace default.
+func configName(s *v1alpha1.AgentSession) string {
+	if cfg := s.Status.PlanMode.Config; cfg != nil && cfg.Name != "" {
+		return cfg.Name
+	}
+	if ref := s.Spec.PlanMode.ConfigRef; ref != nil && ref.Name != "" {
+		return ref.Name
+	}
+	return v1alpha1.DefaultPlanModeConfigName
+}
+
+func (c *Client) section(s *v1alpha1.AgentSession) (name, text string, ok bool) {
+	name = configName(s)
+	c.mu.Lock()
+	e, ok := c.configs[name]
+	c.mu.Unlock()
+	return name, e.section, ok
+}

@@ -1,0 +1,99 @@
+// Package floor is the benchmark's floor controller: it plays the manager's part of the
+// step-boundary protocol with no log work. It marks a selection pending during a turn and
+// answers a reported boundary by copying the report into status.planMode.lastBoundary with the
+// current log tail (one O(1) Tail read, never an append). Whatever the real reconciler costs on
+// top of this is the price of plan mode itself. Tests also use it as an "echo" acknowledger.
+package floor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// FieldManager is the floor's field manager.
+const FieldManager = "planmode-floor"
+
+// Reconciler is the floor controller.
+type Reconciler struct {
+	Client client.Client
+	Store  sessionlog.Store
+	// Selector restricts the sessions it answers (nil: all).
+	Selector labels.Selector
+	// Name of the controller (unique per manager); default "floor".
+	Name string
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	name := r.Name
+	if name == "" {
+		name = "floor"
+	}
+	b := builder.ControllerManagedBy(mgr).Named(name).For(&v1alpha1.AgentSession{})
+	if r.Selector != nil {
+		sel := r.Selector
+		b = b.WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return sel.Matches(labels.Set(o.GetLabels()))
+		}))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile answers an unanswered boundary, or takes on a changed selection.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1alpha1.AgentSession
+	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	pm := s.Status.PlanMode
+	x := s.Spec.PlanMode.Active
+	newSelection := x != nil && (pm.Selection == nil || *pm.Selection != *x)
+	var b *v1alpha1.StepBoundary
+	if s.Status.Agent != nil {
+		b = s.Status.Agent.Boundary
+	}
+	unanswered := b != nil && (pm.LastBoundary == nil || pm.LastBoundary.Turn != b.Turn ||
+		pm.LastBoundary.Step != b.Step || pm.LastBoundary.Seq != b.Seq)
+	if !newSelection && !unanswered {
+		return ctrl.Result{}, nil
+	}
+	t, err := r.Store.Tail(ctx, s.Spec.SessionID)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("floor: read tail of %q: %w", s.Spec.SessionID, err)
+	}
+	st := map[string]any{"nextSeq": t.NextSeq, "turnOpen": t.TurnOpen, "active": t.Active}
+	if newSelection {
+		st["selection"] = *x
+		st["pending"] = t.TurnOpen
+	}
+	if unanswered {
+		st["pending"] = false
+		st["lastBoundary"] = v1alpha1.BoundaryAck{
+			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryAdmitted,
+			Active: t.Active, NextSeq: t.NextSeq, Time: metav1.NewTime(time.Now()),
+		}
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"planMode": st}})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Client.Status().Patch(ctx, &s, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldManager)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("floor: patch status of %s: %w", req.NamespacedName, err)
+	}
+	return ctrl.Result{}, nil
+}

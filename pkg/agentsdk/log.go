@@ -1,0 +1,186 @@
+package agentsdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// ErrLogChanged: an append found events it cannot order itself after: another writer's events
+// (only the manager's plan/mode may interleave with the agent's), or a plan/mode inside an
+// open step or after the boundary that admitted the step. The agent should end the turn.
+var ErrLogChanged = errors.New("session log changed under the agent")
+
+// maxResequence bounds how often one append re-reads the tail after a conflict.
+const maxResequence = 8
+
+// NextSeq is the seq the client's next append will carry.
+func (c *Client) NextSeq() int64 { return c.next }
+
+// Resumed reports whether the log held a request/header before this client's first request,
+// so the first header this process logs has reason "resume".
+func (c *Client) Resumed() bool { return c.resumed }
+
+// StartTurn appends turn/start for the next turn number (the last logged turn + 1) and returns
+// it. A conflict with a plan/mode the manager committed between turns is re-sequenced.
+func (c *Client) StartTurn(ctx context.Context) (int64, error) {
+	for range maxResequence {
+		t, err := c.store.Tail(ctx, c.sessionID)
+		if err != nil {
+			return 0, fmt.Errorf("start turn: read log tail: %w", err)
+		}
+		if t.TurnOpen {
+			return 0, fmt.Errorf("start turn: turn %d is still open in session %q; end it first", t.Turn, c.sessionID)
+		}
+		c.next = t.NextSeq
+		turn := t.Turn + 1
+		_, err = c.append(ctx, c.next, []sessionlog.Event{TurnStart(turn)})
+		if sessionlog.IsConflict(err) {
+			continue // re-read: the turn number may have moved too
+		}
+		if err != nil {
+			return 0, fmt.Errorf("start turn %d: %w", turn, err)
+		}
+		return turn, nil
+	}
+	return 0, fmt.Errorf("start turn: %w: the log kept moving for %d attempts", ErrLogChanged, maxResequence)
+}
+
+// StepInput is what a step records after its boundary.
+type StepInput struct {
+	// Messages are the step's claimed input, in order (prompt, steered messages, ...). The
+	// boundary's notice, if any, is appended after them.
+	Messages []sessionlog.Event
+	// Header, when set, is the step's request header; request/header is logged when it differs
+	// from the previous one (reason initial/resume/change).
+	Header *EpochHeader
+}
+
+// StartStep appends, in one compare-and-swap batch at res.NextSeq: step/start, in.Messages, the
+// notice from res (last), and the request/header if it changed. It never re-sequences: the
+// step's state was decided for exactly that position, so a conflict returns ErrLogChanged and
+// the caller runs the boundary again (or ends the turn).
+func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error {
+	evs := make([]sessionlog.Event, 0, len(in.Messages)+3)
+	evs = append(evs, StepStart(res.Turn, res.Step))
+	evs = append(evs, in.Messages...)
+	if res.Notice != "" {
+		evs = append(evs, Notice(res.Notice))
+	}
+	headerLogged := false
+	if in.Header != nil {
+		if ev, ok := c.headers.Next(*in.Header, c.resumed); ok {
+			evs = append(evs, ev)
+			headerLogged = true
+		}
+	}
+	if _, err := c.store.Append(ctx, c.sessionID, sequence(evs, res.NextSeq)); err != nil {
+		if sessionlog.IsConflict(err) {
+			return fmt.Errorf("start step %d of turn %d at seq %d: %w: %w", res.Step, res.Turn, res.NextSeq, ErrLogChanged, err)
+		}
+		return fmt.Errorf("start step %d of turn %d: %w", res.Step, res.Turn, err)
+	}
+	c.next = res.NextSeq + int64(len(evs))
+	c.stepOpen = true
+	if headerLogged {
+		c.headers.Commit()
+	}
+	return nil
+}
+
+// LogRequest logs a request/header for a request inside the open step (a request-recovery
+// retry, or a later request of the same step), only if it differs from the previous header.
+// Retries reuse the step's frozen assembly, so normally nothing is logged.
+func (c *Client) LogRequest(ctx context.Context, h EpochHeader) (bool, error) {
+	ev, ok := c.headers.Next(h, c.resumed)
+	if !ok {
+		return false, nil
+	}
+	if _, err := c.Append(ctx, ev); err != nil {
+		return false, err
+	}
+	c.headers.Commit()
+	return true, nil
+}
+
+// EndStep appends step/end.
+func (c *Client) EndStep(ctx context.Context, turn, step int64) error {
+	if _, err := c.Append(ctx, StepEnd(turn, step)); err != nil {
+		return err
+	}
+	c.stepOpen = false
+	return nil
+}
+
+// EndTurn appends turn/end with the reason. After a failed proposal (a plan/mode the manager
+// appended late may precede it) the append is re-sequenced.
+func (c *Client) EndTurn(ctx context.Context, turn int64, reason TurnEndReason) error {
+	_, err := c.Append(ctx, TurnEnd(turn, reason))
+	return err
+}
+
+// Append appends the agent's own events at the client's next seq (compare-and-swap). On a
+// conflict outside an open step it re-reads the tail and re-sequences after the events that
+// intervened, provided they are all the manager's plan/mode; anything else is ErrLogChanged.
+func (c *Client) Append(ctx context.Context, evs ...sessionlog.Event) (sessionlog.Tail, error) {
+	if len(evs) == 0 {
+		return sessionlog.Tail{}, errors.New("append: no events")
+	}
+	for range maxResequence {
+		t, err := c.append(ctx, c.next, evs)
+		if !sessionlog.IsConflict(err) {
+			if err != nil {
+				return t, fmt.Errorf("append %s at seq %d: %w", evs[0].Type, c.next, err)
+			}
+			return t, nil
+		}
+		if err := c.resequence(ctx, evs[0].Type); err != nil {
+			return sessionlog.Tail{}, err
+		}
+	}
+	return sessionlog.Tail{}, fmt.Errorf("append %s: %w: the log kept moving for %d attempts", evs[0].Type, ErrLogChanged, maxResequence)
+}
+
+func (c *Client) append(ctx context.Context, at int64, evs []sessionlog.Event) (sessionlog.Tail, error) {
+	t, err := c.store.Append(ctx, c.sessionID, sequence(evs, at))
+	if err == nil {
+		c.next = t.NextSeq
+	}
+	return t, err
+}
+
+// resequence moves c.next past events another writer appended, if they are plan/mode events
+// the agent may follow: outside an open step only.
+func (c *Client) resequence(ctx context.Context, typ string) error {
+	from := c.next
+	intervening, err := c.store.ReadFrom(ctx, c.sessionID, from, maxResequence*4)
+	if err != nil {
+		return fmt.Errorf("append %s: re-read the log after a conflict at seq %d: %w", typ, from, err)
+	}
+	if len(intervening) == 0 {
+		return fmt.Errorf("append %s: %w: conflict at seq %d but no events after it", typ, ErrLogChanged, from)
+	}
+	for _, ev := range intervening {
+		if ev.Type != TypePlanMode {
+			return fmt.Errorf("append %s: %w: seq %d is a %s another writer appended; one live writer per session",
+				typ, ErrLogChanged, ev.Seq, ev.Type)
+		}
+		if c.stepOpen {
+			return fmt.Errorf("append %s: %w: a plan/mode was appended at seq %d inside an open step", typ, ErrLogChanged, ev.Seq)
+		}
+	}
+	c.next = intervening[len(intervening)-1].Seq + 1
+	return nil
+}
+
+// sequence returns copies of evs numbered from seq.
+func sequence(evs []sessionlog.Event, seq int64) []sessionlog.Event {
+	out := make([]sessionlog.Event, len(evs))
+	for i, ev := range evs {
+		ev.Seq = seq + int64(i)
+		out[i] = ev
+	}
+	return out
+}
