@@ -319,7 +319,10 @@ var _ = Describe("Boundary", func() {
 		f.patchStatus(map[string]any{"active": true, "selection": true, "nextSeq": seq + 1,
 			"notice": map[string]any{"seq": seq, "text": agentsdk.NoticeEnter}})
 		f.select_(true)
-		Eventually(func() bool { s := f.agent.Session(); return s.Status.PlanMode.Notice != nil && s.Spec.PlanMode.Active != nil }).
+		Eventually(func() bool {
+			s := f.agent.Session()
+			return s.Status.PlanMode.Notice != nil && s.Spec.PlanMode.Active != nil
+		}).
 			WithTimeout(10 * time.Second).Should(BeTrue())
 
 		turn, err = f.agent.StartTurn(suiteCtx)

@@ -137,11 +137,11 @@ type toolCallData struct {
 
 // ToolResultMessage is the harness's tool result message.
 type ToolResultMessage struct {
-	Role       string         `json:"role"`
-	CallID     string         `json:"callId"`
-	ToolName   string         `json:"toolName"`
-	Content    []ContentBlock `json:"content"`
-	IsError    bool           `json:"isError"`
+	Role     string         `json:"role"`
+	CallID   string         `json:"callId"`
+	ToolName string         `json:"toolName"`
+	Content  []ContentBlock `json:"content"`
+	IsError  bool           `json:"isError"`
 }
 
 type toolResultData struct {
