@@ -3,9 +3,315 @@ package sessionlog
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// OpenPostgres opens the PostgreSQL session log. Not yet implemented (issue 3, step 3).
+// postgresSchemaVersion is the schema this binary writes; older databases are migrated on open.
+const postgresSchemaVersion = 1
+
+// postgresMigrateLock is the advisory lock key that serialises schema migration between
+// processes opening the same database at once.
+const postgresMigrateLock = 0x706c616e6c6f67 // "planlog"
+
+// Data is text, not jsonb: jsonb would reorder keys and rewrite numbers, and the harness's
+// JSONL round trip keeps them as written.
+var postgresMigrations = []string{
+	1: `
+CREATE TABLE IF NOT EXISTS sessions (
+	session_id          text PRIMARY KEY,
+	next_seq            bigint NOT NULL,
+	active              boolean NOT NULL,
+	last_plan_mode_seq  bigint NOT NULL,
+	told                boolean,
+	turn_open           boolean NOT NULL,
+	turn                bigint NOT NULL,
+	last_step_start_seq bigint NOT NULL,
+	step                bigint NOT NULL,
+	step_open           boolean NOT NULL,
+	created_at          bigint NOT NULL,
+	parent              text,
+	seed_length         bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+	session_id        text NOT NULL,
+	seq               bigint NOT NULL,
+	type              text NOT NULL,
+	time              bigint NOT NULL,
+	data              text NOT NULL,
+	ignorable         boolean NOT NULL DEFAULT false,
+	source_event_seqs text,
+	surface_op        text,
+	PRIMARY KEY (session_id, seq)
+);`,
+}
+
+// postgresStore is the cluster backend, shared by the operator and agent pods. Append locks
+// the session's tail row (SELECT ... FOR UPDATE) in the same transaction that checks the next
+// seq, inserts the events and advances the tail, so concurrent writers serialise on that row
+// and every one but the first sees the moved seq and gets a ConflictError.
+type postgresStore struct {
+	pool *pgxpool.Pool
+}
+
+var _ Store = (*postgresStore)(nil)
+
+// OpenPostgres connects a pool to the database url names and creates or migrates the schema.
 func OpenPostgres(ctx context.Context, url string) (Store, error) {
-	return nil, errors.New("postgres session log: not implemented yet")
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+	}
+	s := &postgresStore{pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+	}
+	return s, nil
+}
+
+func (s *postgresStore) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(postgresMigrateLock)); err != nil {
+			return fmt.Errorf("lock schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)`); err != nil {
+			return fmt.Errorf("create schema_version: %w", err)
+		}
+		var v *int
+		if err := tx.QueryRow(ctx, `SELECT max(version) FROM schema_version`).Scan(&v); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		cur := 0
+		if v != nil {
+			cur = *v
+		}
+		if cur > postgresSchemaVersion {
+			return fmt.Errorf("schema version %d is newer than this binary supports (%d); upgrade the binary", cur, postgresSchemaVersion)
+		}
+		for n := cur + 1; n <= postgresSchemaVersion; n++ {
+			if _, err := tx.Exec(ctx, postgresMigrations[n]); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", n, err)
+			}
+		}
+		if cur < postgresSchemaVersion {
+			if _, err := tx.Exec(ctx, `DELETE FROM schema_version`); err != nil {
+				return fmt.Errorf("record schema version: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES ($1)`, postgresSchemaVersion); err != nil {
+				return fmt.Errorf("record schema version: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+const pgTailCols = `next_seq, active, last_plan_mode_seq, told, turn_open, turn, last_step_start_seq, step, step_open`
+
+func pgLoadTail(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sessionID string, forUpdate bool) (Tail, bool, error) {
+	t := EmptyTail()
+	query := `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = $1`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	err := q.QueryRow(ctx, query, sessionID).
+		Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EmptyTail(), false, nil
+	}
+	if err != nil {
+		return Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
+	}
+	return t, true, nil
+}
+
+func (s *postgresStore) Tail(ctx context.Context, sessionID string) (Tail, error) {
+	t, _, err := pgLoadTail(ctx, s.pool, sessionID, false)
+	return t, err
+}
+
+func (s *postgresStore) Append(ctx context.Context, sessionID string, events []Event) (Tail, error) {
+	return s.write(ctx, sessionID, nil, events)
+}
+
+func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []Event) (Tail, error) {
+	return s.write(ctx, info.ID, &info, events)
+}
+
+// write is Append (info nil) and Seed (info set: the session must not exist yet).
+func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []Event) (Tail, error) {
+	p, err := prepareBatch(sessionID, events)
+	if err != nil {
+		return Tail{}, err
+	}
+	if info == nil && len(events) == 0 {
+		return s.Tail(ctx, sessionID)
+	}
+	hdr := SessionInfo{ID: sessionID, CreatedAt: nowMillis()}
+	if info != nil {
+		hdr = *info
+		if hdr.CreatedAt == 0 {
+			hdr.CreatedAt = nowMillis()
+		}
+	}
+	var parent any
+	if hdr.ParentSession != "" {
+		parent = hdr.ParentSession
+	}
+	var t Tail
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Create the tail row if the session is new. A concurrent creator blocks here on the
+		// primary key until the first commits (then this does nothing) or rolls back.
+		tag, err := tx.Exec(ctx, `INSERT INTO sessions (session_id, `+pgTailCols+`, created_at, parent, seed_length)
+			VALUES ($1, 0, false, -1, NULL, false, 0, -1, 0, false, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING`,
+			sessionID, hdr.CreatedAt, parent, hdr.SeedLength)
+		if err != nil {
+			return fmt.Errorf("append to session %q: create session: %w", sessionID, err)
+		}
+		created := tag.RowsAffected() == 1
+		var exists bool
+		t, exists, err = pgLoadTail(ctx, tx, sessionID, true)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return fmt.Errorf("append to session %q: tail row vanished", sessionID)
+		}
+		if info != nil && !created {
+			return &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+		}
+		first := t.NextSeq
+		if len(p.events) > 0 {
+			first = p.events[0].Seq
+		}
+		if first != t.NextSeq {
+			return &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+		}
+		if len(p.events) == 1 {
+			ev := &p.events[0]
+			if _, err := tx.Exec(ctx, `INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+				sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), pgSurface(ev)); err != nil {
+				return fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
+			}
+		} else if len(p.events) > 1 {
+			rows := make([][]any, len(p.events))
+			for i := range p.events {
+				ev := &p.events[i]
+				rows[i] = []any{sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), pgSurface(ev)}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
+				[]string{"session_id", "seq", "type", "time", "data", "ignorable", "source_event_seqs", "surface_op"},
+				pgx.CopyFromRows(rows)); err != nil {
+				return fmt.Errorf("append to session %q: insert seqs %d..%d: %w", sessionID, p.events[0].Seq, p.events[len(p.events)-1].Seq, err)
+			}
+		}
+		for i := range p.events {
+			t.apply(&p.events[i], p.facts[i])
+		}
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET next_seq = $2, active = $3, last_plan_mode_seq = $4, told = $5, turn_open = $6, turn = $7, last_step_start_seq = $8, step = $9, step_open = $10 WHERE session_id = $1`,
+			sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.Told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen); err != nil {
+			return fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Tail{}, err
+	}
+	return t, nil
+}
+
+func pgSurface(ev *Event) any {
+	if len(ev.SurfaceOp) == 0 {
+		return nil
+	}
+	return string(ev.SurfaceOp)
+}
+
+func (s *postgresStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]Event, error) {
+	if fromSeq < 0 {
+		fromSeq = 0
+	}
+	var out []Event
+	// One snapshot, so the rows and the next seq they are checked against agree.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		t, _, err := pgLoadTail(ctx, tx, sessionID, false)
+		if err != nil {
+			return err
+		}
+		var lim *int64
+		if limit > 0 {
+			l := int64(limit)
+			lim = &l
+		}
+		rows, err := tx.Query(ctx, `SELECT seq, type, time, data, ignorable, source_event_seqs, surface_op FROM events WHERE session_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`, sessionID, fromSeq, lim)
+		if err != nil {
+			return fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r rawRow
+			if err := rows.Scan(&r.seq, &r.typ, &r.time, &r.data, &r.ignorable, &r.seqs, &r.surfaceOp); err != nil {
+				return fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
+			}
+			ev, err := r.event(sessionID)
+			if err != nil {
+				return err
+			}
+			out = append(out, ev)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
+		}
+		return checkRun(sessionID, fromSeq, t.NextSeq, out, limit > 0 && len(out) == limit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (Tail, error) {
+	return fork(ctx, s, srcID, dstID, throughSeq)
+}
+
+func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
+	info := SessionInfo{ID: sessionID}
+	var parent *string
+	err := s.pool.QueryRow(ctx, `SELECT created_at, parent, seed_length FROM sessions WHERE session_id = $1`, sessionID).
+		Scan(&info.CreatedAt, &parent, &info.SeedLength)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionInfo{}, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
+	}
+	if err != nil {
+		return SessionInfo{}, fmt.Errorf("read header of session %q: %w", sessionID, err)
+	}
+	if parent != nil {
+		info.ParentSession = *parent
+	}
+	return info, nil
+}
+
+func (s *postgresStore) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// corruptForTest overwrites a stored row's data without validation (tests only).
+func (s *postgresStore) corruptForTest(ctx context.Context, sessionID string, seq int64, data string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE events SET data = $3 WHERE session_id = $1 AND seq = $2`, sessionID, seq, data)
+	return err
+}
+
+// deleteForTest removes a stored row (tests only).
+func (s *postgresStore) deleteForTest(ctx context.Context, sessionID string, seq int64) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM events WHERE session_id = $1 AND seq = $2`, sessionID, seq)
+	return err
 }

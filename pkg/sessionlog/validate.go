@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // ErrNotFound is returned (wrapped) by Info for a session that has no header.
@@ -186,6 +187,10 @@ func checkEvent(sessionID string, ev *Event) (facts, *ValidationError) {
 	}
 	if !json.Valid(ev.Data) {
 		return f, c.fail("data", "data is not valid JSON")
+	}
+	if !utf8.Valid(ev.Data) {
+		// JSON text is UTF-8 (RFC 8259); PostgreSQL's text would refuse it anyway.
+		return f, c.fail("data", "data is not valid UTF-8")
 	}
 	if len(ev.SurfaceOp) > 0 {
 		if err := checkSurfaceOp(ev.SurfaceOp); err != "" {
