@@ -41,7 +41,10 @@ type PlanModeConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// +required
+	// Spec is required by the admission webhook, not by the schema: a config without one must
+	// reach the webhook and be refused with the harness's own message.
+
+	// +optional
 	Spec PlanModeConfigSpec `json:"spec"`
 }
 
