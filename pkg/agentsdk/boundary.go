@@ -64,6 +64,9 @@ type Result struct {
 	Notice string
 	// NextSeq is where the step's step/start goes.
 	NextSeq int64
+	// Steer is a user message sent through spec.steer (kubectl plan message) that this session
+	// has not recorded yet; StartStep records it as the step's last input before the notice.
+	Steer *v1alpha1.SteerMessage
 	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
 	Asked bool
 }
@@ -189,9 +192,12 @@ func statusBoundary(s *v1alpha1.AgentSession) *v1alpha1.StepBoundary {
 // touches status.agent.boundary only, needs no resourceVersion (no conflicts), and is one write.
 func (c *Client) report(ctx context.Context, turn, step, seq int64) error {
 	now := metav1.NewTime(time.Now())
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"agent": map[string]any{
-		"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now},
-	}}})
+	return c.patchAgent(ctx, map[string]any{"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}})
+}
+
+// patchAgent merge-patches fields of status.agent (and nothing else) as the agent.
+func (c *Client) patchAgent(ctx context.Context, fields map[string]any) error {
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"agent": fields}})
 	if err != nil {
 		return err
 	}
@@ -214,6 +220,9 @@ func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (R
 
 func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, error) {
 	res.ExitAdmitted = res.Active
+	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && (s.Status.Agent == nil || s.Status.Agent.SteerID != st.ID) {
+		res.Steer = st.DeepCopy()
+	}
 	name, text, ok := c.section(s)
 	res.ConfigName = name
 	if !res.Active {

@@ -70,6 +70,10 @@ type Client struct {
 	stepOpen bool
 	resumed  bool // the log held a request/header before this process's first request
 	headers  HeaderTracker
+	// steerDone is the last spec.steer id recorded in the log by this process; steerUnacked is
+	// set while status.agent.steerID does not say so yet (retried at the next StartStep).
+	steerDone    string
+	steerUnacked bool
 }
 
 // New starts the watch on the AgentSession namespace/name (and the namespace's

@@ -66,6 +66,9 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 	evs := make([]sessionlog.Event, 0, len(in.Messages)+3)
 	evs = append(evs, StepStart(res.Turn, res.Step))
 	evs = append(evs, in.Messages...)
+	if res.Steer != nil {
+		evs = append(evs, UserText(res.Steer.Text))
+	}
 	if res.Notice != "" {
 		evs = append(evs, Notice(res.Notice))
 	}
@@ -86,6 +89,18 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 	c.stepOpen = true
 	if headerLogged {
 		c.headers.Commit()
+	}
+	if res.Steer != nil {
+		c.steerDone, c.steerUnacked = res.Steer.ID, true
+	}
+	if c.steerUnacked {
+		// Recorded in the log first, then acknowledged: a crash in between re-delivers the
+		// message once rather than losing it.
+		if err := c.patchAgent(ctx, map[string]any{"steerID": c.steerDone}); err != nil {
+			c.log.Error(err, "record steer id in status.agent (retried at the next step)", "steerID", c.steerDone)
+		} else {
+			c.steerUnacked = false
+		}
 	}
 	return nil
 }

@@ -1,0 +1,110 @@
+// Command refagent is the reference agent: it runs scripted turns and steps through the agent
+// SDK against a real control plane and session log, so tests, benchmarks and the demo can
+// drive plan mode end to end.
+//
+//	refagent --namespace team-a --name demo --store sqlite:///var/lib/planmode/log.db --turns 3 --steps 2 --step-delay 200ms
+//	refagent ... --script demo.txt --loop
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "refagent:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		namespace  = flag.String("namespace", os.Getenv("AGENT_NAMESPACE"), "namespace of the AgentSession (env AGENT_NAMESPACE)")
+		name       = flag.String("name", os.Getenv("AGENT_SESSION"), "name of the AgentSession (env AGENT_SESSION)")
+		storeURL   = flag.String("store", os.Getenv("SESSION_LOG_URL"), "session log URL: sqlite:///abs/path.db or postgres://... (env SESSION_LOG_URL)")
+		turns      = flag.Int("turns", 1, "turns to run when no --script is given")
+		steps      = flag.Int("steps", 1, "steps per turn when no --script is given")
+		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | sleep DUR | end")
+		stepDelay  = flag.Duration("step-delay", 0, "model time per step, between its request and its step/end")
+		loop       = flag.Bool("loop", false, "repeat the script until interrupted (demo)")
+		timeout    = flag.Duration("boundary-timeout", 30*time.Second, "how long a step boundary waits for the manager's acknowledgement")
+		provider   = flag.String("provider", "reference", "request/header config.provider")
+		model      = flag.String("model", "scripted", "request/header config.model")
+		quiet      = flag.Bool("quiet", false, "print only the summary")
+	)
+	flag.Parse()
+	switch {
+	case *namespace == "" || *name == "":
+		return fmt.Errorf("--namespace and --name must name the agent's AgentSession")
+	case *storeURL == "":
+		return fmt.Errorf("--store is required: the session log URL shared with the manager (sqlite:///abs/path.db or postgres://...)")
+	case *turns < 1 || *steps < 1:
+		return fmt.Errorf("--turns and --steps must be at least 1")
+	}
+	script := refagent.Generate(*turns, *steps)
+	if *scriptPath != "" {
+		f, err := os.Open(*scriptPath)
+		if err != nil {
+			return fmt.Errorf("--script: %w", err)
+		}
+		script, err = refagent.ParseScript(f)
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("--script %s: %w", *scriptPath, err)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := stdr.New(nil)
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	store, err := sessionlog.Open(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	c, err := agentsdk.New(ctx, agentsdk.Options{Config: cfg, Namespace: *namespace, Name: *name, Store: store, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	stats, err := refagent.Run(ctx, refagent.Options{
+		Client: c, Script: script, Loop: *loop, StepDelay: *stepDelay, BoundaryTimeout: *timeout,
+		Model: agentsdk.LLMCallConfig{Provider: *provider, Model: *model}, Logger: logr.Discard(),
+		OnStep: func(r refagent.StepRecord) {
+			if *quiet {
+				return
+			}
+			if r.Err != nil {
+				fmt.Printf("turn %d step %d: proposal failed after %s: %v\n", r.Turn, r.Step, r.Latency.Round(time.Microsecond), r.Err)
+				return
+			}
+			fmt.Printf("turn %d step %d: plan=%v asked=%v boundary=%s header=%v notice=%q\n",
+				r.Turn, r.Step, r.Active, r.Asked, r.Latency.Round(time.Microsecond), r.HeaderLogged, r.Notice)
+		},
+	})
+	fmt.Printf("session %s: %d turns, %d steps, %d asked, %d notices, %d failed proposals, %d retries, %d tool calls\n",
+		c.SessionID(), stats.Turns, stats.Steps, stats.Asked, stats.Notices, stats.FailedProposals, stats.Retries, stats.ToolCalls)
+	if err != nil && !(*loop && ctx.Err() != nil) {
+		return err
+	}
+	return nil
+}

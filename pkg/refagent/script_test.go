@@ -1,0 +1,71 @@
+package refagent
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseScript(t *testing.T) {
+	s, err := ParseScript(strings.NewReader(`# demo
+turn explore the repo
+step
+retry
+tool read
+sleep 250ms
+step draft it
+end
+turn
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Op{
+		{Kind: OpTurn, Arg: "explore the repo", Line: 2},
+		{Kind: OpStep, Line: 3},
+		{Kind: OpRetry, Line: 4},
+		{Kind: OpTool, Arg: "read", Line: 5},
+		{Kind: OpSleep, Arg: "250ms", Dur: 250 * time.Millisecond, Line: 6},
+		{Kind: OpStep, Arg: "draft it", Line: 7},
+		{Kind: OpEnd, Line: 8},
+		{Kind: OpTurn, Line: 9},
+	}
+	if len(s) != len(want) {
+		t.Fatalf("got %d ops, want %d: %+v", len(s), len(want), s)
+	}
+	for i := range want {
+		if s[i] != want[i] {
+			t.Errorf("op %d = %+v, want %+v", i, s[i], want[i])
+		}
+	}
+}
+
+func TestParseScriptErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "script is empty"},
+		{"step", `line 1: "step" before any "turn"`},
+		{"turn\nretry", `line 2: "retry" needs a "step"`},
+		{"turn\nend\nstep", `line 3: "step" before any "turn"`},
+		{"turn\nstep\nretry now", `line 3: "retry" takes no argument`},
+		{"turn\nsleep soon", "line 2: sleep needs a duration"},
+		{"turn\nstep\ntool", "line 3: tool needs a name"},
+		{"turn\nexit plan.md", "line 2: exit (plan review"},
+		{"turn\njump", `line 2: unknown instruction "jump"`},
+	} {
+		_, err := ParseScript(strings.NewReader(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseScript(%q) error = %v, want it to contain %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestGenerate(t *testing.T) {
+	s := Generate(2, 3)
+	var kinds []string
+	for _, op := range s {
+		kinds = append(kinds, string(op.Kind))
+	}
+	if got := strings.Join(kinds, " "); got != "turn step step step end turn step step step end" {
+		t.Fatalf("Generate(2,3) = %s", got)
+	}
+}
