@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+)
+
+const fixture = "../../pkg/sessionlog/testdata/spec-examples.jsonl"
+
+func run(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCmd(strings.NewReader(stdin), &out, &errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestImportExportTail(t *testing.T) {
+	want, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := pgtest.MustStart(t)
+	for name, store := range map[string]string{
+		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "log.db"),
+		"postgres": pg.URL,
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := run(t, string(want), "import", "--store", store)
+			if err != nil || out != "imported session \"spec-examples\": 20 events\n" {
+				t.Fatalf("import: %q, %v", out, err)
+			}
+			out, err = run(t, "", "export", "--store", store, "--session", "spec-examples")
+			if err != nil || out != string(want) {
+				t.Fatalf("export differs from the imported file (%v):\n%s", err, out)
+			}
+			out, err = run(t, "", "tail", "--store", store, "--session", "spec-examples")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tail tailJSON
+			if err := json.Unmarshal([]byte(out), &tail); err != nil {
+				t.Fatalf("tail output %q: %v", out, err)
+			}
+			if tail.NextSeq != 20 || !tail.Active || tail.Told == nil || !*tail.Told || !tail.TurnOpen || tail.Turn != 2 || tail.Step != 1 || tail.LastPlanModeSeq != 8 {
+				t.Fatalf("tail = %s", out)
+			}
+			// Importing again is refused, and the error says why.
+			if _, err := run(t, string(want), "import", "--store", store); err == nil || !strings.Contains(err.Error(), "seq conflict") {
+				t.Fatalf("second import: %v", err)
+			}
+			if _, err := run(t, string(want), "import", "--store", store, "--session", "renamed"); err != nil {
+				t.Fatal(err)
+			}
+			out, _ = run(t, "", "export", "--store", store, "--session", "renamed")
+			if !strings.HasPrefix(out, `{"type":"session","version":0,"id":"renamed",`) {
+				t.Fatalf("renamed export header: %.80s", out)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Setenv(storeEnv, "")
+	store := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	for _, c := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"", []string{"export", "--session", "s"}, "no store: pass --store URL or set $PLANLOG_STORE"},
+		{"", []string{"export", "--store", store}, "--session is required"},
+		{"", []string{"export", "--store", store, "--session", "missing"}, `session "missing": session not found`},
+		{"", []string{"tail", "--store", store, "--session", "missing"}, "session not found"},
+		{"", []string{"export", "--store", "ftp://x", "--session", "s"}, "unknown store URL"},
+		{`{"type":"session","version":3,"id":"s","createdAt":1}`, []string{"import", "--store", store}, "line 1: unsupported session format version 3"},
+	} {
+		if _, err := run(t, c.stdin, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%v: err = %v, want %q", c.args, err, c.want)
+		}
+	}
+	t.Setenv(storeEnv, store)
+	if _, err := run(t, "", "export", "--session", "missing"); err == nil || !strings.Contains(err.Error(), "session not found") {
+		t.Fatalf("store from $%s not used: %v", storeEnv, err)
+	}
+}

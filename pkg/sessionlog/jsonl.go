@@ -1,0 +1,296 @@
+package sessionlog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// FormatVersion is the harness's SESSION_FORMAT_VERSION; any other version is refused.
+const FormatVersion = 0
+
+// KnownTypes are the event types the harness's session format declares (reference spec §1,
+// §2.2). JSONL import refuses any other type unless the event is marked ignorable, the
+// harness's own format-refusal rule. The Store itself keeps unknown types verbatim.
+var KnownTypes = map[string]bool{
+	TypeTurnStart: true, TypeTurnEnd: true, TypeStepStart: true, TypeStepEnd: true,
+	TypeUserMessage: true, TypeRequestHeader: true, TypePlanMode: true,
+	TypeCommandRun: true, TypeCommandDone: true, TypeInboxSpliced: true, TypeSessionEndSeed: true,
+	"assistant/message": true, "assistant/chunk": true,
+	"tool/call": true, "tool/result": true, "tool/code-dispatch": true, "todo/write": true,
+	"request/context": true, "session/title": true, "llm/retry": true, "llm/retry-started": true,
+}
+
+// Header is the first line of a harness session JSONL file. Only the fields the store keeps
+// are listed; cwd, origin, delegationDepth and agentPreset are accepted on import and dropped.
+type Header struct {
+	Type          string `json:"type"`
+	Version       int    `json:"version"`
+	ID            string `json:"id"`
+	CreatedAt     int64  `json:"createdAt"`
+	ParentSession string `json:"parentSession,omitempty"`
+	SeedLength    *int64 `json:"seedLength,omitempty"`
+}
+
+// exportPage bounds how many events Export holds in memory at once.
+const exportPage = 1000
+
+// Export writes session sessionID as harness JSONL: the header line, then one event per line
+// in envelope key order (type, seq, time, data, ignorable?, sourceEventSeqs?, surfaceOp?).
+func Export(ctx context.Context, s Store, sessionID string, w io.Writer) error {
+	info, err := s.Info(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("export session %q: %w", sessionID, err)
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	hdr := Header{Type: "session", Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession}
+	if info.ParentSession != "" || info.SeedLength != 0 {
+		n := info.SeedLength
+		hdr.SeedLength = &n
+	}
+	line, err := marshalNoEscape(hdr)
+	if err != nil {
+		return fmt.Errorf("export session %q: %w", sessionID, err)
+	}
+	_, _ = bw.Write(line)
+	_ = bw.WriteByte('\n')
+	for from := int64(0); ; {
+		evs, err := s.ReadFrom(ctx, sessionID, from, exportPage)
+		if err != nil {
+			return fmt.Errorf("export session %q: %w", sessionID, err)
+		}
+		for i := range evs {
+			bw.Write(AppendJSONL(nil, &evs[i]))
+		}
+		if len(evs) < exportPage {
+			break
+		}
+		from = evs[len(evs)-1].Seq + 1
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("export session %q: write: %w", sessionID, err)
+	}
+	return nil
+}
+
+// AppendJSONL appends the event's JSONL line (with its newline) to dst. Data, surfaceOp and
+// strings are written as stored: no HTML escaping, key order and numbers untouched.
+func AppendJSONL(dst []byte, ev *Event) []byte {
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, ev.Type)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendInt(dst, ev.Seq, 10)
+	dst = append(dst, `,"time":`...)
+	dst = strconv.AppendInt(dst, ev.Time, 10)
+	dst = append(dst, `,"data":`...)
+	dst = append(dst, ev.Data...)
+	if ev.Ignorable {
+		dst = append(dst, `,"ignorable":true`...)
+	}
+	if len(ev.SourceEventSeqs) > 0 {
+		dst = append(dst, `,"sourceEventSeqs":[`...)
+		for i, s := range ev.SourceEventSeqs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, s, 10)
+		}
+		dst = append(dst, ']')
+	}
+	if len(ev.SurfaceOp) > 0 {
+		dst = append(dst, `,"surfaceOp":`...)
+		dst = append(dst, ev.SurfaceOp...)
+	}
+	return append(dst, "}\n"...)
+}
+
+func appendString(dst []byte, s string) []byte {
+	b, _ := marshalNoEscape(s)
+	return append(dst, b...)
+}
+
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// ImportOptions adjusts Import.
+type ImportOptions struct {
+	// SessionID, when set, replaces the header's id.
+	SessionID string
+	// AllowUnknown stores unknown event types even without ignorable:true (the harness
+	// refuses them; the store can keep them verbatim).
+	AllowUnknown bool
+}
+
+// ImportError locates a refused JSONL line.
+type ImportError struct {
+	Line int
+	Err  error
+}
+
+func (e *ImportError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *ImportError) Unwrap() error { return e.Err }
+
+// Import reads harness JSONL (a header line, then one event per line) and creates the session
+// with Seed: atomically, and only if it does not exist yet. It refuses a format version other
+// than 0, an unknown event type without ignorable:true, unknown envelope fields, packed chunk
+// rows, non-contiguous seqs and invalid payloads, naming the line; nothing is stored then.
+func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (SessionInfo, Tail, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	lineNo := 0
+	var info SessionInfo
+	var events []Event
+	var eventLines []int // line number of each event, for error messages
+	haveHeader := false
+	for {
+		line, rerr := br.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return SessionInfo{}, Tail{}, fmt.Errorf("import: read: %w", rerr)
+		}
+		if len(line) > 0 {
+			lineNo++
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if !haveHeader {
+				h, err := parseHeader(t)
+				if err != nil {
+					return SessionInfo{}, Tail{}, &ImportError{Line: lineNo, Err: err}
+				}
+				info = h
+				if opts.SessionID != "" {
+					info.ID = opts.SessionID
+				}
+				if info.ID == "" {
+					return SessionInfo{}, Tail{}, &ImportError{Line: lineNo, Err: errors.New(`session header has no "id"; pass a session id`)}
+				}
+				haveHeader = true
+			} else {
+				ev, err := parseEventLine(t, int64(len(events)), opts.AllowUnknown)
+				if err != nil {
+					return SessionInfo{}, Tail{}, &ImportError{Line: lineNo, Err: err}
+				}
+				events = append(events, ev)
+				eventLines = append(eventLines, lineNo)
+			}
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	if !haveHeader {
+		return SessionInfo{}, Tail{}, errors.New(`import: empty input; expected a {"type":"session","version":0,...} header line`)
+	}
+	tail, err := s.Seed(ctx, info, events)
+	if err != nil {
+		var v *ValidationError
+		if errors.As(err, &v) && v.Seq >= 0 && v.Seq < int64(len(eventLines)) {
+			return SessionInfo{}, Tail{}, &ImportError{Line: eventLines[v.Seq], Err: err}
+		}
+		var c *ConflictError
+		if errors.As(err, &c) {
+			return SessionInfo{}, Tail{}, fmt.Errorf("import session %q: it already exists with %d events; choose another id (--session): %w", info.ID, c.Expected, err)
+		}
+		return SessionInfo{}, Tail{}, fmt.Errorf("import session %q: %w", info.ID, err)
+	}
+	return info, tail, nil
+}
+
+func parseHeader(line []byte) (SessionInfo, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return SessionInfo{}, fmt.Errorf("session header is not a JSON object: %v", err)
+	}
+	var typ string
+	if err := json.Unmarshal(m["type"], &typ); err != nil || typ != "session" {
+		return SessionInfo{}, fmt.Errorf(`first line must be the session header {"type":"session",...}; got type %s`, jsonText(m["type"], m["type"] != nil))
+	}
+	vraw, ok := m["version"]
+	if !ok {
+		return SessionInfo{}, errors.New(`session header has no "version"; expected 0`)
+	}
+	if string(bytes.TrimSpace(vraw)) != "0" {
+		// The harness's SessionFormatUnsupportedError.
+		return SessionInfo{}, fmt.Errorf("unsupported session format version %s; only version %d is supported", jsonText(vraw, true), FormatVersion)
+	}
+	var h Header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return SessionInfo{}, fmt.Errorf("session header: %v", err)
+	}
+	info := SessionInfo{ID: h.ID, CreatedAt: h.CreatedAt, ParentSession: h.ParentSession}
+	if h.SeedLength != nil {
+		info.SeedLength = *h.SeedLength
+	}
+	return info, nil
+}
+
+var envelopeFields = map[string]bool{"type": true, "seq": true, "time": true, "data": true, "ignorable": true, "sourceEventSeqs": true, "surfaceOp": true}
+
+var packedChunkTypes = map[string]bool{"text-chunks": true, "reasoning-chunks": true, "tool-call-chunks": true}
+
+func parseEventLine(line []byte, wantSeq int64, allowUnknown bool) (Event, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return Event{}, fmt.Errorf("event is not a JSON object: %v", err)
+	}
+	var ev Event
+	if raw, ok := m["type"]; ok {
+		if err := json.Unmarshal(raw, &ev.Type); err != nil {
+			return Event{}, fmt.Errorf("event type is %s; expected a string", jsonText(raw, true))
+		}
+	}
+	if packedChunkTypes[ev.Type] {
+		return Event{}, fmt.Errorf("packed chunk row %q is not supported; export the harness session with packChunks: false", ev.Type)
+	}
+	for _, k := range []string{"type", "seq", "time", "data"} {
+		if _, ok := m[k]; !ok {
+			return Event{}, fmt.Errorf("event has no %q; the envelope is {type, seq, time, data}", k)
+		}
+	}
+	if ev.Type == "request/header-delta" {
+		return Event{}, errors.New("legacy request/header-delta events are refused (the harness refuses them too)")
+	}
+	for k := range m {
+		if !envelopeFields[k] {
+			return Event{}, fmt.Errorf("%s event has unknown envelope field %q", ev.Type, k)
+		}
+	}
+	if err := json.Unmarshal(m["seq"], &ev.Seq); err != nil {
+		return Event{}, fmt.Errorf("%s event seq is %s; expected an integer", ev.Type, jsonText(m["seq"], true))
+	}
+	if ev.Seq != wantSeq {
+		return Event{}, fmt.Errorf("%s event has seq %d; expected %d (seqs are contiguous from 0)", ev.Type, ev.Seq, wantSeq)
+	}
+	if err := json.Unmarshal(m["time"], &ev.Time); err != nil || ev.Time <= 0 {
+		return Event{}, fmt.Errorf("%s event at seq %d has time %s; expected Unix epoch milliseconds", ev.Type, ev.Seq, jsonText(m["time"], true))
+	}
+	ev.Data = m["data"]
+	if raw, ok := m["ignorable"]; ok {
+		if string(bytes.TrimSpace(raw)) != "true" {
+			return Event{}, fmt.Errorf("%s event at seq %d has ignorable %s; only true is allowed", ev.Type, ev.Seq, jsonText(raw, true))
+		}
+		ev.Ignorable = true
+	}
+	if raw, ok := m["sourceEventSeqs"]; ok {
+		if err := json.Unmarshal(raw, &ev.SourceEventSeqs); err != nil || len(ev.SourceEventSeqs) == 0 {
+			return Event{}, fmt.Errorf("%s event at seq %d has sourceEventSeqs %s; expected a non-empty array of integers", ev.Type, ev.Seq, jsonText(raw, true))
+		}
+	}
+	if raw, ok := m["surfaceOp"]; ok {
+		ev.SurfaceOp = raw
+	}
+	if !KnownTypes[ev.Type] && !ev.Ignorable && !allowUnknown {
+		return Event{}, fmt.Errorf("unknown event type %q at seq %d is not marked ignorable; the harness refuses such a log (import with --allow-unknown to keep it anyway)", ev.Type, ev.Seq)
+	}
+	return ev, nil
+}
