@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,6 +33,8 @@ type Options struct {
 
 	c  client.Client
 	ns string
+	// wait is how long a toggle waits for the manager's outcome (--wait).
+	wait time.Duration
 }
 
 // complete builds the client and resolves the namespace from the flags and kubeconfig.
@@ -71,23 +74,23 @@ func (o *Options) get(ctx context.Context, name string) (*v1alpha1.AgentSession,
 // patchSpec writes a small JSON merge patch to the session's spec, guarded by the
 // resourceVersion the decision was computed from: if anyone changed the object since, the API
 // server refuses it with a conflict and the caller recomputes (retry.RetryOnConflict).
-func (o *Options) patchSpec(ctx context.Context, as *v1alpha1.AgentSession, spec map[string]any, why string) error {
+func (o *Options) patchSpec(ctx context.Context, as *v1alpha1.AgentSession, spec map[string]any, why string) (*v1alpha1.AgentSession, error) {
 	body := map[string]any{
 		"metadata": map[string]any{"resourceVersion": as.ResourceVersion},
 		"spec":     spec,
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encode the patch: %w", err)
+		return nil, fmt.Errorf("encode the patch: %w", err)
 	}
 	obj := as.DeepCopy()
 	if err := o.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(FieldManager)); err != nil {
 		if apierrors.IsConflict(err) {
-			return err // retried by the caller
+			return nil, err // retried by the caller
 		}
-		return o.explain(err, as.Name, "patch", why)
+		return nil, o.explain(err, as.Name, "patch", why)
 	}
-	return nil
+	return obj, nil
 }
 
 // explain turns an API error into a message that says what was wrong and what to do.

@@ -217,6 +217,7 @@ func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
 			Message struct {
 				ToolCallID string `json:"toolCallId"`
 				CallID     string `json:"callId"`
+				ToolName   string `json:"toolName"`
 				IsError    bool   `json:"isError"`
 				Content    []struct {
 					Text string `json:"text"`
@@ -230,7 +231,7 @@ func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
 		if id == "" {
 			id = r.Message.CallID
 		}
-		if !s.exitCalls[id] {
+		if !s.exitCalls[id] && r.Message.ToolName != planmode.ExitToolName {
 			return "", false
 		}
 		var text string

@@ -212,7 +212,8 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		if d == v1alpha1.ReviewKeepPlanning && f.feedback != "" {
 			review["feedback"] = f.feedback
 		}
-		return o.patchSpec(ctx, as, map[string]any{"review": review}, "decide the plan review")
+		_, err = o.patchSpec(ctx, as, map[string]any{"review": review}, "decide the plan review")
+		return err
 	})
 	if err != nil {
 		if apierrors.IsConflict(err) {

@@ -74,9 +74,10 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
   # Read the plan and approve it
   kubectl plan review demo
   kubectl plan approve demo`,
-		Args:          cobra.ArbitraryArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Args:                       cobra.ArbitraryArgs,
+		SuggestionsMinimumDistance: 2,
+		SilenceUsage:               true,
+		SilenceErrors:              true,
 		CompletionOptions: cobra.CompletionOptions{
 			HiddenDefaultCmd: true,
 		},
@@ -95,6 +96,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		},
 	}
 	o.Flags.AddFlags(root.PersistentFlags())
+	addWaitFlag(root, &o.wait)
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)

@@ -5,17 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
+// DefaultWait is how long a toggle waits for the manager to take the selection on.
+const DefaultWait = 10 * time.Second
+
+const waitHelp = `
+
+How the reply is chosen: the plugin runs the harness's set() decision on the session's status
+and spec before writing, then (unless --wait=0) waits for the manager to take the selection on
+and reads the outcome from the status it writes, because only the manager sees the session log
+(whether a turn is open decides "committed" against "queued"). If the manager does not answer
+within --wait, the predicted reply is printed with a warning on stderr.`
+
+func addWaitFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "wait", DefaultWait, "How long to wait for the manager to take the selection on (0: reply from the status read before writing)")
+}
+
 func newOnCommand(o *Options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "on SESSION",
 		Short: "Enter plan mode (like /plan)",
 		Long: `Enter plan mode: sets spec.planMode.active=true on the AgentSession.
@@ -24,8 +43,9 @@ Between turns the manager appends plan/mode at once and the reply is
 "Plan mode on. Use /plan off to leave."; during a turn the selection waits for the agent's next
 step boundary and the reply is "Entering plan mode (applies from the next step). Use /plan off to
 leave." (the harness gives that same reply when plan mode is already on or already pending).
+If the PlanModeConfig in force does not exist, the entry waits for it (a warning says so).
 
-Needs "patch" on agentsessions.agents.harness.dev.`,
+Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan on demo
   kubectl plan on demo -n team-a --context prod`,
 		Args: exactSession("on SESSION"),
@@ -33,10 +53,12 @@ Needs "patch" on agentsessions.agents.harness.dev.`,
 			return o.toggle(cmd.Context(), args[0], true, "", nil)
 		},
 	}
+	addWaitFlag(cmd, &o.wait)
+	return cmd
 }
 
 func newOffCommand(o *Options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "off SESSION",
 		Short: "Leave plan mode (like /plan off)",
 		Long: `Leave plan mode: sets spec.planMode.active=false on the AgentSession.
@@ -45,17 +67,19 @@ Replies: "Plan mode off." (left now, between turns); "Leaving plan mode (applies
 step)." (during a turn, or already leaving); "Plan mode entry cancelled." (an entry that had not
 reached the log yet is undone, nothing is logged); "Plan mode is already inactive."
 
-Needs "patch" on agentsessions.agents.harness.dev.`,
+Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan off demo`,
 		Args:    exactSession("off SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.toggle(cmd.Context(), args[0], false, "", nil)
 		},
 	}
+	addWaitFlag(cmd, &o.wait)
+	return cmd
 }
 
 func newMessageCommand(o *Options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "message SESSION TEXT...",
 		Short: "Enter plan mode, then send TEXT as the agent's next user message (like /plan TEXT)",
 		Long: `Enter plan mode, then deliver TEXT to the agent as the next step's ordinary user message,
@@ -67,7 +91,7 @@ the agent records each steer id once (status.agent.steerID). The reply is the en
 "kubectl plan on". Unlike the short form "kubectl plan SESSION TEXT", TEXT "off" here is a
 message, never an exit.
 
-Needs "patch" on agentsessions.agents.harness.dev.`,
+Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan message demo "draft the migration"
   kubectl plan message demo -- --explain the flag handling`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -84,33 +108,78 @@ Needs "patch" on agentsessions.agents.harness.dev.`,
 			return o.toggle(cmd.Context(), args[0], true, text, nil)
 		},
 	}
+	addWaitFlag(cmd, &o.wait)
+	return cmd
 }
 
-// toggle is set(x) followed, for a message, by steer(text): it reads the session, computes the
+// written is what a toggle wrote: the state it decided against and the object it produced.
+type written struct {
+	before    planmode.State
+	predicted planmode.Outcome
+	// gen is the generation of the write (0: nothing was written).
+	gen int64
+	// ack is the last boundary acknowledgement before the write, to tell a queued selection
+	// that a boundary already flushed from a between-turns commit.
+	ack *v1alpha1.BoundaryAck
+}
+
+// errNeedsEdge: spec already holds x, which the manager has taken on, but the state moved away
+// from it without a user selection (an approved exit). The manager treats only a changed value
+// as a new selection, so the same value must be preceded by its opposite.
+var errNeedsEdge = errors.New("spec already holds the selection")
+
+// toggle is set(x) followed, for a message, by steer(text): it reads the session, runs the
 // harness's decision against the state the manager will see, writes spec.planMode.active (and
-// spec.steer) in one resourceVersion-guarded merge patch, and prints the reply. On a conflict it
-// re-reads and recomputes, so the reply always describes the state the write was made against.
+// spec.steer) in one resourceVersion-guarded merge patch (a conflict re-reads and decides
+// again), waits for the manager's outcome, and prints the /plan reply.
 func (o *Options) toggle(ctx context.Context, name string, x bool, message string, notFoundHint func() error) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
 	text := strings.TrimSpace(message)
-	var reply string
+	w, err := o.writeSelection(ctx, name, x, text)
+	if errors.Is(err, errNeedsEdge) {
+		w, err = o.reselect(ctx, name, x, text)
+	}
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("the session %q kept changing while writing the selection; try again: %w", name, err)
+		}
+		if notFoundHint != nil && strings.HasPrefix(err.Error(), "no AgentSession") {
+			if h := notFoundHint(); h != nil {
+				return errors.Join(err, h)
+			}
+		}
+		return err
+	}
+	outcome := w.predicted
+	if w.gen != 0 && w.predicted != planmode.Noop && o.wait > 0 {
+		if got, ok := o.observe(ctx, name, x, w); ok {
+			outcome = got
+		} else {
+			fmt.Fprintf(o.Streams.ErrOut, "warning: the manager has not taken the selection on within %s; the reply below is predicted from the status read before the write (check with: kubectl plan status %s)\n", o.wait, name)
+		}
+	}
+	fmt.Fprintln(o.Streams.Out, planmode.PlanCommandReply(!x, outcome, w.before.Logged))
+	return nil
+}
+
+func (o *Options) writeSelection(ctx context.Context, name string, x bool, text string) (written, error) {
+	var w written
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
 			return err
 		}
-		var outcome planmode.Outcome
-		outcome, reply = Decide(StateOf(as), x)
-
+		w = written{before: StateOf(as), ack: as.Status.PlanMode.LastBoundary}
+		w.predicted = planmode.Set(w.before, x).Outcome
 		desired := as.Spec.PlanMode.Active
 		sameSpec := desired != nil && *desired == x
-		if sameSpec && outcome != planmode.Noop {
-			// spec already says x and the manager has taken it on, but the state moved away
-			// from it without a user selection (an approved exit). Writing the same value is no
-			// change the manager can see.
-			return fmt.Errorf("cannot select plan mode %s again: spec.planMode.active is already %v and the manager treats only a changed value as a new selection; clear it first with: kubectl patch agentsession %s -n %s --type merge -p '{\"spec\":{\"planMode\":{\"active\":null}}}'", onOff(x), x, name, o.ns)
+		if sameSpec && w.predicted != planmode.Noop {
+			return errNeedsEdge
+		}
+		if x && w.predicted != planmode.Noop {
+			o.warnMissingConfig(ctx, as)
 		}
 		spec := map[string]any{}
 		if !sameSpec {
@@ -126,21 +195,112 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 		if text != "" {
 			why = "toggle plan mode and send a message"
 		}
-		return o.patchSpec(ctx, as, spec, why)
+		out, err := o.patchSpec(ctx, as, spec, why)
+		if err != nil {
+			return err
+		}
+		w.gen = out.Generation
+		return nil
+	})
+	return w, err
+}
+
+// reselect selects x again when spec already holds x: it first writes the opposite value (a
+// noop for the manager, whose target already is the opposite), waits for the manager to take
+// it on, then writes x, which the manager now sees as a new selection.
+func (o *Options) reselect(ctx context.Context, name string, x bool, text string) (written, error) {
+	if o.wait <= 0 {
+		return written{}, fmt.Errorf("cannot select plan mode %s again with --wait=0: spec.planMode.active is already %v, so the manager needs to see it change; run without --wait=0, or run kubectl plan %s %s first", onOff(x), x, onOff(!x), name)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		as, err := o.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		_, err = o.patchSpec(ctx, as, map[string]any{"planMode": map[string]any{"active": !x}}, "toggle plan mode")
+		return err
 	})
 	if err != nil {
-		if apierrors.IsConflict(err) {
-			return fmt.Errorf("the session %q kept changing while writing the selection; try again: %w", name, err)
-		}
-		if notFoundHint != nil && strings.HasPrefix(err.Error(), "no AgentSession") {
-			if h := notFoundHint(); h != nil {
-				return errors.Join(err, h)
-			}
-		}
-		return err
+		return written{}, err
 	}
-	fmt.Fprintln(o.Streams.Out, reply)
-	return nil
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
+		as, err := o.get(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		sel := as.Status.PlanMode.Selection
+		return as.Status.ObservedGeneration >= as.Generation && sel != nil && *sel == !x, nil
+	})
+	if err != nil {
+		return written{}, fmt.Errorf("plan mode %s was selected before and the manager must see the selection change to take it again; it has not taken on the intermediate value within %s (is the manager running? check: kubectl plan status %s): %w", onOff(x), o.wait, name, err)
+	}
+	w, err := o.writeSelection(ctx, name, x, text)
+	if errors.Is(err, errNeedsEdge) {
+		return written{}, fmt.Errorf("the session %q changed while selecting plan mode %s again; try again", name, onOff(x))
+	}
+	return w, err
+}
+
+// observe waits for the manager to take selection x on (status.observedGeneration reaches the
+// write and status.planMode.selection is x) and reads which set() outcome it had. The decision
+// only differs from the prediction in whether a turn was open, which the status may not show.
+func (o *Options) observe(ctx context.Context, name string, x bool, w written) (planmode.Outcome, bool) {
+	var seen *v1alpha1.AgentSession
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
+		as, err := o.get(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		sel := as.Status.PlanMode.Selection
+		if as.Status.ObservedGeneration < w.gen || sel == nil || *sel != x {
+			return false, nil
+		}
+		seen = as
+		return true, nil
+	})
+	if err != nil || seen == nil {
+		return "", false
+	}
+	if x == w.before.Logged {
+		// The target was the opposite pending state: cancelled, whether or not a turn is open.
+		return planmode.Cancelled, true
+	}
+	pm := seen.Status.PlanMode
+	if pm.PendingActive != nil && *pm.PendingActive == x {
+		return planmode.Queued, true
+	}
+	if pm.Active == x {
+		// Committed between turns, unless a boundary flushed a queued selection meanwhile.
+		if ack := pm.LastBoundary; ack != nil && ack.Result == v1alpha1.BoundaryAdmitted && ack.Active == x && !sameAck(ack, w.ack) {
+			return planmode.Queued, true
+		}
+		return planmode.Committed, true
+	}
+	return w.predicted, true
+}
+
+func sameAck(a, b *v1alpha1.BoundaryAck) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Turn == b.Turn && a.Step == b.Step && a.Seq == b.Seq
+}
+
+// warnMissingConfig says when an entry will wait for its PlanModeConfig (the manager holds an
+// entry whose guidance does not exist). Without permission to read configs it says nothing.
+func (o *Options) warnMissingConfig(ctx context.Context, as *v1alpha1.AgentSession) {
+	name := configName(as)
+	err := o.c.Get(ctx, types.NamespacedName{Namespace: as.Namespace, Name: name}, &v1alpha1.PlanModeConfig{})
+	if apierrors.IsNotFound(err) {
+		fmt.Fprintf(o.Streams.ErrOut, "warning: PlanModeConfig %q does not exist in namespace %q: entering plan mode waits until it is created (or set spec.planMode.configRef.name)\n", name, as.Namespace)
+	}
+}
+
+func configName(as *v1alpha1.AgentSession) string {
+	if r := as.Spec.PlanMode.ConfigRef; r != nil && r.Name != "" {
+		return r.Name
+	}
+	return v1alpha1.DefaultPlanModeConfigName
 }
 
 func onOff(b bool) string {

@@ -1,0 +1,134 @@
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+// These specs run the kubectl-plan binary the way users do: built into a temporary directory
+// that is put on PATH, and called as `kubectl plan ...` through the real kubectl's plugin
+// mechanism (kubectl from hack/envtest-binaries.sh, the control plane's version), against a real
+// kube-apiserver and etcd (envtest).
+
+var (
+	cfg        *rest.Config
+	k8sClient  client.Client
+	testEnv    *envtest.Environment
+	ctx        context.Context
+	cancel     context.CancelFunc
+	kubectl    string
+	pluginDir  string
+	kubeconfig string
+)
+
+func TestPlugin(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "kubectl plan plugin Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must point at the hack-built binaries (make test sets it)")
+	kubectl = filepath.Join(assets, "kubectl")
+	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh")
+
+	By("building kubectl-plan into a directory on PATH")
+	pluginDir = GinkgoT().TempDir()
+	_, thisFile, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(thisFile), "..", "..")
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-plan"), "./cmd/kubectl-plan")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/kubectl-plan: %s", out)
+
+	Expect(agentsv1alpha1.AddToScheme(clientgoscheme.Scheme)).To(Succeed())
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred(), "start envtest")
+	k8sClient, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = writeKubeconfig(cfg)
+})
+
+var _ = AfterSuite(func() {
+	cancel()
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// writeKubeconfig writes a kubeconfig for the envtest control plane with the admin user.
+func writeKubeconfig(c *rest.Config) string {
+	GinkgoHelper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest", Namespace: "default"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	return path
+}
+
+// result is one kubectl run.
+type result struct {
+	Out, Err string
+	Code     int
+}
+
+// kplan runs `kubectl plan ARGS...` through the real kubectl, with kubectl-plan on PATH.
+func kplan(args ...string) result {
+	GinkgoHelper()
+	return kubectlRun(nil, append([]string{"plan"}, args...)...)
+}
+
+func kubectlRun(env []string, args ...string) result {
+	GinkgoHelper()
+	c, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	cmd := exec.CommandContext(c, kubectl, args...)
+	cmd.Env = append(os.Environ(),
+		"PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+kubeconfig,
+		"HOME="+GinkgoT().TempDir(), // no ~/.kube cache shared between runs
+	)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred(), "run kubectl %v", args)
+	}
+	GinkgoWriter.Printf("$ kubectl %v\n%s%s(exit %d)\n", args, out.String(), errb.String(), code)
+	return result{Out: out.String(), Err: errb.String(), Code: code}
+}
