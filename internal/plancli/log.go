@@ -3,8 +3,8 @@ package plancli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -90,11 +90,13 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 	}
 	defer func() { _ = store.Close() }()
 
+	if _, err := store.Info(ctx, as.Spec.SessionID); errors.Is(err, sessionlog.ErrNotFound) {
+		return fmt.Errorf("session %q (spec.sessionID of AgentSession %q) has no log in this store yet: has its agent started, and is --store the store the manager uses?", as.Spec.SessionID, name)
+	} else if err != nil {
+		return fmt.Errorf("read session %q from the log store: %w", as.Spec.SessionID, err)
+	}
 	if f.jsonl {
-		if err := exportJSONL(ctx, store, as.Spec.SessionID, o.Streams.Out); err != nil {
-			return fmt.Errorf("export session %q as JSONL: %w", as.Spec.SessionID, err)
-		}
-		return nil
+		return sessionlog.Export(ctx, store, as.Spec.SessionID, o.Streams.Out)
 	}
 	section := o.sectionInForce(ctx, as)
 	w := tabwriter.NewWriter(o.Streams.Out, 0, 4, 2, ' ', 0)
@@ -271,44 +273,4 @@ func (s *summariser) header(data json.RawMessage) string {
 	}
 	parts = append(parts, "tools=["+strings.Join(names, ",")+"]")
 	return strings.Join(parts, " ")
-}
-
-// exportJSONL writes the session in the harness's JSONL format: the session header line, then
-// every event verbatim in seq order.
-// TODO(plancli): switch to the pkg/sessionlog export once it lands.
-func exportJSONL(ctx context.Context, store sessionlog.Store, id string, out io.Writer) error {
-	info, err := store.Info(ctx, id)
-	if err != nil {
-		return err
-	}
-	type header struct {
-		Type            string `json:"type"`
-		Version         int    `json:"version"`
-		ID              string `json:"id"`
-		CreatedAt       int64  `json:"createdAt"`
-		ParentSession   string `json:"parentSession,omitempty"`
-		SeedLength      int64  `json:"seedLength,omitempty"`
-		DelegationDepth int    `json:"delegationDepth"`
-	}
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(header{Type: "session", ID: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession, SeedLength: info.SeedLength}); err != nil {
-		return err
-	}
-	var from int64
-	for {
-		evs, err := store.ReadFrom(ctx, id, from, logPage)
-		if err != nil {
-			return err
-		}
-		for _, ev := range evs {
-			if err := enc.Encode(ev); err != nil {
-				return err
-			}
-		}
-		if len(evs) < logPage {
-			return nil
-		}
-		from = evs[len(evs)-1].Seq + 1
-	}
 }

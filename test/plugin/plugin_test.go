@@ -423,5 +423,7 @@ var _ = Describe("log", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
 		kplan("log", "demo", "-n", ns, "--store", "mysql://x").fails("cannot open the session-log store", "unknown store URL")
+		url := "sqlite://" + filepath.Join(GinkgoT().TempDir(), "empty.db")
+		kplan("log", "demo", "-n", ns, "--store", url).fails("has no log in this store yet")
 	})
 })
