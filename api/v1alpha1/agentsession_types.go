@@ -356,6 +356,10 @@ type ReviewStatus struct {
 	// DecidedAt is when the decision was taken.
 	// +optional
 	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+	// ExpiresAt is when a pending review expires (status.agent.review.requestedAt plus
+	// spec.reviewTimeout); unset when reviews wait until answered.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 }
 
 // Condition types and reasons.
