@@ -9,6 +9,8 @@ GINKGO_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 # Packages the unit and envtest suites cover. test/e2e runs with the same command.
 TEST_PKGS ?= ./...
+# Flags for test/bench, e.g. BENCH_FLAGS="-sessions 1,100 -store postgres://...".
+BENCH_FLAGS ?=
 
 .PHONY: all
 all: build
@@ -49,6 +51,10 @@ postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages
 test: manifests generate fmt vet envtest-assets postgres ## Run every test suite (unit, envtest, both log stores, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(if $(GINKGO_FLAGS),-args $(GINKGO_FLAGS))
+
+.PHONY: bench
+bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.

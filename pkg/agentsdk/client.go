@@ -134,11 +134,12 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		cancel()
 		return nil, fmt.Errorf("agentsdk: informer: %w", err)
 	}
-	if _, err := sessInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	sessReg, err := sessInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { cl.setSession(obj) },
 		UpdateFunc: func(_, obj any) { cl.setSession(obj) },
 		DeleteFunc: func(any) { cl.setSession(nil) },
-	}); err != nil {
+	})
+	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("agentsdk: handler: %w", err)
 	}
@@ -147,11 +148,12 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		cancel()
 		return nil, fmt.Errorf("agentsdk: informer: %w", err)
 	}
-	if _, err := cfgInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	cfgReg, err := cfgInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { cl.setConfig(obj, false) },
 		UpdateFunc: func(_, obj any) { cl.setConfig(obj, false) },
 		DeleteFunc: func(obj any) { cl.setConfig(obj, true) },
-	}); err != nil {
+	})
+	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("agentsdk: handler: %w", err)
 	}
@@ -163,7 +165,8 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	}()
 	syncCtx, syncCancel := context.WithTimeout(ctx, o.SyncTimeout)
 	defer syncCancel()
-	if !c.WaitForCacheSync(syncCtx) {
+	// Synced handlers, not only the cache: the initial list reaches the handlers asynchronously.
+	if !c.WaitForCacheSync(syncCtx) || !toolscache.WaitForCacheSync(syncCtx.Done(), sessReg.HasSynced, cfgReg.HasSynced) {
 		return fail(fmt.Errorf("agentsdk: watch on AgentSession %s/%s did not sync within %s", o.Namespace, o.Name, o.SyncTimeout))
 	}
 	// The list has been delivered to the handlers; the session must exist.
@@ -254,4 +257,21 @@ func (c *Client) section(s *v1alpha1.AgentSession) (name, text string, ok bool) 
 	e, ok := c.configs[name]
 	c.mu.Unlock()
 	return name, e.section, ok
+}
+
+// WaitFor blocks until cond holds for the watched AgentSession (checked on every watched
+// change) or ctx ends. cond must not modify the object. Tests and benchmarks use it to know a
+// change has reached the agent.
+func (c *Client) WaitFor(ctx context.Context, cond func(*v1alpha1.AgentSession) bool) error {
+	for {
+		s, changed := c.snapshot()
+		if s != nil && cond(s) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for AgentSession %s/%s: %w", c.ns, c.name, ctx.Err())
+		}
+	}
 }

@@ -236,10 +236,15 @@ func (r *runner) report(rec StepRecord) {
 	}
 }
 
-// headerFor assembles the step's request: the plan section rides in the system text and
-// exit_plan_mode is declared only while plan mode is committed.
 func (r *runner) headerFor(res agentsdk.Result) agentsdk.EpochHeader {
-	h := agentsdk.EpochHeader{Config: r.o.Model, System: r.o.System}
+	return Header(res, r.o.Model, r.o.System)
+}
+
+// Header assembles a step's request header from its boundary result: the plan section rides
+// in the system text (after the base prompt and a blank line) and exit_plan_mode is declared
+// (first) only while plan mode is committed.
+func Header(res agentsdk.Result, model agentsdk.LLMCallConfig, system string) agentsdk.EpochHeader {
+	h := agentsdk.EpochHeader{Config: model, System: system}
 	if res.Active && res.Section != "" {
 		h.System += "\n\n" + res.Section
 	}

@@ -18,6 +18,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -36,6 +37,9 @@ type Reconciler struct {
 	Selector labels.Selector
 	// Name of the controller (unique per manager); default "floor".
 	Name string
+	// Options of the controller (MaxConcurrentReconciles: give it the manager's, for a fair
+	// comparison).
+	Options controller.Options
 }
 
 // SetupWithManager registers the controller.
@@ -44,7 +48,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if name == "" {
 		name = "floor"
 	}
-	b := builder.ControllerManagedBy(mgr).Named(name).For(&v1alpha1.AgentSession{})
+	b := builder.ControllerManagedBy(mgr).Named(name).For(&v1alpha1.AgentSession{}).WithOptions(r.Options)
 	if r.Selector != nil {
 		sel := r.Selector
 		b = b.WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool {

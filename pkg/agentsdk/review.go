@@ -1,0 +1,168 @@
+package agentsdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// Codes of a failed exit_plan_mode call (ExitError.Code).
+const (
+	// ExitUnknownTool: the committed plan state is not active, so the tool is not admitted in
+	// this step (the harness's newest docs: "a call outside plan mode returns UNKNOWN_TOOL").
+	ExitUnknownTool = "UNKNOWN_TOOL"
+	// ExitInvalidPlan: the plan does not start with a level-1 "# " heading.
+	ExitInvalidPlan = "INVALID_PLAN"
+	// ExitKeepPlanning: the reviewer chose to keep planning (with or without feedback).
+	ExitKeepPlanning = "KEEP_PLANNING"
+	// ExitExpired: nobody answered within spec.reviewTimeout.
+	ExitExpired = "REVIEW_EXPIRED"
+	// ExitRejected: the manager refused to open the review (plan mode not committed).
+	ExitRejected = "REVIEW_REJECTED"
+	// ExitAborted: the caller's context or timeout ended the wait; the review was withdrawn.
+	ExitAborted = "ASK_ABORTED"
+)
+
+// UnknownToolMessage is the text of an exit_plan_mode call outside committed plan mode.
+const UnknownToolMessage = "UNKNOWN_TOOL: exit_plan_mode is only available in plan mode"
+
+// ExitError is a failed exit_plan_mode call. The agent records it as an isError tool result
+// whose text is "Error: " + Message (ToolResult with isError true); plan mode stays on.
+type ExitError struct {
+	Code     string
+	ReviewID string // empty when no review was posted
+	Message  string
+}
+
+func (e *ExitError) Error() string { return e.Message }
+
+// ResultText is the tool result text the model sees: "Error: <message>".
+func (e *ExitError) ResultText() string { return "Error: " + e.Message }
+
+// ExitResult is an exit_plan_mode call that completed (not an error).
+type ExitResult struct {
+	// Approved is the tool's {approved} output: true after an approval (the manager records a
+	// silent exit applied at the next step boundary), false after a dismissal.
+	Approved bool
+	// ConcludeTurn: the reviewer dismissed the review to speak instead; the agent must end its
+	// turn after this tool batch (plan mode stays on until the user's next message).
+	ConcludeTurn bool
+	// ReviewID names the review that was decided.
+	ReviewID string
+	// Text is the tool result text (isError false).
+	Text string
+}
+
+// ExitPlanMode runs exit_plan_mode for the open turn: it admits the call only while the
+// committed plan state (the log's fold) is active, checks the plan's "# " heading, posts the
+// plan for review as status.agent.review with a fresh id, and waits up to timeout for the
+// manager's answer in status.review. Approve and Dismiss return an ExitResult; keep-planning,
+// expiry, refusal and the caller's timeout return an *ExitError with the text for the model.
+// Other errors (log store or API unreachable, no open turn) are the agent's own failures.
+func (c *Client) ExitPlanMode(ctx context.Context, plan string, timeout time.Duration) (ExitResult, error) {
+	t, err := c.store.Tail(ctx, c.sessionID)
+	if err != nil {
+		return ExitResult{}, fmt.Errorf("exit_plan_mode: read log tail: %w", err)
+	}
+	if !t.TurnOpen {
+		return ExitResult{}, fmt.Errorf("exit_plan_mode: no open turn in session %q; tools run inside a step", c.sessionID)
+	}
+	if !t.Active {
+		return ExitResult{}, &ExitError{Code: ExitUnknownTool, Message: UnknownToolMessage}
+	}
+	if !planmode.ValidPlan(plan) {
+		return ExitResult{}, &ExitError{Code: ExitInvalidPlan, Message: planmode.ExitErrNoHeading}
+	}
+	id := NewID()
+	now := metav1.NewTime(time.Now())
+	req := v1alpha1.PlanReviewRequest{ID: id, Plan: plan, Turn: t.Turn, RequestedAt: &now}
+	if err := c.patchAgent(ctx, map[string]any{"review": req}); err != nil {
+		return ExitResult{}, fmt.Errorf("exit_plan_mode: post the plan for review: %w", err)
+	}
+	return c.awaitReview(ctx, id, timeout)
+}
+
+// awaitReview waits for status.review to close review id.
+func (c *Client) awaitReview(ctx context.Context, id string, timeout time.Duration) (ExitResult, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		s, changed := c.snapshot()
+		if s == nil {
+			return ExitResult{}, ErrSessionNotFound
+		}
+		if rs := s.Status.Review; rs != nil && rs.ID == id && rs.Phase != v1alpha1.ReviewPending {
+			return reviewOutcome(rs)
+		}
+		select {
+		case <-changed:
+		case <-wctx.Done():
+			// Nobody may approve a plan the agent no longer waits for: withdraw it (the
+			// webhook then refuses a decision naming it), best effort.
+			wctx2, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			werr := c.withdrawReview(wctx2, id)
+			cancel2()
+			if werr != nil {
+				c.log.Error(werr, "withdraw the plan review after the wait ended", "reviewID", id)
+			}
+			if s, _ := c.snapshot(); s != nil {
+				if rs := s.Status.Review; rs != nil && rs.ID == id && rs.Phase != v1alpha1.ReviewPending {
+					return reviewOutcome(rs) // answered just in time
+				}
+			}
+			return ExitResult{}, &ExitError{Code: ExitAborted, ReviewID: id, Message: planmode.ExitErrAborted}
+		}
+	}
+}
+
+// withdrawReview clears status.agent.review if it still names id.
+func (c *Client) withdrawReview(ctx context.Context, id string) error {
+	if s, _ := c.snapshot(); s == nil || s.Status.Agent == nil || s.Status.Agent.Review == nil || s.Status.Agent.Review.ID != id {
+		return nil
+	}
+	return c.patchAgent(ctx, map[string]any{"review": nil})
+}
+
+func reviewOutcome(rs *v1alpha1.ReviewStatus) (ExitResult, error) {
+	switch rs.Phase {
+	case v1alpha1.ReviewApproved:
+		return ExitResult{Approved: true, ReviewID: rs.ID, Text: orText(rs.Message, planmode.ExitApprovedText)}, nil
+	case v1alpha1.ReviewDismissed:
+		return ExitResult{Approved: false, ConcludeTurn: true, ReviewID: rs.ID, Text: orText(rs.Message, planmode.ExitErrDismissed)}, nil
+	case v1alpha1.ReviewKeptPlanning:
+		return ExitResult{}, &ExitError{Code: ExitKeepPlanning, ReviewID: rs.ID, Message: orText(rs.Message, planmode.ExitKeepPlanningGeneric)}
+	case v1alpha1.ReviewExpired:
+		return ExitResult{}, &ExitError{Code: ExitExpired, ReviewID: rs.ID, Message: orText(rs.Message, "the plan review expired without an answer")}
+	case v1alpha1.ReviewRejected:
+		return ExitResult{}, &ExitError{Code: ExitRejected, ReviewID: rs.ID, Message: orText(rs.Message, planmode.ExitErrNotInPlanMode)}
+	}
+	return ExitResult{}, fmt.Errorf("exit_plan_mode: review %s ended in unknown phase %q", rs.ID, rs.Phase)
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// ExitToolEvents are the tool/call and tool/result events of an exit_plan_mode call with the
+// outcome of ExitPlanMode (err an *ExitError, or nil with res), for the agent to append.
+func ExitToolEvents(turn, step int64, callID, arguments string, res ExitResult, err error) ([]sessionlog.Event, error) {
+	call := ToolCall(turn, step, callID, ExitToolName, arguments)
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ee):
+		return []sessionlog.Event{call, ToolResult(turn, step, callID, ExitToolName, ee.ResultText(), true)}, nil
+	case err != nil:
+		return nil, err
+	}
+	return []sessionlog.Event{call, ToolResult(turn, step, callID, ExitToolName, res.Text, false)}, nil
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+var model = agentsdk.LLMCallConfig{Provider: "reference", Model: "bench"}
+
+// step runs one step through the SDK the way the reference agent does. With lat set, the
+// boundary must ask the manager, and its duration is stored.
+func (b *bench) step(ctx context.Context, ss *session, turn, step int64, lat *time.Duration) error {
+	start := time.Now()
+	res, err := ss.agent.Boundary(ctx, turn, step, b.o.timeout)
+	d := time.Since(start)
+	if err != nil {
+		return err
+	}
+	if lat != nil {
+		if !res.Asked {
+			return fmt.Errorf("session %s turn %d step %d: the boundary did not ask the manager although a selection was pending", ss.name, turn, step)
+		}
+		*lat = d
+	}
+	var msgs []sessionlog.Event
+	if step == 1 {
+		msgs = append(msgs, agentsdk.UserText("task"))
+	}
+	hdr := refagent.Header(res, model, refagent.DefaultSystem)
+	if err := ss.agent.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr}); err != nil {
+		return err
+	}
+	return ss.agent.EndStep(ctx, turn, step)
+}
+
+// toggle is the user's selection (its writes are counted apart).
+func (b *bench) toggle(ctx context.Context, ns, name string, active bool) error {
+	obj := &v1alpha1.AgentSession{}
+	obj.Namespace, obj.Name = ns, name
+	body := fmt.Sprintf(`{"spec":{"planMode":{"active":%t}}}`, active)
+	return b.user.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body)))
+}
+
+func parallel(sessions []*session, f func(*session) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(sessions))
+	for i, ss := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(ss)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// quiesce waits until no client has written for 300ms (at most 10s), so trailing writes (an
+// Event after a commit, a retried status patch) are charged to the phase that caused them.
+func quiesce(counters ...*apicount.Counter) {
+	sum := func() (n int64) {
+		for _, c := range counters {
+			n += c.Writes()
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := sum(), time.Now()
+	for time.Now().Before(deadline) && time.Since(since) < 300*time.Millisecond {
+		time.Sleep(20 * time.Millisecond)
+		if n := sum(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the planmode-operator module (no go.mod found)")
+		}
+		dir = parent
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	idx := int(p*float64(len(s)-1) + 0.5)
+	return s[idx]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+func per(n int64, d int) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(d))
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// report prints the side-by-side table: rows are metrics, columns the sides and the ratio.
+func report(w io.Writer, o opts, results map[string]map[int]*result) error {
+	names := []string{}
+	for _, s := range sides() {
+		if results[s.name] != nil {
+			names = append(names, s.name)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "metric\t"
+	for _, n := range names {
+		head += n + "\t"
+	}
+	if len(names) == 2 {
+		head += "ratio\ttarget\t"
+	}
+	fmt.Fprintln(tw, head)
+	row := func(label string, vals []float64, format func(float64) string, target string) {
+		line := label + "\t"
+		for _, v := range vals {
+			line += format(v) + "\t"
+		}
+		if len(vals) == 2 {
+			line += ratio(vals[1], vals[0]) + "\t" + target + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	msf := func(v float64) string { return ms(time.Duration(v)) }
+	num := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	for _, n := range o.sessions {
+		var p50, p99, samples, tog, togAgent, idle, between, elapsed []float64
+		for _, name := range names {
+			r := results[name][n]
+			p50 = append(p50, float64(percentile(r.latencies, 0.5)))
+			p99 = append(p99, float64(percentile(r.latencies, 0.99)))
+			samples = append(samples, float64(len(r.latencies)))
+			tog = append(tog, float64(r.toggleWrites.total())/float64(r.toggles))
+			togAgent = append(togAgent, float64(r.toggleWrites.agent)/float64(r.toggles))
+			idle = append(idle, float64(r.idleWrites.total())/float64(r.idleSteps))
+			between = append(between, float64(r.betweenW.total())/float64(r.betweenTogs))
+			elapsed = append(elapsed, float64(r.elapsed))
+		}
+		fmt.Fprintf(tw, "-- %d concurrent session(s)\t\n", n)
+		row("ack latency median", p50, msf, "<= 1.5x")
+		row("ack latency p99", p99, msf, "")
+		row("acked boundaries (samples)", samples, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "")
+		row("API writes / toggle, during a turn", tog, num, "<= 3")
+		row("  of which the agent's", togAgent, num, "")
+		row("API writes / toggle, between turns", between, num, "<= 1")
+		row("API writes / step, nothing pending", idle, num, "0")
+		row("phase wall time", elapsed, func(v float64) string { return time.Duration(v).Round(time.Millisecond).String() }, "")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range o.sessions {
+		for _, name := range names {
+			r := results[name][n]
+			fmt.Fprintf(w, "%s, %d session(s): writes during turns: manager %d, agents %d over %d toggles; between turns: manager %d, agents %d over %d toggles; idle: manager %d, agents %d over %d steps\n",
+				name, n, r.toggleWrites.manager, r.toggleWrites.agent, r.toggles, r.betweenW.manager, r.betweenW.agent, r.betweenTogs,
+				r.idleWrites.manager, r.idleWrites.agent, r.idleSteps)
+		}
+	}
+	_ = strings.TrimSpace
+	return nil
+}

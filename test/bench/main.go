@@ -1,0 +1,369 @@
+// Command bench measures the step-boundary protocol side by side with a floor controller, in
+// one run against a real envtest control plane and a real session log:
+//
+//   - boundary acknowledgement latency as the agent observes it (the Boundary call of a step
+//     that has a pending selection: report write -> manager -> ack -> agent's watch), median
+//     and p99, for 1 and 100 concurrent sessions;
+//   - API writes per toggle during a turn and between turns, and per step with nothing
+//     pending, counted with a wrapping http.RoundTripper on every client in the run (manager,
+//     agents; the user's own toggle writes are counted apart and not charged).
+//
+// The floor (pkg/agentsdk/floor) answers the same boundary with no log work: it marks the
+// selection pending and copies the report into lastBoundary with the current tail. The ratio
+// manager/floor is the cost of plan mode itself.
+//
+//	go run ./test/bench [-sessions 1,100] [-cycles 40] [-cycles-many 3] [-store URL]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/go-logr/logr"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+var scheme = kruntime.NewScheme()
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type opts struct {
+	sessions   []int
+	cycles     int // toggle cycles per session with 1 session
+	cyclesMany int // toggle cycles per session with more sessions
+	idleSteps  int
+	timeout    time.Duration
+	root       string
+}
+
+func run() error {
+	var (
+		o        opts
+		sessions = flag.String("sessions", "1,100", "comma-separated concurrent session counts")
+		storeURL = flag.String("store", "", "session log URL (default: a SQLite file in a temp dir)")
+	)
+	flag.IntVar(&o.cycles, "cycles", 40, "toggle cycles (turns) per session when running 1 session")
+	flag.IntVar(&o.cyclesMany, "cycles-many", 3, "toggle cycles per session when running many sessions")
+	flag.IntVar(&o.idleSteps, "idle-steps", 5, "steps with nothing pending per session")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
+	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
+	flag.Parse()
+	for _, f := range strings.Split(*sessions, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-sessions: %q is not a positive count", f)
+		}
+		o.sessions = append(o.sessions, n)
+	}
+	logf.SetLogger(logr.Discard())
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	o.root = root
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through `make bench`, or set it to bin/k8s/<version>-<os>-<arch>")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("start envtest: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+	// Client-side rate limits off for every client: the bench measures the protocol.
+	cfg.QPS, cfg.Burst = -1, 0
+
+	tmp, err := os.MkdirTemp("", "planmode-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	url := *storeURL
+	if url == "" {
+		url = "sqlite://" + filepath.Join(tmp, "log.db")
+	}
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	user := apicount.New()
+	userClient, err := client.New(user.Wrap(cfg), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, cfg: cfg, store: store, user: userClient}
+	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, %s\n",
+		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, time.Now().UTC().Format(time.RFC3339))
+
+	results := map[string]map[int]*result{}
+	for _, n := range o.sessions {
+		for _, s := range sides() {
+			fmt.Fprintf(os.Stderr, "running %s with %d session(s)...\n", s.name, n)
+			r, err := b.runSide(ctx, s, n)
+			if err != nil {
+				return fmt.Errorf("%s, %d sessions: %w", s.name, n, err)
+			}
+			if results[s.name] == nil {
+				results[s.name] = map[int]*result{}
+			}
+			results[s.name][n] = r
+		}
+	}
+	return report(os.Stdout, o, results)
+}
+
+// side is one controller under test.
+type side struct {
+	name string
+	// start registers the controller on mgr.
+	start func(mgr ctrl.Manager, store sessionlog.Store) error
+	// committed reports whether a between-turns toggle to want has been applied.
+	committed func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool
+}
+
+type bench struct {
+	o     opts
+	cfg   *rest.Config
+	store sessionlog.Store
+	user  client.Client
+}
+
+type result struct {
+	latencies    []time.Duration // asked boundaries
+	toggles      int
+	toggleWrites writes // during a turn: manager + agents
+	idleSteps    int
+	idleWrites   writes
+	betweenTogs  int
+	betweenW     writes
+	failures     int
+	elapsed      time.Duration
+}
+
+type writes struct{ manager, agent int64 }
+
+func (w writes) total() int64 { return w.manager + w.agent }
+
+type session struct {
+	name, id string
+	agent    *agentsdk.Client
+	active   bool
+}
+
+func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
+	mgrCount, agentCount := apicount.New(), apicount.New()
+	mgr, err := ctrl.NewManager(mgrCount.Wrap(b.cfg), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(mgr, b.store); err != nil {
+		return nil, err
+	}
+	mctx, stop := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(mctx) }()
+	defer func() { stop(); <-mgrDone }()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-" + s.name + "-"}}
+	if err := b.user.Create(ctx, ns); err != nil {
+		return nil, err
+	}
+	if err := b.user.Create(ctx, &v1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."},
+	}); err != nil {
+		return nil, err
+	}
+	sessions := make([]*session, n)
+	for i := range sessions {
+		ss := &session{name: fmt.Sprintf("agent-%03d", i), id: ns.Name + "-" + strconv.Itoa(i)}
+		if err := b.user.Create(ctx, &v1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: ss.name},
+			Spec:       v1alpha1.AgentSessionSpec{SessionID: ss.id},
+		}); err != nil {
+			return nil, err
+		}
+		sessions[i] = ss
+	}
+	agentCfg := agentCount.Wrap(b.cfg)
+	if err := parallel(sessions, func(ss *session) error {
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns.Name, Name: ss.name, Store: b.store})
+		ss.agent = c
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, ss := range sessions {
+			if ss.agent != nil {
+				ss.agent.Close()
+			}
+		}
+	}()
+	quiesce(mgrCount, agentCount)
+	r := &result{}
+	start := time.Now()
+
+	// Phase 1: steps with nothing pending.
+	m0, a0 := mgrCount.Writes(), agentCount.Writes()
+	if err := parallel(sessions, func(ss *session) error {
+		turn, err := ss.agent.StartTurn(ctx)
+		if err != nil {
+			return err
+		}
+		for step := int64(1); step <= int64(b.o.idleSteps); step++ {
+			if err := b.step(ctx, ss, turn, step, nil); err != nil {
+				return err
+			}
+		}
+		return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+	}); err != nil {
+		return nil, fmt.Errorf("idle steps: %w", err)
+	}
+	quiesce(mgrCount, agentCount)
+	r.idleSteps = n * b.o.idleSteps
+	r.idleWrites = writes{mgrCount.Writes() - m0, agentCount.Writes() - a0}
+
+	// Phase 2: toggles during a turn; the timed boundary is the one that applies them.
+	cycles := b.o.cycles
+	if n > 1 {
+		cycles = b.o.cyclesMany
+	}
+	var mu sync.Mutex
+	m0, a0 = mgrCount.Writes(), agentCount.Writes()
+	if err := parallel(sessions, func(ss *session) error {
+		for range cycles {
+			turn, err := ss.agent.StartTurn(ctx)
+			if err != nil {
+				return err
+			}
+			if err := b.step(ctx, ss, turn, 1, nil); err != nil {
+				return err
+			}
+			want := !ss.active
+			if err := b.toggle(ctx, ns.Name, ss.name, want); err != nil {
+				return err
+			}
+			// The manager has marked it pending and the agent's watch has seen it.
+			wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+			err = ss.agent.WaitFor(wctx, func(s *v1alpha1.AgentSession) bool {
+				return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+			})
+			cancel()
+			if err != nil {
+				return err
+			}
+			var lat time.Duration
+			if err := b.step(ctx, ss, turn, 2, &lat); err != nil {
+				return err
+			}
+			mu.Lock()
+			r.latencies = append(r.latencies, lat)
+			mu.Unlock()
+			ss.active = want
+			if err := ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("toggles during a turn: %w", err)
+	}
+	quiesce(mgrCount, agentCount)
+	r.toggles = n * cycles
+	r.toggleWrites = writes{mgrCount.Writes() - m0, agentCount.Writes() - a0}
+
+	// Phase 3: toggles between turns (no turn open), then one turn to record the owed notice.
+	m0, a0 = mgrCount.Writes(), agentCount.Writes()
+	if err := parallel(sessions, func(ss *session) error {
+		want := !ss.active
+		if err := b.toggle(ctx, ns.Name, ss.name, want); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		defer cancel()
+		// Re-checked on every watched change: the commit ends with a status write.
+		return ss.agent.WaitFor(wctx, func(as *v1alpha1.AgentSession) bool {
+			t, err := b.store.Tail(wctx, ss.id)
+			if err == nil && s.committed(as, t, want) {
+				ss.active = want
+				return true
+			}
+			return false
+		})
+	}); err != nil {
+		return nil, fmt.Errorf("toggles between turns: %w", err)
+	}
+	quiesce(mgrCount, agentCount)
+	r.betweenTogs = n
+	r.betweenW = writes{mgrCount.Writes() - m0, agentCount.Writes() - a0}
+	// The owed notice (if any) is recorded at the next turn's first step, with no API write.
+	m1, a1 := mgrCount.Writes(), agentCount.Writes()
+	if err := parallel(sessions, func(ss *session) error {
+		turn, err := ss.agent.StartTurn(ctx)
+		if err != nil {
+			return err
+		}
+		if err := b.step(ctx, ss, turn, 1, nil); err != nil {
+			return err
+		}
+		return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+	}); err != nil {
+		return nil, fmt.Errorf("turn after a between-turns toggle: %w", err)
+	}
+	quiesce(mgrCount, agentCount)
+	r.idleSteps += n
+	r.idleWrites.manager += mgrCount.Writes() - m1
+	r.idleWrites.agent += agentCount.Writes() - a1
+	r.elapsed = time.Since(start)
+	return r, nil
+}
