@@ -55,14 +55,20 @@ const blankValueShown = 64
 // section; the first failing rule is the only error, as in the harness. Then the size cap.
 // It never panics, whatever the input.
 func ValidatePlanModeConfigJSON(raw []byte) field.ErrorList {
-	var obj struct {
-		Spec json.RawMessage `json:"spec"`
-	}
+	// Keys are matched exactly (encoding/json's struct decoding would also take "Spec").
+	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath(""), field.OmitValueType{},
-			fmt.Sprintf("the object is not valid JSON: %v", err))}
+		return field.ErrorList{{Type: field.ErrorTypeInvalid, Field: "<object>", BadValue: field.OmitValueType{},
+			Detail: fmt.Sprintf("the object is not valid JSON: %v", err)}}
 	}
-	spec := bytes.TrimSpace(obj.Spec)
+	// The API server re-encodes objects, so it never sends a repeated key; a direct caller might,
+	// and the typed decoder would then read another value than these rules did.
+	if p, dup := duplicateKey(raw); dup {
+		e := field.Duplicate(p, field.OmitValueType{})
+		e.Detail = "a JSON object must not repeat a key"
+		return field.ErrorList{e}
+	}
+	spec := bytes.TrimSpace(obj["spec"])
 	// A missing or null spec has no section: the harness's first rule. The CRD schema keeps spec an
 	// object, so a non-object spec is refused by the API server before it gets here; it is still
 	// handled for direct callers (tests, fuzzing).
@@ -74,6 +80,47 @@ func ValidatePlanModeConfigJSON(raw []byte) field.ErrorList {
 		return field.ErrorList{field.TypeInvalid(specPath, jsonKind(spec), MsgSectionNotString)}
 	}
 	return validateSpecKeys(keys)
+}
+
+// duplicateKey walks the JSON tokens and reports the path of the first key an object repeats.
+func duplicateKey(raw []byte) (*field.Path, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var walk func(p *field.Path) (*field.Path, bool)
+	walk = func(p *field.Path) (*field.Path, bool) {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, false
+				}
+				k, _ := kt.(string)
+				child := p.Child(k)
+				if seen[k] {
+					return child, true
+				}
+				seen[k] = true
+				if d, dup := walk(child); dup {
+					return d, true
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if d, dup := walk(p.Index(i)); dup {
+					return d, true
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return nil, false
+	}
+	return walk(nil)
 }
 
 func validateSpecKeys(keys map[string]json.RawMessage) field.ErrorList {
