@@ -56,6 +56,17 @@ test: manifests generate fmt vet envtest-assets postgres ## Run every test suite
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
 
+BENCH_COUNT ?= 5
+BENCH_TIME ?= 1s
+
+.PHONY: bench-log
+bench-log: postgres ## Session-log benchmarks on SQLite and PostgreSQL (append; Tail at 10/10k/1M events); medians of BENCH_COUNT runs.
+	@mkdir -p bin
+	@echo "go test ./pkg/sessionlog/ -bench . -count $(BENCH_COUNT) (full output in bin/bench-log.txt)"
+	@go test ./pkg/sessionlog/ -run '^$$' -bench . -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 60m -v > bin/bench-log.txt 2>&1; \
+		status=$$?; grep -E '^(Benchmark|ok|FAIL|--- FAIL|\s+bench_test)' bin/bench-log.txt; exit $$status
+	go run ./pkg/sessionlog/internal/benchmedian < bin/bench-log.txt
+
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }

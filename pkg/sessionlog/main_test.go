@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(durabilityChild())
 	}
 	code := m.Run()
+	benchCleanup()
 	if pgServer != nil {
 		if err := pgServer.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stop: %v\n", err)
