@@ -393,6 +393,8 @@ func runConformance(t *testing.T, b testBackend) {
 			{"command/done kind", ev(TypeCommandDone, `{"commandId":"c","kind":"maybe"}`), "data.kind", `kind is "maybe"`},
 			{"surfaceOp", Event{Type: TypeUserMessage, Data: json.RawMessage(`{"content":[],"source":{"kind":"user"},"role":"user","id":"m"}`), SurfaceOp: json.RawMessage(`"prepend"`)}, "surfaceOp", `surfaceOp is "prepend"`},
 			{"reserved type", ev("session", `{}`), "type", "reserved"},
+			{"negative zero", ev("x/y", `{"a":"-0","b":[1,-0.0e3]}`), "data", "negative zero (-0) at byte 17"},
+			{"invalid utf-8", ev("x/y", "{\"a\":\"\xff\"}"), "data", "not valid UTF-8"},
 		}
 		for _, c := range cases {
 			// Alone, and second in a batch behind a valid event: nothing of the batch is stored.
@@ -522,6 +524,9 @@ func runConformance(t *testing.T, b testBackend) {
 			if _, err := s.Info(ctx, fmt.Sprintf("%s-open-%d", src, b)); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("refused fork created the child: %v", err)
 			}
+		}
+		if _, err := s.Fork(ctx, src+"-nobody", src+"-orphan", -1); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("fork of a missing session: err = %v, want ErrNotFound", err)
 		}
 		if _, err := s.Fork(ctx, src, src+"-past", 8); err == nil {
 			t.Fatal("fork past the end was accepted")

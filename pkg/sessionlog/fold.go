@@ -77,6 +77,7 @@ type seeder interface {
 	Seed(ctx context.Context, info SessionInfo, events []Event) (Tail, error)
 	ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]Event, error)
 	Tail(ctx context.Context, sessionID string) (Tail, error)
+	Info(ctx context.Context, sessionID string) (SessionInfo, error)
 }
 
 // fork implements Store.Fork for both backends on top of ReadFrom and Seed. The source is
@@ -87,6 +88,9 @@ func fork(ctx context.Context, s seeder, srcID, dstID string, throughSeq int64) 
 	}
 	if srcID == dstID {
 		return Tail{}, fmt.Errorf("fork %q: the child id must differ from the source id", srcID)
+	}
+	if _, err := s.Info(ctx, srcID); err != nil {
+		return Tail{}, fmt.Errorf("fork %q: %w", srcID, err)
 	}
 	srcTail, err := s.Tail(ctx, srcID)
 	if err != nil {

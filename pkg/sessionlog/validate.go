@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -188,6 +189,10 @@ func checkEvent(sessionID string, ev *Event) (facts, *ValidationError) {
 	if !json.Valid(ev.Data) {
 		return f, c.fail("data", "data is not valid JSON")
 	}
+	if off := negativeZero(ev.Data); off >= 0 {
+		// JSON.parse would turn it into -0, which the harness refuses as not lossless JSON.
+		return f, c.fail("data", "data has a negative zero (-0) at byte %d; the harness accepts only lossless JSON", off)
+	}
 	if !utf8.Valid(ev.Data) {
 		// JSON text is UTF-8 (RFC 8259); PostgreSQL's text would refuse it anyway.
 		return f, c.fail("data", "data is not valid UTF-8")
@@ -350,4 +355,46 @@ func checkStored(sessionID string, ev *Event) error {
 		return &CorruptError{SessionID: sessionID, Seq: ev.Seq, Reason: field + verr.Message}
 	}
 	return nil
+}
+
+// negativeZero returns the offset of a number literal in valid JSON text whose value is -0
+// (-0, -0.0, -0e5, ...), or -1.
+func negativeZero(data []byte) int {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			// A whole number token: sign, mantissa, optional exponent.
+			j := i
+			zero := true
+			for ; j < len(data) && strings.IndexByte("-+0123456789.eE", data[j]) >= 0; j++ {
+				if data[j] == 'e' || data[j] == 'E' {
+					for j < len(data) && strings.IndexByte("-+0123456789.eE", data[j]) >= 0 {
+						j++
+					}
+					break
+				}
+				if data[j] >= '1' && data[j] <= '9' {
+					zero = false
+				}
+			}
+			if c == '-' && zero {
+				return i
+			}
+			i = j - 1
+		}
+	}
+	return -1
 }

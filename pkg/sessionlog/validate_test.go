@@ -1,0 +1,23 @@
+package sessionlog
+
+import "testing"
+
+func TestNegativeZero(t *testing.T) {
+	for in, want := range map[string]int{
+		`{"a":-0}`:             5,
+		`[-0.000]`:             1,
+		`[-0e5]`:               1,
+		`[-0E-2]`:              1,
+		`[0,-1,-0.5,-10,1e-0]`: -1,
+		`["-0", "\"-0"]`:       -1,
+		`{"k\"-0":1}`:          -1,
+		`{"k\\":-0}`:           7,
+		`{"k\\":1,"x":-0}`:     13,
+		`[1.5e-0,-0]`:          8,
+		`-0`:                   0,
+	} {
+		if got := negativeZero([]byte(in)); got != want {
+			t.Errorf("negativeZero(%s) = %d, want %d", in, got, want)
+		}
+	}
+}
