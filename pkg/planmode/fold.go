@@ -132,6 +132,7 @@ func ApplyTail(t sessionlog.Tail, e sessionlog.Event) sessionlog.Tail {
 		t.StepOpen = false
 	case EventTurnEnd:
 		t.TurnOpen = false
+		t.Step = 0
 		t.StepOpen = false
 	case EventStepStart:
 		var ts turnStep

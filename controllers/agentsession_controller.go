@@ -1,0 +1,703 @@
+// Package controllers holds the AgentSession reconciler: the only writer of plan/mode events.
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// FieldManager is the manager's field manager for every status write.
+const FieldManager = "planmode-manager"
+
+// kstatus condition types, set only while abnormal-true (kstatus treats their absence as
+// "not reconciling / not stalled").
+const (
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
+
+// Event reasons (events.k8s.io) on transitions.
+const (
+	EventReasonCommitted     = "Committed"
+	EventReasonQueued        = "Queued"
+	EventReasonCancelled     = "Cancelled"
+	EventReasonAppendFailed  = "AppendFailed"
+	EventReasonInvalidBound  = "InvalidBoundaryReport"
+	EventReasonStoreError    = "LogStoreUnavailable"
+	EventReasonForkSeeded    = "ForkSeeded"
+	EventReasonConfigMissing = "ConfigMissing"
+	invalidBoundaryMsgPrefix = "invalid boundary report: "
+	appendFailedMsgPrefix    = "log store: "
+	configRefIndexKey        = ".spec.planMode.configRef.name"
+	defaultPendingPoll       = 2 * time.Second
+	defaultMaxStoreBackoff   = 30 * time.Second
+	maxConflictRetries       = 5
+	conflictRequeue          = 100 * time.Millisecond
+)
+
+// AgentSessionReconciler projects each session's log into status.planMode, commits selections
+// between turns, and answers the agent's step-boundary reports (docs/protocol.md).
+type AgentSessionReconciler struct {
+	client.Client
+	// Store is the session log shared with the agent pods.
+	Store sessionlog.Store
+	// Recorder emits events.k8s.io Events; nil disables them.
+	Recorder recorder.EventRecorder
+	// PendingPoll is how often a session with a selection queued during an open turn is
+	// re-read: the log's turn/end is not an API event, and the selection must commit as soon
+	// as the turn has ended. Zero: 2s.
+	PendingPoll time.Duration
+	// MaxStoreBackoff caps the requeue delay after log-store errors. Zero: 30s.
+	MaxStoreBackoff time.Duration
+	// Now is the clock (tests may pin it). Nil: time.Now.
+	Now func() time.Time
+
+	failures sync.Map // types.NamespacedName -> int: consecutive store errors, for backoff
+}
+
+// +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.harness.dev,resources=planmodeconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the reconciler and its watches.
+func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, configRefIndexKey,
+		func(o client.Object) []string { return []string{configName(o.(*agentsv1alpha1.AgentSession))} }); err != nil {
+		return fmt.Errorf("index AgentSessions by config: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1alpha1.AgentSession{}).
+		// A config created, changed or deleted changes the guidance in force (and may unblock a
+		// selection waiting for it) for every session that names it.
+		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig)).
+		WithOptions(opts).
+		Named("agentsession").
+		Complete(r)
+}
+
+func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client.Object) []reconcile.Request {
+	var list agentsv1alpha1.AgentSessionList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{configRefIndexKey: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list AgentSessions for PlanModeConfig", "config", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+func configName(s *agentsv1alpha1.AgentSession) string {
+	if s.Spec.PlanMode.ConfigRef != nil && s.Spec.PlanMode.ConfigRef.Name != "" {
+		return s.Spec.PlanMode.ConfigRef.Name
+	}
+	return agentsv1alpha1.DefaultPlanModeConfigName
+}
+
+// Reconcile reads (session, config, log tail), computes the new status in small named steps
+// (appending plan/mode only where the protocol says so), and patches the status once.
+func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var s agentsv1alpha1.AgentSession
+	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	out, err := r.Compute(ctx, &s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, ev := range out.events {
+		r.event(&s, ev)
+	}
+	if out.changed {
+		patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		s.Status = out.status
+		if err := r.Status().Patch(ctx, &s, patch, client.FieldOwner(FieldManager)); err != nil {
+			if apierrors.IsConflict(err) {
+				// The object moved (a spec toggle, an agent report): recompute from the new
+				// version. Appends already made are recognised from the log, never repeated.
+				return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("patch status of AgentSession %s: %w", req.NamespacedName, err)
+		}
+		log.V(1).Info("status written", "active", out.status.PlanMode.Active, "pending", out.status.PlanMode.Pending, "nextSeq", out.status.PlanMode.NextSeq)
+	}
+	return r.withReviewDeadline(r.result(req.NamespacedName, out), out), nil
+}
+
+func (r *AgentSessionReconciler) result(key types.NamespacedName, out *Outcome) ctrl.Result {
+	if out.storeErr != nil {
+		n := 1
+		if v, ok := r.failures.Load(key); ok {
+			n = v.(int) + 1
+		}
+		r.failures.Store(key, n)
+		return ctrl.Result{RequeueAfter: backoff(n, r.maxBackoff())}
+	}
+	r.failures.Delete(key)
+	if pm := out.status.PlanMode; pm.PendingActive != nil && pm.TurnOpen {
+		// Waiting for a boundary or for the turn to end (the log's turn/end is no API event):
+		// a pending selection then commits, a cancelled residue is cleared.
+		return ctrl.Result{RequeueAfter: r.pendingPoll()}
+	}
+	return ctrl.Result{}
+}
+
+func backoff(n int, max time.Duration) time.Duration {
+	d := 250 * time.Millisecond
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}
+
+func (r *AgentSessionReconciler) pendingPoll() time.Duration {
+	if r.PendingPoll > 0 {
+		return r.PendingPoll
+	}
+	return defaultPendingPoll
+}
+
+func (r *AgentSessionReconciler) maxBackoff() time.Duration {
+	if r.MaxStoreBackoff > 0 {
+		return r.MaxStoreBackoff
+	}
+	return defaultMaxStoreBackoff
+}
+
+func (r *AgentSessionReconciler) now() metav1.Time {
+	if r.Now != nil {
+		return metav1.NewTime(r.Now())
+	}
+	return metav1.Now()
+}
+
+// Outcome is what Compute decided: the new status, whether it must be written, and the
+// transition Events to emit.
+type Outcome struct {
+	status   agentsv1alpha1.AgentSessionStatus
+	changed  bool
+	events   []event
+	storeErr error
+}
+
+// Status is the computed status.
+func (o *Outcome) Status() agentsv1alpha1.AgentSessionStatus { return o.status }
+
+// Changed reports whether the computed status differs from the stored one (a write is due).
+func (o *Outcome) Changed() bool { return o.changed }
+
+type event struct {
+	typ, reason, action, note string
+}
+
+func (r *AgentSessionReconciler) event(s *agentsv1alpha1.AgentSession, e event) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(s, nil, e.typ, e.reason, e.action, "%s", e.note)
+}
+
+// step carries one reconcile's working state between the named steps.
+type step struct {
+	r    *AgentSessionReconciler
+	s    *agentsv1alpha1.AgentSession
+	prev agentsv1alpha1.PlanModeStatus // the stored status.planMode, read-only
+	st   agentsv1alpha1.PlanModeStatus // the status being computed
+	tail sessionlog.Tail
+	// seedLength is the number of events a fork seeded (plan/modes below it are inherited).
+	seedLength int64
+	// holdEntry: the config is missing, so a selection entering plan mode is kept pending.
+	holdEntry  bool
+	configErr  string
+	storeErr   error
+	events     []event
+	conflict   bool
+	invalidMsg string
+}
+
+// Compute runs the reconcile steps for one session and returns the status it would write. It
+// appends plan/mode events (compare-and-swap) where the protocol says so, but writes nothing
+// to the API; Reconcile patches the result. Tests call it alone to simulate a manager that
+// crashes between the append and the status write.
+func (r *AgentSessionReconciler) Compute(ctx context.Context, s *agentsv1alpha1.AgentSession) (*Outcome, error) {
+	log := logf.FromContext(ctx).WithValues("session", s.Spec.SessionID)
+	var st *step
+	for attempt := 0; ; attempt++ {
+		st = &step{r: r, s: s, prev: s.Status.PlanMode, st: *s.Status.PlanMode.DeepCopy()}
+		if err := st.run(ctx, log); err != nil {
+			return nil, err
+		}
+		if !st.conflict {
+			break
+		}
+		if attempt >= maxConflictRetries {
+			// Another writer keeps winning the race for the next seq: report it and retry later.
+			st.storeErr = fmt.Errorf("append to session %q: seq conflict persisted after %d attempts", s.Spec.SessionID, attempt+1)
+			break
+		}
+		log.V(1).Info("seq conflict: re-reading the log tail and recomputing", "attempt", attempt+1)
+	}
+	status := *s.Status.DeepCopy()
+	status.PlanMode = st.st
+	status.ObservedGeneration = s.Generation
+	st.reviewStep(&status) // plan review (review.go)
+	st.conditions(&status)
+	out := &Outcome{status: status, events: st.events, storeErr: st.storeErr}
+	out.changed = statusChanged(s.Status, status)
+	return out, nil
+}
+
+func (st *step) run(ctx context.Context, log logr.Logger) error {
+	if err := st.readConfig(ctx); err != nil {
+		return err
+	}
+	if !st.ensureFork(ctx) {
+		return nil
+	}
+	if !st.readTail(ctx) {
+		return nil
+	}
+	// Whatever a later step decides, the status mirrors the tail as it now stands.
+	defer st.project()
+	st.recoverUnrecorded()
+	if !st.applySelection(ctx) {
+		return nil
+	}
+	if !st.flushBetweenTurns(ctx) {
+		return nil
+	}
+	st.answerBoundary(ctx, log)
+	return nil
+}
+
+// readConfig resolves the PlanModeConfig in force. A missing config blocks only entering plan
+// mode (there would be no guidance to render); leaving it never waits for a config.
+func (st *step) readConfig(ctx context.Context) error {
+	name := configName(st.s)
+	var cfg agentsv1alpha1.PlanModeConfig
+	err := st.r.Get(ctx, types.NamespacedName{Namespace: st.s.Namespace, Name: name}, &cfg)
+	switch {
+	case apierrors.IsNotFound(err):
+		st.st.Config = nil
+		st.holdEntry = true
+		st.configErr = fmt.Sprintf("PlanModeConfig %q not found in namespace %q: create it or set spec.planMode.configRef.name; entering plan mode waits for it", name, st.s.Namespace)
+		return nil
+	case err != nil:
+		return fmt.Errorf("get PlanModeConfig %s/%s: %w", st.s.Namespace, name, err)
+	}
+	sum := sha256.Sum256([]byte(cfg.Spec.Section))
+	st.st.Config = &agentsv1alpha1.ConfigInForce{Name: name, Generation: cfg.Generation, SectionSHA256: hex.EncodeToString(sum[:])}
+	return nil
+}
+
+// ensureFork seeds a forked session's empty log with its parent's prefix, once. It reports
+// whether the reconcile may go on.
+func (st *step) ensureFork(ctx context.Context) bool {
+	f := st.s.Spec.Fork
+	if f == nil {
+		return true
+	}
+	sid := st.s.Spec.SessionID
+	info, err := st.r.Store.Info(ctx, sid)
+	if err == nil {
+		if info.ParentSession != f.SessionID {
+			st.storeFailure(fmt.Errorf("session %q already exists in the log store without parent %q; spec.fork only seeds a new, empty session", sid, f.SessionID))
+			return false
+		}
+		st.seedLength = info.SeedLength
+		return true
+	}
+	if !errors.Is(err, sessionlog.ErrNotFound) {
+		st.storeFailure(fmt.Errorf("read session %q: %w", sid, err))
+		return false
+	}
+	through := int64(-1)
+	if f.ThroughSeq != nil {
+		through = *f.ThroughSeq
+	}
+	tail, err := st.r.Store.Fork(ctx, f.SessionID, sid, through)
+	if err != nil {
+		if sessionlog.IsConflict(err) {
+			st.conflict = true // a concurrent reconcile seeded it: read again
+			return false
+		}
+		st.storeFailure(fmt.Errorf("fork session %q from %q: %w", sid, f.SessionID, err))
+		return false
+	}
+	st.seedLength = tail.NextSeq
+	st.emit(corev1.EventTypeNormal, EventReasonForkSeeded, "Fork",
+		fmt.Sprintf("seeded %d events from session %q; inherited plan mode %v", tail.NextSeq, f.SessionID, tail.Active))
+	return true
+}
+
+func (st *step) readTail(ctx context.Context) bool {
+	t, err := st.r.Store.Tail(ctx, st.s.Spec.SessionID)
+	if err != nil {
+		st.storeFailure(fmt.Errorf("read the log tail of session %q: %w", st.s.Spec.SessionID, err))
+		return false
+	}
+	st.tail = t
+	return true
+}
+
+// recoverUnrecorded recognises a plan/mode this manager appended but never recorded in the
+// status (a crash or a failed status write between the append and the patch): the log is the
+// truth, so the committed state comes from the tail, and the narration it owes is recomputed.
+func (st *step) recoverUnrecorded() {
+	t := st.tail
+	if t.LastPlanModeSeq < 0 || t.LastPlanModeSeq < st.prev.NextSeq || t.LastPlanModeSeq < st.seedLength {
+		return
+	}
+	st.st.Notice = nil
+	if t.LastPlanModeSeq < t.LastStepStartSeq {
+		return // a step already started after it: nothing is owed any more
+	}
+	if st.prev.PendingSource == agentsv1alpha1.PendingSourceExit && st.prev.PendingActive != nil && *st.prev.PendingActive == t.Active {
+		return // an approved exit is never narrated
+	}
+	if n := planmode.Narration(t.Told, t.Active); n != "" {
+		st.st.Notice = &agentsv1alpha1.OwedNotice{Seq: t.LastPlanModeSeq, Text: n}
+	}
+}
+
+func (st *step) state() planmode.State {
+	var p *planmode.Pending
+	if st.st.PendingActive != nil {
+		p = &planmode.Pending{Active: *st.st.PendingActive, Narrate: st.st.PendingSource != agentsv1alpha1.PendingSourceExit}
+	}
+	return planmode.State{Logged: st.tail.Active, Pending: p, TurnOpen: st.tail.TurnOpen, Told: st.tail.Told}
+}
+
+func (st *step) setPending(p *planmode.Pending) {
+	if p == nil {
+		st.st.PendingActive = nil
+		st.st.PendingSource = ""
+		return
+	}
+	a := p.Active
+	st.st.PendingActive = &a
+	st.st.PendingSource = agentsv1alpha1.PendingSourceUser
+	if !p.Narrate {
+		st.st.PendingSource = agentsv1alpha1.PendingSourceExit
+	}
+}
+
+// applySelection is set(x), edge-triggered on spec.planMode.active: only a value the status has
+// not taken on yet is a new selection, so a repeated reconcile never selects twice. It reports
+// whether the reconcile may go on.
+func (st *step) applySelection(ctx context.Context) bool {
+	x := st.s.Spec.PlanMode.Active
+	if x == nil || (st.prev.Selection != nil && *st.prev.Selection == *x) {
+		return true
+	}
+	sel := *x
+	st.st.Selection = &sel
+	d := planmode.Set(st.state(), sel)
+	if d.Append != nil && *d.Append && st.holdEntry {
+		// No guidance to render: keep the entry pending until the config exists.
+		d = planmode.SetDecision{Outcome: planmode.Queued, Pending: &planmode.Pending{Active: true, Narrate: true}}
+	}
+	switch d.Outcome {
+	case planmode.Noop:
+		return true
+	case planmode.Queued:
+		st.setPending(d.Pending)
+		st.emit(corev1.EventTypeNormal, EventReasonQueued, "Select",
+			fmt.Sprintf("plan mode %s queued: applies at the agent's next step boundary", onOff(sel)))
+		return true
+	case planmode.Cancelled:
+		st.setPending(d.Pending)
+		st.emit(corev1.EventTypeNormal, EventReasonCancelled, "Select",
+			fmt.Sprintf("pending selection cancelled: the log already has plan mode %s", onOff(sel)))
+		return true
+	}
+	// Committed: between turns, append at once.
+	ok := st.appendPlanMode(ctx, st.tail.NextSeq, sel)
+	if !ok {
+		if !st.conflict {
+			// Keep the durable selection pending so the between-turns flush retries it.
+			st.setPending(&planmode.Pending{Active: sel, Narrate: true})
+		}
+		return false
+	}
+	st.setPending(nil)
+	st.owe(d.Notice)
+	return true
+}
+
+// flushBetweenTurns appends a selection queued during a turn that has ended since (or one whose
+// earlier append failed). Nothing else would flush it: no boundary runs until the next prompt.
+func (st *step) flushBetweenTurns(ctx context.Context) bool {
+	if st.tail.TurnOpen || st.st.PendingActive == nil {
+		return true
+	}
+	d := planmode.Flush(st.state())
+	if d.Append == nil {
+		st.setPending(nil) // net-zero: nothing to log
+		return true
+	}
+	if *d.Append && st.holdEntry {
+		return true
+	}
+	if !st.appendPlanMode(ctx, st.tail.NextSeq, *d.Append) {
+		return false
+	}
+	st.setPending(nil)
+	st.owe(d.Notice)
+	return true
+}
+
+// answerBoundary answers the step boundary in status.agent.boundary, once.
+func (st *step) answerBoundary(ctx context.Context, log logr.Logger) {
+	if st.s.Status.Agent == nil || st.s.Status.Agent.Boundary == nil {
+		return
+	}
+	b := st.s.Status.Agent.Boundary
+	if lb := st.prev.LastBoundary; lb != nil && lb.Turn == b.Turn && lb.Step == b.Step && lb.Seq == b.Seq {
+		return // answered already
+	}
+	t := st.tail
+	ack := &agentsv1alpha1.BoundaryAck{Turn: b.Turn, Step: b.Step, Seq: b.Seq, Time: st.r.now()}
+	if msg := st.checkBoundary(b); msg != "" {
+		ack.Result = agentsv1alpha1.BoundaryFailed
+		ack.Active = t.Active
+		ack.NextSeq = t.NextSeq
+		ack.Message = invalidBoundaryMsgPrefix + msg
+		st.st.LastBoundary = ack
+		st.invalidMsg = msg
+		log.Info("refused an invalid step-boundary report", "turn", b.Turn, "step", b.Step, "seq", b.Seq, "reason", msg)
+		st.emit(corev1.EventTypeWarning, EventReasonInvalidBound, "AnswerBoundary", ack.Message)
+		return
+	}
+	if b.Seq == t.NextSeq-1 {
+		// Our plan/mode at b.seq, appended for this very boundary by a reconcile that did not
+		// get to write the ack: answer it without appending again.
+		st.admit(ack, t.Active, t.NextSeq, st.owedNoticeAt(b.Seq))
+		if st.st.PendingActive != nil && *st.st.PendingActive == t.Active {
+			st.setPending(nil)
+		}
+		return
+	}
+	d := planmode.Flush(st.state())
+	if d.Append != nil && *d.Append && st.holdEntry {
+		d = planmode.FlushDecision{Active: t.Active} // the entry waits for its config
+	}
+	if d.Append == nil {
+		if d.ClearPending {
+			st.setPending(nil)
+		}
+		st.admit(ack, t.Active, t.NextSeq, st.owedNoticeAfter(t.LastStepStartSeq))
+		return
+	}
+	if !st.appendPlanMode(ctx, b.Seq, *d.Append) {
+		if st.conflict {
+			return
+		}
+		ack.Result = agentsv1alpha1.BoundaryFailed
+		ack.Active = t.Active
+		ack.NextSeq = t.NextSeq
+		ack.Message = appendFailedMsgPrefix + st.storeErr.Error() + "; the selection stays pending for the next boundary"
+		st.st.LastBoundary = ack
+		return
+	}
+	st.setPending(nil)
+	st.owe(d.Notice) // at b.seq: the admitted step records it (the ack carries it)
+	st.admit(ack, st.tail.Active, st.tail.NextSeq, d.Notice)
+}
+
+// checkBoundary validates a report against the log; "" when valid.
+func (st *step) checkBoundary(b *agentsv1alpha1.StepBoundary) string {
+	t := st.tail
+	switch {
+	case !t.TurnOpen:
+		return fmt.Sprintf("status.agent.boundary names turn %d, but the log has no open turn (next seq %d); report a boundary only inside a turn", b.Turn, t.NextSeq)
+	case b.Turn != t.Turn:
+		return fmt.Sprintf("status.agent.boundary.turn is %d, but the open turn in the log is %d", b.Turn, t.Turn)
+	case t.StepOpen:
+		return fmt.Sprintf("status.agent.boundary reported while step %d is still open in the log; a boundary comes after step/end", t.Step)
+	case b.Step <= t.Step:
+		return fmt.Sprintf("status.agent.boundary.step is %d, but step %d already started in turn %d; steps only go forward", b.Step, t.Step, t.Turn)
+	case b.Seq == t.NextSeq:
+		return ""
+	case b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq && b.Seq >= st.prev.NextSeq:
+		return "" // our own unacknowledged plan/mode (see answerBoundary)
+	case b.Seq > t.NextSeq:
+		return fmt.Sprintf("status.agent.boundary.seq is %d, ahead of the log's next seq %d; report the tail you read", b.Seq, t.NextSeq)
+	default:
+		return fmt.Sprintf("status.agent.boundary.seq is %d, but the log's next seq is %d (events were appended since); read the tail again and report it", b.Seq, t.NextSeq)
+	}
+}
+
+func (st *step) admit(ack *agentsv1alpha1.BoundaryAck, active bool, next int64, notice string) {
+	ack.Result = agentsv1alpha1.BoundaryAdmitted
+	ack.Active = active
+	ack.NextSeq = next
+	ack.Notice = notice
+	st.st.LastBoundary = ack
+}
+
+func (st *step) owedNoticeAt(seq int64) string {
+	if n := st.st.Notice; n != nil && n.Seq == seq {
+		return n.Text
+	}
+	return ""
+}
+
+func (st *step) owedNoticeAfter(lastStepStart int64) string {
+	if n := st.st.Notice; n != nil && n.Seq > lastStepStart && n.Seq == st.tail.LastPlanModeSeq {
+		return n.Text
+	}
+	return ""
+}
+
+// owe records the narration of the plan/mode just appended (at tail.LastPlanModeSeq); an
+// append without narration supersedes any earlier owed notice.
+func (st *step) owe(text string) {
+	if text == "" {
+		st.st.Notice = nil
+		return
+	}
+	st.st.Notice = &agentsv1alpha1.OwedNotice{Seq: st.tail.LastPlanModeSeq, Text: text}
+}
+
+// appendPlanMode appends plan/mode{active} at seq with compare-and-swap. On a conflict it
+// marks the reconcile for a recompute from a fresh tail; other failures are store failures.
+func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool {
+	t, err := st.r.Store.Append(ctx, st.s.Spec.SessionID, []sessionlog.Event{planmode.PlanModeEvent(seq, active)})
+	if err != nil {
+		if sessionlog.IsConflict(err) {
+			st.conflict = true
+			return false
+		}
+		st.storeFailure(fmt.Errorf("append plan/mode {active: %v} at seq %d to session %q: %w", active, seq, st.s.Spec.SessionID, err))
+		st.emit(corev1.EventTypeWarning, EventReasonAppendFailed, "Append", st.storeErr.Error())
+		return false
+	}
+	st.tail = t
+	st.emit(corev1.EventTypeNormal, EventReasonCommitted, "Append", fmt.Sprintf("plan mode %s committed at seq %d", onOff(active), seq))
+	return true
+}
+
+func (st *step) storeFailure(err error) {
+	st.storeErr = err
+}
+
+// project copies the log's tail into the status fields that mirror it.
+func (st *step) project() {
+	t := st.tail
+	if st.prev.Active != t.Active || st.st.LastTransitionTime == nil && t.Active {
+		now := st.r.now()
+		st.st.LastTransitionTime = &now
+	}
+	st.st.Active = t.Active
+	st.st.NextSeq = t.NextSeq
+	st.st.TurnOpen = t.TurnOpen
+	st.st.ToldActive = t.Told
+	st.st.Pending = st.st.PendingActive != nil && *st.st.PendingActive != t.Active
+	if st.st.Notice != nil && st.st.Notice.Seq < t.LastStepStartSeq {
+		st.st.Notice = nil // delivered: a step started after it
+	}
+}
+
+func (st *step) emit(typ, reason, action, note string) {
+	st.events = append(st.events, event{typ: typ, reason: reason, action: action, note: note})
+}
+
+// conditions sets Ready (with the API's reasons) plus the kstatus Reconciling/Stalled pair.
+func (st *step) conditions(status *agentsv1alpha1.AgentSessionStatus) {
+	gen := st.s.Generation
+	set := func(typ string, cs metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: typ, Status: cs, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	ready := func(cs metav1.ConditionStatus, reason, msg string) {
+		set(agentsv1alpha1.ConditionReady, cs, reason, msg)
+	}
+	stalled := ""
+	pm := status.PlanMode
+	lb := pm.LastBoundary
+	switch {
+	case st.storeErr != nil:
+		stalled = agentsv1alpha1.ReasonLogStoreError
+		ready(metav1.ConditionFalse, stalled, st.storeErr.Error())
+	case st.configErr != "":
+		stalled = agentsv1alpha1.ReasonConfigMissing
+		ready(metav1.ConditionFalse, stalled, st.configErr)
+	case lb != nil && lb.Result == agentsv1alpha1.BoundaryFailed && strings.HasPrefix(lb.Message, invalidBoundaryMsgPrefix):
+		stalled = agentsv1alpha1.ReasonInvalidBoundary
+		ready(metav1.ConditionFalse, stalled, lb.Message)
+	case lb != nil && lb.Result == agentsv1alpha1.BoundaryFailed && pm.Pending:
+		stalled = agentsv1alpha1.ReasonLogStoreError
+		ready(metav1.ConditionFalse, stalled, lb.Message)
+	case pm.Pending:
+		ready(metav1.ConditionFalse, agentsv1alpha1.ReasonSelectionPending,
+			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", onOff(*pm.PendingActive)))
+	default:
+		ready(metav1.ConditionTrue, agentsv1alpha1.ReasonInSync, fmt.Sprintf("plan mode %s is committed in the session log", onOff(pm.Active)))
+	}
+	if stalled != "" {
+		set(ConditionStalled, metav1.ConditionTrue, stalled, meta.FindStatusCondition(status.Conditions, agentsv1alpha1.ConditionReady).Message)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
+	}
+	if pm.Pending && stalled == "" {
+		set(ConditionReconciling, metav1.ConditionTrue, agentsv1alpha1.ReasonSelectionPending, "a selection waits for the agent's next step boundary")
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, ConditionReconciling)
+	}
+}
+
+// statusChanged reports whether a write is due. The log-position mirror fields (nextSeq,
+// turnOpen, toldActive) alone never cause a write: they move with every event the agent
+// appends, and writing them would cost an API write per agent event. They are refreshed with
+// every write made for another reason.
+func statusChanged(old, new agentsv1alpha1.AgentSessionStatus) bool {
+	a, b := old.DeepCopy(), new.DeepCopy()
+	for _, s := range []*agentsv1alpha1.AgentSessionStatus{a, b} {
+		s.PlanMode.NextSeq = 0
+		s.PlanMode.TurnOpen = false
+		s.PlanMode.ToldActive = nil
+	}
+	return !equality.Semantic.DeepEqual(a, b)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

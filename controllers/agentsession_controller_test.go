@@ -1,0 +1,573 @@
+package controllers
+
+import (
+	"fmt"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+var _ = Describe("AgentSession reconciler", func() {
+	for _, name := range []string{"sqlite", "postgres"} {
+		Context("with the "+name+" log store", func() {
+			reconcilerSpecs(func() *backend { return backends[name] })
+		})
+	}
+})
+
+func reconcilerSpecs(be func() *backend) {
+	var (
+		ns  string
+		mgr *testManager
+	)
+	T, F := ptr.To(true), ptr.To(false)
+
+	// start gives each spec its own namespace, default PlanModeConfig and manager.
+	start := func() {
+		ns = newNamespace(true)
+		mgr = startManager(ns, be().mgrStore, managerOptions{})
+	}
+
+	Describe("the set() decision table through spec.planMode.active (reference 4.5)", func() {
+		BeforeEach(start)
+
+		It("commits between turns at once, with exactly one status write per toggle and none when nothing changed", func() {
+			a := newSession(ns, "idle", nil, nil, be().agentStore)
+			as := a.settled(false, false)
+			Expect(readyReason(as)).To(Equal("True/InSync"))
+			expectWrites(&mgr.statusWrites, 1, "the first status of a new session")
+
+			for i, v := range []*bool{T, F, T} {
+				before := mgr.statusWrites.Load()
+				setActive(a.key, v)
+				as = a.settled(*v, false)
+				expectWrites(&mgr.statusWrites, before+1, fmt.Sprintf("toggle %d: one status write", i))
+			}
+			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false, true}))
+			Expect(as.Status.PlanMode.NextSeq).To(BeEquivalentTo(3))
+
+			// The same value again is a noop (edge-triggered), and a reconcile with nothing
+			// changed writes nothing.
+			before := mgr.statusWrites.Load()
+			setActive(a.key, T)
+			Expect(k8sClient.Get(suiteCtx, a.key, as)).To(Succeed())
+			as.Annotations = map[string]string{"touched": "yes"}
+			Expect(k8sClient.Update(suiteCtx, as)).To(Succeed())
+			expectWrites(&mgr.statusWrites, before, "nothing changed: no write")
+			Expect(a.planModes()).To(HaveLen(3))
+			Expect(mgr.otherWrites.Load()).To(BeZero(), "the manager writes nothing but status")
+			Expect(eventReasons(a.key)).To(ContainElement("Normal/" + EventReasonCommitted))
+		})
+
+		It("queues during an open turn, cancels a reversal without logging, and noops a repeat", func() {
+			a := newSession(ns, "open", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+
+			setActive(a.key, T) // L=F, open, set(T) -> queued
+			as := a.settled(false, true)
+			Expect(as.Status.PlanMode.PendingActive).To(Equal(T))
+			Expect(as.Status.PlanMode.PendingSource).To(Equal(agentsv1alpha1.PendingSourceUser))
+			Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonSelectionPending))
+
+			setActive(a.key, F) // L=F, P=T, open, set(F) -> cancelled, residue kept
+			as = a.settled(false, false)
+			Expect(as.Status.PlanMode.PendingActive).To(Equal(F), "the cancelled residue is kept until a boundary")
+
+			setActive(a.key, T) // L=F, P=F residue, open, set(T) -> queued
+			a.settled(false, true)
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "nothing is logged during the turn")
+
+			// The boundary commits it.
+			r := a.boundary(1, 1)
+			Expect(r.asked).To(BeTrue())
+			Expect(r.committed).To(BeTrue())
+			Expect(r.notice).To(BeEmpty(), "no header yet: nothing to narrate")
+			a.settled(true, false)
+			Expect(activeValues(a.planModes())).To(Equal([]bool{true}))
+
+			// L=T open set(F) -> queued exit; the turn ends before any boundary: it commits then.
+			setActive(a.key, F)
+			a.settled(true, true)
+			a.endStep(1, 1)
+			a.endTurn(1, "completed")
+			as = a.settled(false, false)
+			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
+			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the last header told plan mode: a notice is owed")
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(planmode.NoticeDefault))
+		})
+
+		It("cancels between turns a selection that returns to the logged state", func() {
+			a := newSession(ns, "cancel", F, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			setActive(a.key, T)
+			a.settled(false, true)
+			// Reverted while the turn is still open, then the turn ends: nothing is logged.
+			setActive(a.key, F)
+			a.settled(false, false)
+			a.endTurn(1, "completed")
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
+			Eventually(func() *bool { return a.get().Status.PlanMode.PendingActive }, timeout, interval).Should(BeNil())
+		})
+	})
+
+	Describe("the step boundary (reference 4.6, 4.7)", func() {
+		BeforeEach(start)
+
+		It("flushes a pending selection at the boundary, before step/start, with one notice and at most 3 API writes", func() {
+			a := newSession(ns, "flush", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			r := a.boundary(1, 1)
+			Expect(r.asked).To(BeFalse(), "nothing pending: no API write at the step")
+			Expect(a.apiWrites).To(BeZero())
+			a.endStep(1, 1)
+
+			before := stableWrites(&mgr.statusWrites)
+			setActive(a.key, T)
+			a.settled(false, true)
+			r = a.boundary(1, 2)
+			Expect(r.asked).To(BeTrue())
+			Expect(r.ack.Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
+			Expect(r.committed).To(BeTrue())
+			Expect(r.notice).To(Equal(planmode.NoticePlanOn))
+			Expect(r.ack.NextSeq).To(Equal(r.ack.Seq + 1))
+			a.settled(true, false)
+			expectWrites(&mgr.statusWrites, before+2, "pending + acknowledgement")
+			Expect(a.apiWrites).To(Equal(1), "the agent's one report")
+
+			pm := a.seqOf(planmode.EventPlanMode, nil)
+			Expect(pm).To(Equal([]int64{r.ack.Seq}))
+			stepStarts := a.seqOf(sessionlog.TypeStepStart, nil)
+			Expect(stepStarts[1]).To(Equal(pm[0]+1), "plan/mode lands right before the step's step/start")
+
+			// A second boundary: nothing pending, no write, no second notice.
+			a.endStep(1, 2)
+			r = a.boundary(1, 3)
+			Expect(r.asked).To(BeFalse())
+			Expect(r.notice).To(BeEmpty())
+			Expect(r.committed).To(BeTrue())
+			Expect(a.notices).To(Equal([]string{planmode.NoticePlanOn}))
+		})
+
+		DescribeTable("narration at the boundary",
+			func(initial *bool, preHeader bool, flips []bool, wantActive bool, wantNotices []string, wantPlanModes int) {
+				a := newSession(ns, "narr", initial, nil, be().agentStore)
+				a.settled(initial != nil && *initial, false)
+				a.startTurn(1)
+				if preHeader {
+					r := a.boundary(1, 1) // logs a header that describes the initial state
+					Expect(r.notice).To(BeEmpty())
+					a.endStep(1, 1)
+				}
+				for _, f := range flips {
+					setActive(a.key, ptr.To(f))
+					Eventually(func() *bool { return a.get().Status.PlanMode.Selection }, timeout, interval).Should(Equal(ptr.To(f)))
+				}
+				r := a.boundary(1, 2)
+				Expect(r.committed).To(Equal(wantActive))
+				a.endStep(1, 2)
+				r = a.boundary(1, 3) // narrates once only
+				Expect(r.notice).To(BeEmpty())
+				Expect(a.notices).To(Equal(wantNotices))
+				Expect(a.planModes()).To(HaveLen(wantPlanModes))
+				a.settled(wantActive, false)
+			},
+			Entry("no header yet: no notice", nil, false, []bool{true}, true, []string(nil), 1),
+			Entry("differs from the last header: narrated once", nil, true, []bool{true}, true, []string{planmode.NoticePlanOn}, 1),
+			Entry("back to default with the default wording", ptr.To(true), true, []bool{false}, false, []string{planmode.NoticeDefault}, 2),
+			Entry("net-zero flips: no append, no notice", nil, true, []bool{true, false}, false, []string(nil), 0),
+			Entry("net-zero after a longer flip sequence", nil, true, []bool{true, false, true, false}, false, []string(nil), 0),
+		)
+
+		It("stays silent when the last header already describes the flushed state", func() {
+			a := newSession(ns, "silent", T, nil, be().agentStore)
+			a.settled(true, false)
+			a.startTurn(1)
+			Expect(a.boundary(1, 1).committed).To(BeTrue()) // header told T
+			a.endStep(1, 1)
+			a.endTurn(1, "completed")
+			setActive(a.key, F) // between turns: F, notice owed (told T)
+			a.settled(false, false)
+			a.startTurn(2)
+			setActive(a.key, T) // queued during turn 2, before its first boundary
+			a.settled(false, true)
+			r := a.boundary(2, 1)
+			Expect(r.committed).To(BeTrue())
+			Expect(r.notice).To(BeEmpty(), "told T, flushed T: silent, and the owed 'default' notice is superseded")
+			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false, true}))
+			Expect(a.notices).To(BeEmpty())
+		})
+
+		It("does not commit on request-recovery retries; the flip lands between turns with one notice at the next turn's first step", func() {
+			a := newSession(ns, "retry", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			Expect(a.boundary(1, 1).committed).To(BeFalse())
+			setActive(a.key, T) // at error settlement, during step 1
+			a.settled(false, true)
+			a.header(false, sessionlog.HeaderReasonChange) // the retry reuses the frozen assembly: no boundary
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "no boundary, no append")
+			as := a.get()
+			Expect(as.Status.PlanMode.Active).To(BeFalse())
+			Expect(as.Status.PlanMode.Pending).To(BeTrue())
+
+			a.endStep(1, 1)
+			a.endTurn(1, "completed")
+			as = a.settled(true, false)
+			Expect(as.Status.PlanMode.Notice).NotTo(BeNil())
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(planmode.NoticePlanOn))
+
+			a.startTurn(2)
+			r := a.boundary(2, 1)
+			Expect(r.asked).To(BeFalse(), "the owed notice reaches the agent with no API write")
+			Expect(r.committed).To(BeTrue())
+			Expect(r.notice).To(Equal(planmode.NoticePlanOn))
+			a.endStep(2, 1)
+			Expect(a.boundary(2, 2).notice).To(BeEmpty())
+			Expect(a.notices).To(Equal([]string{planmode.NoticePlanOn}), "one notice")
+
+			pm := a.seqOf(planmode.EventPlanMode, nil)
+			Expect(pm).To(HaveLen(1))
+			stepEnd11 := a.seqOf(sessionlog.TypeStepEnd, nil)[0]
+			stepStarts := a.seqOf(sessionlog.TypeStepStart, nil)
+			Expect(stepEnd11).To(BeNumerically("<", pm[0]))
+			Expect(pm[0]).To(BeNumerically("<", stepStarts[1]), "step/end(1,1) < plan/mode < step/start(2,1)")
+			headers := a.seqOf(sessionlog.TypeRequestHeader, nil)
+			Expect(headers).To(HaveLen(4))
+		})
+
+		It("makes the first request plan-shaped when selected before the first turn", func() {
+			a := newSession(ns, "first", T, nil, be().agentStore)
+			a.settled(true, false)
+			a.startTurn(1)
+			r := a.boundary(1, 1)
+			Expect(r.committed).To(BeTrue())
+			Expect(r.notice).To(BeEmpty())
+			pm := a.seqOf(planmode.EventPlanMode, nil)
+			headers := a.seqOf(sessionlog.TypeRequestHeader, nil)
+			Expect(pm).To(Equal([]int64{0}))
+			Expect(pm[0]).To(BeNumerically("<", headers[0]))
+			evs := a.events()
+			Expect(string(evs[headers[0]].Data)).To(ContainSubstring("You are in plan mode."))
+			Expect(string(evs[headers[0]].Data)).To(ContainSubstring(`"reason":"initial"`))
+		})
+
+		It("refuses an invalid boundary report with a Failed ack, a condition and a Warning event, never appending", func() {
+			a := newSession(ns, "invalid", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			setActive(a.key, T)
+			a.settled(false, true)
+			seq := a.tail().NextSeq
+			a.report(1, 1, seq+5)
+			ack := a.awaitAck(1, 1, seq+5)
+			Expect(ack.Result).To(Equal(agentsv1alpha1.BoundaryFailed))
+			Expect(ack.Message).To(ContainSubstring("status.agent.boundary.seq"))
+			Eventually(func() string { return readyReason(a.get()) }, timeout, interval).Should(Equal("False/" + agentsv1alpha1.ReasonInvalidBoundary))
+			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonInvalidBound))
+			a.report(2, 1, seq) // wrong turn
+			Expect(a.awaitAck(2, 1, seq).Message).To(ContainSubstring("status.agent.boundary.turn"))
+			Expect(a.planModes()).To(BeEmpty())
+
+			// A valid report afterwards is admitted and clears the condition.
+			r := a.boundary(1, 1)
+			Expect(r.committed).To(BeTrue())
+			Eventually(func() string { return readyReason(a.get()) }, timeout, interval).Should(Equal("True/InSync"))
+		})
+	})
+
+	Describe("append failure (reference 4.13, NEWER)", func() {
+		BeforeEach(start)
+
+		It("fails the proposal at the boundary, keeps the selection pending, and commits once the store is back", func() {
+			a := newSession(ns, "fail", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			a.boundary(1, 1)
+			a.endStep(1, 1)
+			setActive(a.key, T)
+			a.settled(false, true)
+
+			mgr.store.failPlanMode.Store(true)
+			r := a.boundary(1, 2)
+			Expect(r.failed).To(BeTrue())
+			Expect(r.ack.Message).To(ContainSubstring("injected fault"))
+			as := a.settled(false, true)
+			Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonLogStoreError))
+			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonAppendFailed))
+			Expect(a.planModes()).To(BeEmpty())
+
+			// The proposal failed: the agent ends the turn; the manager retries between turns.
+			a.endTurn(1, "blocked")
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
+			Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
+			mgr.store.failPlanMode.Store(false)
+			as = a.settled(true, false)
+			Expect(readyReason(as)).To(Equal("True/InSync"))
+			Expect(a.planModes()).To(HaveLen(1))
+
+			a.startTurn(2)
+			r = a.boundary(2, 1)
+			Expect(r.notice).To(Equal(planmode.NoticePlanOn), "the earlier header told default mode")
+		})
+
+		It("keeps a between-turns selection pending while the store fails, and reports it", func() {
+			a := newSession(ns, "failidle", nil, nil, be().agentStore)
+			a.settled(false, false)
+			mgr.store.failPlanMode.Store(true)
+			setActive(a.key, T)
+			Eventually(func(g Gomega) {
+				as := a.get()
+				g.Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonLogStoreError))
+				g.Expect(as.Status.PlanMode.Pending).To(BeTrue())
+				g.Expect(as.Status.PlanMode.PendingActive).To(Equal(T))
+			}, timeout, interval).Should(Succeed())
+			Expect(a.planModes()).To(BeEmpty())
+
+			mgr.store.failTail.Store(true) // the whole store is unreachable now
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
+			mgr.store.failTail.Store(false)
+			mgr.store.failPlanMode.Store(false)
+			a.settled(true, false)
+			Expect(a.planModes()).To(HaveLen(1))
+		})
+	})
+
+	Describe("fork and spawn (reference 4.12)", func() {
+		BeforeEach(start)
+
+		It("inherits the logged state of the copied completed-turn prefix; a spawned session starts inactive", func() {
+			parent := newSession(ns, "parent", nil, nil, be().agentStore)
+			parent.settled(false, false)
+			parent.startTurn(1)
+			setActive(parent.key, T)
+			parent.settled(false, true)
+			Expect(parent.boundary(1, 1).committed).To(BeTrue())
+			parent.endStep(1, 1)
+			parent.endTurn(1, "completed")
+			setActive(parent.key, F) // between turns, after the last turn/end: not inherited
+			parent.settled(false, false)
+
+			child := newSession(ns, "child", nil, &agentsv1alpha1.ForkSource{SessionID: parent.sid}, be().agentStore)
+			as := child.settled(true, false)
+			Expect(as.Status.PlanMode.NextSeq).To(BeEquivalentTo(parent.tail().NextSeq - 1))
+			Expect(child.planModes()).To(HaveLen(1), "the inherited plan/mode only; nothing appended")
+			Expect(as.Status.PlanMode.Notice).To(BeNil(), "an inherited plan/mode owes no notice")
+			Eventually(func() []string { return eventReasons(child.key) }, timeout, interval).Should(ContainElement("Normal/" + EventReasonForkSeeded))
+
+			spawned := newSession(ns, "spawned", nil, nil, be().agentStore)
+			as = spawned.settled(false, false)
+			Expect(spawned.planModes()).To(BeEmpty())
+
+			// Selections work on a forked session as on any other.
+			setActive(child.key, F)
+			child.settled(false, false)
+			Expect(activeValues(child.planModes())).To(Equal([]bool{true, false}))
+		})
+	})
+
+	Describe("crash safety", func() {
+		It("does not append again after a crash between the append and the status write (between turns)", func() {
+			ns = newNamespace(true)
+			m1 := startManager(ns, be().mgrStore, managerOptions{})
+			a := newSession(ns, "crash", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			a.boundary(1, 1) // header told F
+			a.endStep(1, 1)
+			a.endTurn(1, "completed")
+			m1.stop()
+
+			// The toggle is processed by a reconciler that appends and then dies before its
+			// status write: run its compute step alone and drop the result.
+			setActive(a.key, T)
+			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
+			out, err := r.Compute(suiteCtx, a.get())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(out.Changed()).To(BeTrue())
+			Expect(a.planModes()).To(HaveLen(1))
+			Expect(a.get().Status.PlanMode.Active).To(BeFalse(), "no status was written")
+
+			m2 := startManager(ns, be().mgrStore, managerOptions{})
+			as := a.settled(true, false)
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1), "no duplicate plan/mode")
+			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the owed notice is recovered from the log")
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(planmode.NoticePlanOn))
+			Expect(m2.store.appends.Load()).To(BeZero())
+
+			a.startTurn(2)
+			Expect(a.boundary(2, 1).notice).To(Equal(planmode.NoticePlanOn))
+		})
+
+		It("does not append again after a crash between the boundary append and the acknowledgement", func() {
+			ns = newNamespace(true)
+			m1 := startManager(ns, be().mgrStore, managerOptions{})
+			a := newSession(ns, "crashb", nil, nil, be().agentStore)
+			a.settled(false, false)
+			a.startTurn(1)
+			a.boundary(1, 1)
+			a.endStep(1, 1)
+			setActive(a.key, T)
+			a.settled(false, true)
+			m1.stop()
+
+			seq := a.tail().NextSeq
+			a.report(1, 2, seq)
+			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
+			_, err := r.Compute(suiteCtx, a.get())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(a.seqOf(planmode.EventPlanMode, nil)).To(Equal([]int64{seq}))
+
+			m2 := startManager(ns, be().mgrStore, managerOptions{})
+			ack := a.awaitAck(1, 2, seq)
+			Expect(ack.Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
+			Expect(ack.Active).To(BeTrue())
+			Expect(ack.NextSeq).To(Equal(seq + 1))
+			Expect(ack.Notice).To(Equal(planmode.NoticePlanOn), "the narration is recomputed, not lost")
+			a.settled(true, false)
+			Expect(m2.store.appends.Load()).To(BeZero())
+			Expect(a.planModes()).To(HaveLen(1))
+		})
+
+		It("recovers from a lost status write without a duplicate append", func() {
+			start()
+			a := newSession(ns, "lost", nil, nil, be().agentStore)
+			a.settled(false, false)
+			mgr.failStatus.Store(1)
+			setActive(a.key, T)
+			a.settled(true, false)
+			Expect(mgr.failStatus.Load()).To(BeZero(), "the injected failure was hit")
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1))
+		})
+
+		It("applies a selection made while the manager is down when it returns", func() {
+			ns = newNamespace(true)
+			m1 := startManager(ns, be().mgrStore, managerOptions{})
+			a := newSession(ns, "down", nil, nil, be().agentStore)
+			b := newSession(ns, "down-open", nil, nil, be().agentStore)
+			a.settled(false, false)
+			b.settled(false, false)
+			b.startTurn(1)
+			m1.stop()
+			setActive(a.key, T)
+			setActive(b.key, T)
+			Consistently(func() bool { return a.get().Status.PlanMode.Active }, quiet, interval).Should(BeFalse())
+			startManager(ns, be().mgrStore, managerOptions{})
+			a.settled(true, false)
+			b.settled(false, true)
+			Expect(b.boundary(1, 1).committed).To(BeTrue())
+		})
+
+		It("writes only from the leader when two managers run with leader election", func() {
+			ns = newNamespace(true)
+			id := "planmode-" + ns
+			m1 := startManager(ns, be().mgrStore, managerOptions{leaderElectionID: id})
+			m2 := startManager(ns, be().mgrStore, managerOptions{leaderElectionID: id})
+			var leader, follower *testManager
+			Eventually(func() bool {
+				switch {
+				case m1.elected():
+					leader, follower = m1, m2
+				case m2.elected():
+					leader, follower = m2, m1
+				}
+				return leader != nil
+			}, timeout, interval).Should(BeTrue())
+			Expect(follower.elected()).To(BeFalse())
+
+			a := newSession(ns, "le", nil, nil, be().agentStore)
+			a.settled(false, false)
+			setActive(a.key, T)
+			a.settled(true, false)
+			Consistently(follower.statusWrites.Load, quiet, interval).Should(BeZero(), "the follower never writes")
+			Eventually(leader.statusWrites.Load, timeout, interval).Should(BeNumerically(">=", 2))
+			Expect(follower.store.appends.Load()).To(BeZero())
+
+			leader.stop() // releases the lease
+			leaderWrites := leader.statusWrites.Load()
+			Eventually(follower.elected, timeout, interval).Should(BeTrue())
+			setActive(a.key, F)
+			a.settled(false, false)
+			Eventually(follower.statusWrites.Load, timeout, interval).Should(BeNumerically(">=", 1), "the new leader writes")
+			Expect(leader.statusWrites.Load()).To(Equal(leaderWrites), "the old leader wrote nothing after it stopped")
+			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
+		})
+	})
+
+	Describe("scale", func() {
+		BeforeEach(start)
+
+		It("converges 50 sessions toggled concurrently, with no duplicate plan/mode", func() {
+			const n = 50
+			agents := make([]*agent, n)
+			for i := range agents {
+				agents[i] = newSession(ns, fmt.Sprintf("s%02d", i), nil, nil, be().agentStore)
+			}
+			for _, a := range agents {
+				a.settled(false, false)
+			}
+			// Half of them are inside a turn: their selection waits for the boundary.
+			for i := 0; i < n; i += 2 {
+				agents[i].startTurn(1)
+			}
+			before := stableWrites(&mgr.statusWrites)
+			var wg sync.WaitGroup
+			for _, a := range agents {
+				wg.Add(1)
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					setActive(a.key, T)
+				}()
+			}
+			wg.Wait()
+			for i, a := range agents {
+				a.settled(i%2 == 1, i%2 == 0)
+			}
+			for i := 0; i < n; i += 2 {
+				wg.Add(1)
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					Expect(agents[i].boundary(1, 1).committed).To(BeTrue())
+				}()
+			}
+			wg.Wait()
+			for _, a := range agents {
+				a.settled(true, false)
+				Expect(a.planModes()).To(HaveLen(1), a.sid)
+			}
+			// One write per between-turns toggle; pending + ack per in-turn toggle.
+			expectWrites(&mgr.statusWrites, before+n/2+n, "one write per between-turns toggle, two per in-turn toggle")
+			Expect(mgr.store.appends.Load()).To(BeEquivalentTo(n))
+		})
+	})
+
+	Describe("conditions", func() {
+		It("reports a missing PlanModeConfig and holds an entry until it exists", func() {
+			ns = newNamespace(false)
+			startManager(ns, be().mgrStore, managerOptions{})
+			a := newSession(ns, "nocfg", T, nil, be().agentStore)
+			Eventually(func(g Gomega) {
+				as := a.get()
+				g.Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonConfigMissing))
+				g.Expect(as.Status.PlanMode.Pending).To(BeTrue())
+			}, timeout, interval).Should(Succeed())
+			Expect(a.planModes()).To(BeEmpty())
+			createConfig(ns, agentsv1alpha1.DefaultPlanModeConfigName)
+			as := a.settled(true, false)
+			Expect(readyReason(as)).To(Equal("True/InSync"))
+			Expect(as.Status.PlanMode.Config).NotTo(BeNil())
+			Expect(as.Status.PlanMode.Config.Name).To(Equal("default"))
+			Expect(as.Status.PlanMode.Config.SectionSHA256).To(HaveLen(64))
+		})
+	})
+}

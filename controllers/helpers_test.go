@@ -1,0 +1,511 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+const (
+	timeout  = 20 * time.Second
+	interval = 25 * time.Millisecond
+	// quiet is how long Consistently watches for writes that must not happen. The manager's
+	// pending poll in these tests is 100ms, so several polls run within it.
+	quiet       = 1500 * time.Millisecond
+	testSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
+	agentOwner  = "planmode-agent"
+)
+
+// backend is one session-log backend: the manager and the agent get separate handles (as
+// separate processes would), on the same database.
+type backend struct {
+	name                 string
+	url                  string
+	mgrStore, agentStore sessionlog.Store
+}
+
+func openBackend(name string) *backend {
+	b := &backend{name: name}
+	switch name {
+	case "sqlite":
+		dir, err := os.MkdirTemp("", "controllers-sqlite-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
+		b.url = "sqlite://" + filepath.Join(dir, "log.db")
+	case "postgres":
+		url, err := pgServer.CreateDatabase(suiteCtx, "controllers_"+rand.String(8))
+		Expect(err).NotTo(HaveOccurred())
+		b.url = url
+	default:
+		Fail("unknown backend " + name)
+	}
+	var err error
+	b.mgrStore, err = sessionlog.Open(suiteCtx, b.url)
+	Expect(err).NotTo(HaveOccurred())
+	b.agentStore, err = sessionlog.Open(suiteCtx, b.url)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		Expect(b.mgrStore.Close()).To(Succeed())
+		Expect(b.agentStore.Close()).To(Succeed())
+	})
+	return b
+}
+
+// faultStore wraps the real store of the manager and can make plan/mode appends or tail reads
+// fail, like an unreachable log store would.
+type faultStore struct {
+	sessionlog.Store
+	failPlanMode atomic.Bool
+	failTail     atomic.Bool
+	appends      atomic.Int64 // plan/mode appends that reached the real store
+}
+
+var errInjected = errors.New("injected fault: log store unavailable")
+
+func (f *faultStore) Append(ctx context.Context, sid string, evs []sessionlog.Event) (sessionlog.Tail, error) {
+	if len(evs) > 0 && evs[0].Type == planmode.EventPlanMode {
+		if f.failPlanMode.Load() {
+			return sessionlog.Tail{}, errInjected
+		}
+		f.appends.Add(1)
+	}
+	return f.Store.Append(ctx, sid, evs)
+}
+
+func (f *faultStore) Tail(ctx context.Context, sid string) (sessionlog.Tail, error) {
+	if f.failTail.Load() {
+		return sessionlog.Tail{}, errInjected
+	}
+	return f.Store.Tail(ctx, sid)
+}
+
+// countingClient counts the manager's API writes.
+type countingClient struct {
+	client.Client
+	statusWrites *atomic.Int64
+	otherWrites  *atomic.Int64
+	failStatus   *atomic.Int64 // fail this many status writes (after counting nothing)
+}
+
+func (c countingClient) Status() client.SubResourceWriter {
+	return countingStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+func (c countingClient) Create(ctx context.Context, o client.Object, opts ...client.CreateOption) error {
+	c.otherWrites.Add(1)
+	return c.Client.Create(ctx, o, opts...)
+}
+func (c countingClient) Update(ctx context.Context, o client.Object, opts ...client.UpdateOption) error {
+	c.otherWrites.Add(1)
+	return c.Client.Update(ctx, o, opts...)
+}
+func (c countingClient) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+	c.otherWrites.Add(1)
+	return c.Client.Patch(ctx, o, p, opts...)
+}
+
+type countingStatus struct {
+	client.SubResourceWriter
+	c countingClient
+}
+
+var errStatusWriteInjected = errors.New("injected fault: status write lost")
+
+func (s countingStatus) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	if s.c.failStatus.Load() > 0 {
+		s.c.failStatus.Add(-1)
+		return errStatusWriteInjected
+	}
+	err := s.SubResourceWriter.Patch(ctx, o, p, opts...)
+	if err == nil {
+		s.c.statusWrites.Add(1)
+	}
+	return err
+}
+func (s countingStatus) Update(ctx context.Context, o client.Object, opts ...client.SubResourceUpdateOption) error {
+	s.c.otherWrites.Add(1)
+	return s.SubResourceWriter.Update(ctx, o, opts...)
+}
+
+// testManager is one running manager with the real reconciler, scoped to one namespace.
+type testManager struct {
+	mgr          ctrl.Manager
+	r            *AgentSessionReconciler
+	store        *faultStore
+	statusWrites atomic.Int64
+	otherWrites  atomic.Int64
+	failStatus   atomic.Int64
+	cancel       context.CancelFunc
+	done         chan error
+	stopped      bool
+}
+
+type managerOptions struct {
+	leaderElectionID string
+}
+
+func startManager(ns string, store sessionlog.Store, o managerOptions) *testManager {
+	tm := &testManager{store: &faultStore{Store: store}, done: make(chan error, 1)}
+	opts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient: func(c *rest.Config, opts client.Options) (client.Client, error) {
+			cl, err := client.New(c, opts)
+			if err != nil {
+				return nil, err
+			}
+			return countingClient{Client: cl, statusWrites: &tm.statusWrites, otherWrites: &tm.otherWrites, failStatus: &tm.failStatus}, nil
+		},
+	}
+	if o.leaderElectionID != "" {
+		opts.LeaderElection = true
+		opts.LeaderElectionID = o.leaderElectionID
+		opts.LeaderElectionNamespace = ns
+		opts.LeaderElectionReleaseOnCancel = true
+		opts.LeaseDuration = ptr.To(3 * time.Second)
+		opts.RenewDeadline = ptr.To(2 * time.Second)
+		opts.RetryPeriod = ptr.To(200 * time.Millisecond)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	Expect(err).NotTo(HaveOccurred())
+	tm.mgr = mgr
+	tm.r = &AgentSessionReconciler{
+		Client:          mgr.GetClient(),
+		Store:           tm.store,
+		Recorder:        mgr.GetEventRecorder("planmode-manager"),
+		PendingPoll:     100 * time.Millisecond,
+		MaxStoreBackoff: 500 * time.Millisecond,
+	}
+	Expect(tm.r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	tm.cancel = cancel
+	go func() {
+		defer GinkgoRecover()
+		tm.done <- mgr.Start(ctx)
+	}()
+	DeferCleanup(tm.stop)
+	return tm
+}
+
+func (tm *testManager) stop() {
+	if tm.stopped {
+		return
+	}
+	tm.stopped = true
+	tm.cancel()
+	Eventually(tm.done, timeout).Should(Receive(BeNil()))
+}
+
+func (tm *testManager) elected() bool {
+	select {
+	case <-tm.mgr.Elected():
+		return true
+	default:
+		return false
+	}
+}
+
+// newNamespace creates a namespace with the default PlanModeConfig.
+func newNamespace(withConfig bool) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "planmode-"}}
+	Expect(k8sClient.Create(suiteCtx, ns)).To(Succeed())
+	if withConfig {
+		createConfig(ns.Name, agentsv1alpha1.DefaultPlanModeConfigName)
+	}
+	return ns.Name
+}
+
+func createConfig(ns, name string) {
+	cfg := &agentsv1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: testSection},
+	}
+	Expect(k8sClient.Create(suiteCtx, cfg)).To(Succeed())
+}
+
+// agent is the test's stand-in for an agent pod: it appends its own events through its own
+// store handle and talks to the manager only through status.agent.boundary, following the
+// rules of docs/protocol.md.
+type agent struct {
+	store     sessionlog.Store
+	key       types.NamespacedName
+	sid       string
+	notices   []string // notices recorded in the log
+	apiWrites int      // status.agent writes this agent made
+}
+
+func newSession(ns, name string, active *bool, fork *agentsv1alpha1.ForkSource, store sessionlog.Store) *agent {
+	sid := ns + "." + name
+	as := &agentsv1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: agentsv1alpha1.AgentSessionSpec{
+			SessionID: sid,
+			PlanMode:  agentsv1alpha1.PlanModeSpec{Active: active},
+			Fork:      fork,
+		},
+	}
+	Expect(k8sClient.Create(suiteCtx, as)).To(Succeed())
+	return &agent{store: store, key: client.ObjectKeyFromObject(as), sid: sid}
+}
+
+func (a *agent) get() *agentsv1alpha1.AgentSession {
+	var as agentsv1alpha1.AgentSession
+	Expect(k8sClient.Get(suiteCtx, a.key, &as)).To(Succeed())
+	return &as
+}
+
+func (a *agent) tail() sessionlog.Tail {
+	t, err := a.store.Tail(suiteCtx, a.sid)
+	Expect(err).NotTo(HaveOccurred())
+	return t
+}
+
+func (a *agent) events() []sessionlog.Event {
+	evs, err := a.store.ReadFrom(suiteCtx, a.sid, 0, 0)
+	Expect(err).NotTo(HaveOccurred())
+	return evs
+}
+
+// planModes returns the plan/mode events in the log.
+func (a *agent) planModes() []sessionlog.Event {
+	var out []sessionlog.Event
+	for _, e := range a.events() {
+		if e.Type == planmode.EventPlanMode {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (a *agent) seqOf(typ string, match func(sessionlog.Event) bool) []int64 {
+	var out []int64
+	for _, e := range a.events() {
+		if e.Type == typ && (match == nil || match(e)) {
+			out = append(out, e.Seq)
+		}
+	}
+	return out
+}
+
+func (a *agent) append(evs ...sessionlog.Event) sessionlog.Tail {
+	GinkgoHelper()
+	t, err := a.store.Append(suiteCtx, a.sid, sessionlog.Sequence(a.tail().NextSeq, evs...))
+	Expect(err).NotTo(HaveOccurred())
+	return t
+}
+
+func (a *agent) startTurn(turn int64) {
+	a.append(sessionlog.MustEvent(sessionlog.TypeTurnStart, sessionlog.TurnStart{Turn: turn}))
+}
+
+func (a *agent) endTurn(turn int64, kind string) {
+	a.append(sessionlog.MustEvent(sessionlog.TypeTurnEnd, sessionlog.TurnEnd{Turn: turn, Reason: json.RawMessage(fmt.Sprintf(`{"kind":%q}`, kind))}))
+}
+
+func (a *agent) endStep(turn, step int64) {
+	a.append(sessionlog.MustEvent(sessionlog.TypeStepEnd, sessionlog.StepEnd{Turn: turn, Step: step}))
+}
+
+// header logs a request/header whose system text carries the plan section iff plan is on.
+func (a *agent) header(plan bool, reason string) {
+	system := "You are a coding agent."
+	if plan {
+		system += "\n\n" + testSection
+	}
+	h, _ := json.Marshal(map[string]any{"config": map[string]string{"provider": "test", "model": "m"}, "system": system})
+	a.append(sessionlog.MustEvent(sessionlog.TypeRequestHeader, sessionlog.RequestHeader{Header: h, Reason: reason}))
+}
+
+// report writes a step boundary into status.agent with the agent's field manager.
+func (a *agent) report(turn, step, seq int64) {
+	GinkgoHelper()
+	now := metav1.Now()
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"agent": map[string]any{
+		"boundary": agentsv1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}}}})
+	as := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: a.key.Namespace, Name: a.key.Name}}
+	Expect(k8sClient.Status().Patch(suiteCtx, as, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(agentOwner))).To(Succeed())
+	a.apiWrites++
+}
+
+// awaitAck waits for the acknowledgement of (turn, step, seq).
+func (a *agent) awaitAck(turn, step, seq int64) *agentsv1alpha1.BoundaryAck {
+	GinkgoHelper()
+	var ack *agentsv1alpha1.BoundaryAck
+	Eventually(func(g Gomega) {
+		lb := a.get().Status.PlanMode.LastBoundary
+		g.Expect(lb).NotTo(BeNil())
+		g.Expect([]int64{lb.Turn, lb.Step, lb.Seq}).To(Equal([]int64{turn, step, seq}))
+		ack = lb
+	}, timeout, interval).Should(Succeed())
+	return ack
+}
+
+// stepResult is what the agent learnt at a boundary.
+type stepResult struct {
+	committed bool
+	notice    string
+	asked     bool
+	ack       *agentsv1alpha1.BoundaryAck
+	failed    bool
+}
+
+// boundary runs the SDK's boundary rule (docs/protocol.md): ask the manager only when a
+// selection is pending or not yet taken on, or a plan/mode is not yet covered by the status;
+// otherwise read the committed state from the tail with no API write. On admission it logs
+// step/start, the notice (last message) and a request/header shaped by the committed state.
+func (a *agent) boundary(turn, step int64) stepResult {
+	GinkgoHelper()
+	t := a.tail()
+	as := a.get()
+	pm := as.Status.PlanMode
+	sel := as.Spec.PlanMode.Active
+	mustAsk := pm.Pending ||
+		(sel != nil && (pm.Selection == nil || *pm.Selection != *sel)) ||
+		(t.LastPlanModeSeq > t.LastStepStartSeq && pm.NextSeq <= t.LastPlanModeSeq)
+	var res stepResult
+	if mustAsk {
+		res.asked = true
+		a.report(turn, step, t.NextSeq)
+		res.ack = a.awaitAck(turn, step, t.NextSeq)
+		if res.ack.Result == agentsv1alpha1.BoundaryFailed {
+			res.failed = true
+			return res
+		}
+		res.committed, res.notice = res.ack.Active, res.ack.Notice
+		Expect(a.tail().NextSeq).To(Equal(res.ack.NextSeq), "the ack's nextSeq is where step/start goes")
+	} else {
+		res.committed = t.Active
+		if n := pm.Notice; n != nil && n.Seq == t.LastPlanModeSeq && t.LastPlanModeSeq > t.LastStepStartSeq {
+			res.notice = n.Text
+		}
+	}
+	evs := []sessionlog.Event{
+		sessionlog.MustEvent(sessionlog.TypeStepStart, sessionlog.StepStart{Turn: turn, Step: step}),
+		sessionlog.MustEvent(sessionlog.TypeUserMessage, sessionlog.NewUserText(rand.String(8), fmt.Sprintf("input %d.%d", turn, step))),
+	}
+	if res.notice != "" {
+		evs = append(evs, sessionlog.MustEvent(sessionlog.TypeUserMessage, sessionlog.NewPluginNotice(rand.String(8), planmode.NoticeSourcePlugin, res.notice)))
+		a.notices = append(a.notices, res.notice)
+	}
+	a.append(evs...)
+	reason := sessionlog.HeaderReasonChange
+	if told := t.Told; told == nil {
+		reason = sessionlog.HeaderReasonInitial
+	}
+	a.header(res.committed, reason)
+	return res
+}
+
+// setActive patches spec.planMode.active (the user's toggle).
+func setActive(key types.NamespacedName, v *bool) {
+	GinkgoHelper()
+	var val any
+	if v != nil {
+		val = *v
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"planMode": map[string]any{"active": val}}})
+	as := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	Expect(k8sClient.Patch(suiteCtx, as, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+}
+
+// settled waits until the manager has acted on the current generation and the status says
+// active/pending as given.
+func (a *agent) settled(active, pending bool) *agentsv1alpha1.AgentSession {
+	GinkgoHelper()
+	var as *agentsv1alpha1.AgentSession
+	Eventually(func(g Gomega) {
+		as = a.get()
+		g.Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))
+		g.Expect(as.Status.PlanMode.Active).To(Equal(active), "status.planMode.active")
+		g.Expect(as.Status.PlanMode.Pending).To(Equal(pending), "status.planMode.pending")
+		if as.Spec.PlanMode.Active != nil {
+			g.Expect(as.Status.PlanMode.Selection).To(Equal(as.Spec.PlanMode.Active))
+		}
+	}, timeout, interval).Should(Succeed())
+	return as
+}
+
+func readyReason(as *agentsv1alpha1.AgentSession) string {
+	for _, c := range as.Status.Conditions {
+		if c.Type == agentsv1alpha1.ConditionReady {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return ""
+}
+
+// eventReasons lists the reasons of the events.k8s.io Events about a session.
+func eventReasons(key types.NamespacedName) []string {
+	var list eventsv1.EventList
+	Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(key.Namespace))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == key.Name {
+			out = append(out, e.Type+"/"+e.Reason)
+		}
+	}
+	return out
+}
+
+func activeValues(evs []sessionlog.Event) []bool {
+	var out []bool
+	for _, e := range evs {
+		a, err := planmode.DecodePlanMode(e.Data)
+		Expect(err).NotTo(HaveOccurred())
+		out = append(out, a)
+	}
+	return out
+}
+
+func isNotice(e sessionlog.Event) bool {
+	return strings.Contains(string(e.Data), `"form":"notice"`)
+}
+
+// expectWrites waits for a write counter to reach want and checks that it stays there (the
+// apiserver may show a write before the writer's call has returned and been counted).
+func expectWrites(c *atomic.Int64, want int64, what string) {
+	GinkgoHelper()
+	Eventually(c.Load, timeout, interval).Should(Equal(want), what)
+	Consistently(c.Load, quiet, interval).Should(Equal(want), what)
+}
+
+// stableWrites returns a write counter once it has stopped moving.
+func stableWrites(c *atomic.Int64) int64 {
+	GinkgoHelper()
+	var last int64 = -1
+	Eventually(func() bool {
+		v := c.Load()
+		same := v == last
+		last = v
+		return same
+	}, timeout, 300*time.Millisecond).Should(BeTrue())
+	return last
+}
