@@ -273,3 +273,17 @@ var _ = Describe("AgentSession spec checks", func() {
 		Expect(get(ctx, s).Spec.Steer.ID).To(Equal("m2"))
 	})
 })
+
+var _ = Describe("manager identity for a local run", func() {
+	It("is learned from the API server when no username is configured and no namespace is known", func() {
+		if ns := ManagerNamespace(); ns != "" {
+			Fail("this spec needs no POD_NAMESPACE and no in-cluster service account; found namespace " + ns)
+		}
+		ids, err := DefaultOptions().identities(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ids.ManagerUsernames).To(HaveLen(1))
+		Expect(ids.ManagerUsernames[0]).NotTo(BeEmpty())
+		Expect(ids.ManagerUsernames[0]).NotTo(Equal("system:anonymous"))
+		GinkgoWriter.Println("local manager identity:", ids.ManagerUsernames[0])
+	})
+})

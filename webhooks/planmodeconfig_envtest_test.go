@@ -110,6 +110,17 @@ var _ = Describe("PlanModeConfig admission", func() {
 		Entry("null spec", badConfig{"null", "spec.section", metav1.CauseTypeFieldValueRequired, required, MsgSectionNotString}),
 	)
 
+	It("leaves a non-object spec to the API server's schema, which refuses it before admission", func() {
+		for _, spec := range []string{`"You are in plan mode."`, `["section"]`, `7`} {
+			name := uniqueName("nonobj")
+			st := statusOf(adminC.Create(ctx, pmcObject(name, spec)))
+			Expect(st.Reason).To(Equal(metav1.StatusReasonInvalid))
+			Expect(st.Message).To(HavePrefix(`PlanModeConfig.agents.harness.dev "` + name + `" is invalid: spec: Invalid value: `))
+			Expect(st.Message).To(HaveSuffix(`: spec in body must be of type object: ` + jsonKindQuoted(spec)))
+			expectNotStored(name)
+		}
+	})
+
 	It("refuses an update that breaks a stored config and keeps the stored text", func() {
 		name := uniqueName("upd")
 		Expect(adminC.Create(ctx, pmcObject(name, `{"section":"Plan first."}`))).To(Succeed())
@@ -217,3 +228,11 @@ spec:
 		Expect(string(out)).To(Equal(section))
 	})
 })
+
+func jsonKindQuoted(v string) string {
+	k := jsonKind([]byte(v))
+	if k == "number" {
+		k = "integer"
+	}
+	return fmt.Sprintf("%q", k)
+}
