@@ -1,0 +1,173 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+)
+
+// Plan review (reference spec §4.9, NEWER semantics): the agent posts a plan in
+// status.agent.review, a reviewer answers in spec.review naming its id, and the manager, the
+// only writer of status.review, closes the review once with the text the exit tool returns.
+
+// Event reasons of the review flow.
+const (
+	EventReasonReviewOpened   = "ReviewOpened"
+	EventReasonReviewDecided  = "ReviewDecided"
+	EventReasonReviewExpired  = "ReviewExpired"
+	EventReasonReviewRejected = "ReviewRejected"
+)
+
+// ReviewExpiredText is the exit tool's error when nobody answered within spec.reviewTimeout.
+// The harness has no expiry; the wording follows its dismissed-review text.
+func ReviewExpiredText(timeout time.Duration) string {
+	return fmt.Sprintf("The plan review expired after %s without an answer; stay in plan mode, stop here, and wait for the user's message.", timeout)
+}
+
+// reviewStep answers the plan review in the status being computed. It runs after the plan-mode
+// steps, on their result: an approval records the silent exit as the pending selection (source
+// Exit, never narrated), which the agent's next step boundary appends.
+func (st *step) reviewStep(status *agentsv1alpha1.AgentSessionStatus) {
+	if st.storeErr != nil || st.conflict {
+		return // the committed state is unknown this round: decide nothing
+	}
+	req := agentReview(st.s)
+	if req == nil {
+		reviewWithdrawn(status)
+		return
+	}
+	now := st.r.now()
+	if status.Review == nil || status.Review.ID != req.ID {
+		if !st.openReview(status, req, now) {
+			return
+		}
+	}
+	if status.Review.Phase != agentsv1alpha1.ReviewPending {
+		return // closed once; a later spec.review never reopens it
+	}
+	if st.decideReview(status, req, now) {
+		return
+	}
+	st.expireReview(status, req, now)
+}
+
+func agentReview(s *agentsv1alpha1.AgentSession) *agentsv1alpha1.PlanReviewRequest {
+	if s.Status.Agent == nil {
+		return nil
+	}
+	return s.Status.Agent.Review
+}
+
+// reviewWithdrawn drops a pending review the agent no longer waits for (it cleared
+// status.agent.review after its own timeout); a closed review stays as the record.
+func reviewWithdrawn(status *agentsv1alpha1.AgentSessionStatus) {
+	if rs := status.Review; rs != nil && rs.Phase == agentsv1alpha1.ReviewPending {
+		status.Review = nil
+	}
+}
+
+// openReview starts answering a newly posted plan. exit_plan_mode is admitted only while the
+// committed state (the log's fold) is active; a plan posted outside it is refused at once.
+func (st *step) openReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
+	if !st.tail.Active {
+		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: planmode.ExitErrNotInPlanMode, DecidedAt: &now}
+		st.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review",
+			fmt.Sprintf("plan review %s refused: plan mode is not committed in the session log", req.ID))
+		return false
+	}
+	status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewPending}
+	st.emit(corev1.EventTypeNormal, EventReasonReviewOpened, "Review",
+		fmt.Sprintf("plan %q posted for review %s (turn %d): decide with kubectl plan approve|revise|dismiss %s", planmode.PlanTitle(req.Plan), req.ID, req.Turn, st.s.Name))
+	return true
+}
+
+// decideReview applies spec.review when it names the plan under review. Consent is exactly one
+// thing: decision Approve with no feedback. Approve carrying feedback is feedback, not consent
+// (§4.9 step 7, §7 item 52), so it reads as keep-planning with that feedback.
+func (st *step) decideReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
+	d := st.s.Spec.Review
+	if d == nil || d.ReviewID != req.ID {
+		return false // no decision, or one for another (older) plan: never applies to this one
+	}
+	rs := status.Review
+	switch {
+	case d.Decision == agentsv1alpha1.ReviewApprove && d.Feedback == "":
+		rs.Phase, rs.Message = agentsv1alpha1.ReviewApproved, planmode.ExitApprovedText
+		recordApprovedExit(&status.PlanMode)
+	case d.Decision == agentsv1alpha1.ReviewApprove, d.Decision == agentsv1alpha1.ReviewKeepPlanning:
+		rs.Phase, rs.Message = agentsv1alpha1.ReviewKeptPlanning, planmode.KeepPlanningText(d.Feedback)
+	case d.Decision == agentsv1alpha1.ReviewDismiss:
+		rs.Phase, rs.Message = agentsv1alpha1.ReviewDismissed, planmode.ExitErrDismissed
+	default:
+		return false // unknown decision: the CRD enum and the webhook refuse it; wait
+	}
+	rs.DecidedAt = &now
+	st.emit(corev1.EventTypeNormal, EventReasonReviewDecided, "Review",
+		fmt.Sprintf("plan review %s: %s", req.ID, rs.Phase))
+	return true
+}
+
+// recordApprovedExit is the harness's approval: pending := {active:false, narrate:false},
+// overwriting any user pending. Nothing is appended now; the next step boundary appends
+// plan/mode {false} with no notice (the tool result is the narration).
+func recordApprovedExit(pm *agentsv1alpha1.PlanModeStatus) {
+	f := false
+	pm.PendingActive = &f
+	pm.PendingSource = agentsv1alpha1.PendingSourceExit
+	pm.Pending = pm.Active
+}
+
+// expireReview closes a review nobody answered within spec.reviewTimeout (counted from the
+// agent's requestedAt), and otherwise records when it will expire.
+func (st *step) expireReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) {
+	rs := status.Review
+	to := st.s.Spec.ReviewTimeout
+	if to == nil || to.Duration <= 0 {
+		rs.ExpiresAt = nil
+		return
+	}
+	var deadline metav1.Time
+	switch {
+	case req.RequestedAt != nil:
+		deadline = metav1.NewTime(req.RequestedAt.Add(to.Duration))
+	case rs.ExpiresAt != nil:
+		deadline = *rs.ExpiresAt
+	default:
+		deadline = metav1.NewTime(now.Add(to.Duration))
+	}
+	if now.Before(&deadline) {
+		rs.ExpiresAt = &deadline
+		return
+	}
+	rs.Phase, rs.Message, rs.DecidedAt, rs.ExpiresAt = agentsv1alpha1.ReviewExpired, ReviewExpiredText(to.Duration), &now, &deadline
+	st.emit(corev1.EventTypeNormal, EventReasonReviewExpired, "Review",
+		fmt.Sprintf("plan review %s expired after %s without an answer", req.ID, to.Duration))
+}
+
+// withReviewDeadline makes sure a pending review is looked at again when it expires: no API
+// event marks that moment.
+func (r *AgentSessionReconciler) withReviewDeadline(res ctrl.Result, out *Outcome) ctrl.Result {
+	rs := out.status.Review
+	if rs == nil || rs.Phase != agentsv1alpha1.ReviewPending || rs.ExpiresAt == nil {
+		return res
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	wait := rs.ExpiresAt.Sub(now)
+	if wait < 0 {
+		wait = 0
+	}
+	wait += 10 * time.Millisecond // land after the deadline, not on it
+	if res.RequeueAfter == 0 || wait < res.RequeueAfter {
+		res.RequeueAfter = wait
+	}
+	return res
+}

@@ -1,0 +1,266 @@
+package review_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+const (
+	onCommitted  = "Plan mode on. Use /plan off to leave.\n"
+	onDeferred   = "Entering plan mode (applies from the next step). Use /plan off to leave.\n"
+	offCommitted = "Plan mode off.\n"
+	offCancelled = "Plan mode entry cancelled.\n"
+	offInactive  = "Plan mode is already inactive.\n"
+
+	plan = "# Fix the flake\n\n1. Find the race in the resume path.\n2. Add the lock.\n"
+)
+
+func bp(b bool) *bool { return &b }
+
+// inPlanMode creates a session that starts in plan mode (committed by the manager between
+// turns) and opens a turn with one step.
+func inPlanMode(spec func(*agentsv1alpha1.AgentSessionSpec)) *agent {
+	GinkgoHelper()
+	a := newSession(func(s *agentsv1alpha1.AgentSessionSpec) {
+		s.PlanMode.Active = bp(true)
+		if spec != nil {
+			spec(s)
+		}
+	})
+	Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(20 * time.Second).Should(BeTrue())
+	a.startTurn()
+	r := a.nextStep("plan the fix")
+	Expect(r.Active).To(BeTrue())
+	Expect(r.ExitAdmitted).To(BeTrue())
+	return a
+}
+
+var _ = Describe("plan review through kubectl plan, the manager and the agent SDK", func() {
+	It("approve: only a reviewer may decide; the exit is silent and applied at the next step boundary", func() {
+		a := newSession(nil)
+		By("the toggler enters plan mode between turns (the manager commits it)")
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
+		a.startTurn()
+		r := a.nextStep("plan the fix")
+		Expect(r.Active).To(BeTrue())
+		Expect(r.Section).To(Equal(planSection))
+
+		By("the agent presents its plan")
+		ch := a.callExit(plan)
+		id := a.postedReview()
+		out := kplan(viewer, "review", a.name).ok()
+		Expect(out).To(HavePrefix("Plan:       Fix the flake\nReview ID:  " + id + "\nTurn:       1\n"))
+		Expect(out).To(HaveSuffix("\n\n" + plan))
+		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Review:\s+"Fix the flake" \(review ` + id + `, turn 1\): Pending\n`))
+
+		By("toggling does not carry the right to approve")
+		kplan(toggler, "approve", a.name).fails("not allowed to decide the plan review",
+			`may not decide plan reviews: deciding needs verb "approve" on agentsessions/review`)
+		kplan(viewer, "approve", a.name).fails("not allowed to decide the plan review", `"patch" permission on agentsessions.agents.harness.dev`)
+		Expect(a.get().Spec.Review).To(BeNil())
+		Consistently(ch).WithTimeout(300 * time.Millisecond).ShouldNot(Receive(), "no decision, no answer")
+
+		By("the reviewer approves")
+		Expect(kplan(reviewer, "approve", a.name, "--review-id", id).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
+		e := receive(ch)
+		Expect(e.err).NotTo(HaveOccurred())
+		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: planmode.ExitApprovedText}))
+
+		as := a.get()
+		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
+		Expect(as.Status.PlanMode.Active).To(BeTrue(), "nothing is appended at approval")
+		Expect(as.Status.PlanMode.PendingActive).To(Equal(bp(false)))
+		Expect(as.Status.PlanMode.PendingSource).To(Equal(agentsv1alpha1.PendingSourceExit))
+		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Pending:\s+leaving plan mode at the next step boundary \(approved exit_plan_mode, not narrated\)\n`))
+		kplan(reviewer, "dismiss", a.name).fails(`nothing under review: the plan "Fix the flake" (review ` + id + `) was already decided: Approved`)
+
+		By("the next step boundary commits the exit, with no notice")
+		r = a.nextStep()
+		Expect(r.Asked).To(BeTrue())
+		Expect(r.Active).To(BeFalse())
+		Expect(r.ExitAdmitted).To(BeFalse())
+		Expect(r.Notice).To(BeEmpty(), "an approved exit is never narrated: the tool result is the narration")
+		a.endTurn()
+		evs := a.events()
+		Expect(types(evs)).To(Equal([]string{
+			`plan/mode {"active":true}`, // the between-turns entry
+			"turn/start", "step/start", "user/message", "request/header",
+			"tool/call", "tool/result", "step/end",
+			`plan/mode {"active":false}`, "step/start", "request/header", "step/end", "turn/end",
+		}))
+
+		log := kplan(viewer, "log", a.name, "--store", storeURL).ok()
+		Expect(log).To(MatchRegexp(`tool/result\s+exit_plan_mode result \(call \S+, ok\): Plan approved — plan mode exited; carry out the plan starting with your next step\.`))
+		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode off \(active=false\)\n\S+\s+\S+\s+step/start\s+turn 1 step 2\n\S+\s+\S+\s+request/header\s+reason=change plan guidance=no tools=\[read,write\]\n`))
+		Expect(log).NotTo(ContainSubstring("notice"))
+
+		By("entering plan mode again after the approved exit (spec still says true)")
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
+		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(10 * time.Second).Should(BeTrue())
+		last := a.events()
+		Expect(types(last[len(last)-1:])).To(Equal([]string{`plan/mode {"active":true}`}))
+	})
+
+	It("keep planning: the feedback comes back verbatim, without feedback the generic text; a stale review id is refused; Approve with feedback is not consent", func() {
+		a := inPlanMode(nil)
+
+		ch := a.callExit("# Plan A\n")
+		id1 := a.postedReview()
+		Expect(kplan(reviewer, "revise", a.name, "--feedback", "consider the resume path").ok()).To(Equal(`Sent "Plan A" (review ` + id1 + ") back with your feedback: the agent keeps planning.\n"))
+		ee := exitErr(receive(ch).err)
+		Expect(ee.Code).To(Equal(agentsdk.ExitKeepPlanning))
+		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; their feedback: consider the resume path"))
+
+		ch = a.callExit("# Plan B\n")
+		id2 := a.postedReview()
+		Expect(id2).NotTo(Equal(id1))
+		kplan(reviewer, "approve", a.name, "--review-id", id1).fails(`stale review id "` + id1 + `": the plan under review is now "Plan B" (review ` + id2 + `)`)
+		By("a raw decision naming the older plan is refused at admission too")
+		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id1)).
+			refused(fmt.Sprintf("the plan under review is %q (status.agent.review.id): a decision must quote that id", id2))
+		Expect(kplan(reviewer, "revise", a.name).ok()).To(Equal(`Sent "Plan B" (review ` + id2 + ") back: the agent keeps planning.\n"))
+		ee = exitErr(receive(ch).err)
+		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; revise the plan and present it again."))
+
+		By("Approve carrying feedback is feedback, not consent")
+		ch = a.callExit("# Plan C\n")
+		id3 := a.postedReview()
+		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it"}}}`, id3)).ok()
+		ee = exitErr(receive(ch).err)
+		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; their feedback: but rename it"))
+		as := a.get()
+		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewKeptPlanning))
+		Expect(as.Status.PlanMode.Active).To(BeTrue())
+		Expect(as.Status.PlanMode.PendingActive).To(BeNil(), "no exit recorded")
+
+		r := a.nextStep()
+		Expect(r.Active).To(BeTrue(), "keep-planning leaves plan mode on")
+		a.endTurn()
+	})
+
+	It("dismiss: {approved: false}, the turn concludes and plan mode stays on", func() {
+		a := inPlanMode(nil)
+		ch := a.callExit(plan)
+		id := a.postedReview()
+		Expect(kplan(reviewer, "dismiss", a.name).ok()).To(Equal(`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stays in plan mode and stops its turn.\n"))
+		e := receive(ch)
+		Expect(e.err).NotTo(HaveOccurred())
+		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: planmode.ExitErrDismissed}))
+		a.endTurn() // the agent concludes its turn
+
+		as := a.get()
+		Expect(as.Status.PlanMode.Active).To(BeTrue())
+		Expect(as.Status.PlanMode.PendingActive).To(BeNil())
+		evs := a.events()
+		var res struct {
+			Message struct {
+				IsError bool `json:"isError"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"message"`
+		}
+		Expect(evs[len(evs)-3].Type).To(Equal("tool/result"))
+		Expect(json.Unmarshal(evs[len(evs)-3].Data, &res)).To(Succeed())
+		Expect(res.Message.IsError).To(BeFalse())
+		Expect(res.Message.Content[0].Text).To(Equal(planmode.ExitErrDismissed))
+		Expect(types(evs[len(evs)-2:])).To(Equal([]string{"step/end", "turn/end"}))
+		Expect(kplan(viewer, "review", a.name).ok()).To(MatchRegexp(`State:\s+Dismissed at `))
+	})
+
+	It("expiry: a review nobody answers within spec.reviewTimeout fails the call cleanly", func() {
+		a := inPlanMode(func(s *agentsv1alpha1.AgentSessionSpec) { s.ReviewTimeout = &metav1.Duration{Duration: 2 * time.Second} })
+		ch := a.callExit(plan)
+		id := a.postedReview()
+		as := a.get()
+		Expect(as.Status.Review.ExpiresAt).NotTo(BeNil())
+		Expect(as.Status.Review.ExpiresAt.Time).To(BeTemporally("~", as.Status.Agent.Review.RequestedAt.Add(2*time.Second), time.Second))
+		Expect(kplan(viewer, "review", a.name).ok()).To(MatchRegexp(`Expires:\s+\d{4}-`))
+
+		ee := exitErr(receive(ch).err)
+		Expect(ee.Code).To(Equal(agentsdk.ExitExpired))
+		Expect(ee.ReviewID).To(Equal(id))
+		Expect(ee.Message).To(Equal(controllers.ReviewExpiredText(2 * time.Second)))
+		Expect(ee.Message).To(Equal("The plan review expired after 2s without an answer; stay in plan mode, stop here, and wait for the user's message."))
+		kplan(reviewer, "approve", a.name).fails("was already decided: Expired")
+		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id)).
+			refused("is already closed (Expired)")
+		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
+		a.endTurn()
+	})
+
+	It("admits exit_plan_mode only in committed plan mode, and only with a '# ' heading", func() {
+		a := newSession(nil)
+		a.startTurn()
+		r := a.nextStep("hello")
+		Expect(r.ExitAdmitted).To(BeFalse())
+		_, err := a.c.ExitPlanMode(ctx, plan, 5*time.Second)
+		ee := exitErr(err)
+		Expect(ee.Code).To(Equal(agentsdk.ExitUnknownTool))
+		Expect(ee.ResultText()).To(Equal("Error: " + agentsdk.UnknownToolMessage))
+		a.endTurn()
+
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
+		a.startTurn()
+		Expect(a.nextStep().ExitAdmitted).To(BeTrue())
+		for _, bad := range []string{"", "do things", "## Not level one\n", "  \n"} {
+			_, err := a.c.ExitPlanMode(ctx, bad, 5*time.Second)
+			ee := exitErr(err)
+			Expect(ee.Code).To(Equal(agentsdk.ExitInvalidPlan), "plan %q", bad)
+			Expect(ee.ResultText()).To(Equal("Error: exit_plan_mode requires a non-empty markdown plan starting with a # heading"))
+		}
+		if ag := a.get().Status.Agent; ag != nil {
+			Expect(ag.Review).To(BeNil(), "a refused call posts nothing for review")
+		}
+		kplan(reviewer, "review", a.name).fails("nothing under review")
+		a.endTurn()
+	})
+})
+
+var _ = Describe("kubectl plan replies from the real manager's decision", func() {
+	It("answers committed, queued and cancelled as the log decides, and delivers the message at the next step", func() {
+		a := newSession(nil)
+		a.startTurn()
+		a.nextStep("hello") // a turn is open in the log; the agent wrote nothing to the API
+		Expect(a.get().Status.PlanMode.TurnOpen).To(BeFalse(), "the status does not show the open turn")
+
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onDeferred), "queued: only the manager sees the open turn")
+		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCancelled))
+		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred))
+
+		r := a.nextStep()
+		Expect(r.Active).To(BeTrue())
+		Expect(r.Notice).To(Equal(planmode.NoticePlanOn))
+		evs := a.events()
+		Expect(types(evs[len(evs)-6:])).To(Equal([]string{"step/end", `plan/mode {"active":true}`, "step/start", "user/message", "user/message", "request/header"}))
+		var m agentsdk.UserMessage
+		Expect(json.Unmarshal(evs[len(evs)-3].Data, &m)).To(Succeed())
+		Expect(m.Content[0].Text).To(Equal("draft the migration"))
+		Expect(m.Source.Kind).To(Equal("user"))
+		Expect(json.Unmarshal(evs[len(evs)-2].Data, &m)).To(Succeed())
+		Expect(m.Source.Kind).To(Equal("plugin"))
+		Expect(m.Content[0].Text).To(Equal(planmode.NoticePlanOn))
+		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.Steer.ID))
+		a.endTurn()
+
+		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCommitted))
+		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offInactive))
+		log := kplan(viewer, "log", a.name, "--store", storeURL).ok()
+		Expect(strings.Count(log, "plan/mode")).To(Equal(2))
+		Expect(log).To(ContainSubstring("plan-mode notice (plugin): The user switched this session to plan mode."))
+		evs = a.events()
+		Expect(evs[len(evs)-1].Type).To(Equal(sessionlog.TypePlanMode))
+	})
+})

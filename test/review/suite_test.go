@@ -1,0 +1,257 @@
+package review_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/webhooks"
+)
+
+// The whole review flow end to end: a real kube-apiserver and etcd (envtest), the production
+// admission webhooks and the real AgentSession reconciler running as the manager's service
+// account, agents driven through the real agent SDK as the agent's service account, a shared
+// SQLite session log, and people acting through `kubectl plan` (the plugin binary on PATH, run
+// by the real kubectl) under impersonation, with the roles from config/rbac.
+
+const (
+	managerNS = "planmode-system"
+	ns        = "team-a"
+	agentSA   = "planmode-agent"
+	toggler   = "tom@example.com"  // agentsession-editor-role: toggles plan mode, cannot decide
+	reviewer  = "rita@example.com" // agentsession-reviewer-role: decides plan reviews
+	viewer    = "viv@example.com"  // agentsession-viewer-role
+)
+
+var (
+	managerUser = webhooks.DefaultManagerUsername(managerNS)
+	agentUser   = "system:serviceaccount:" + ns + ":" + agentSA
+
+	testEnv    *envtest.Environment
+	cfg        *rest.Config
+	k8s        client.Client // admin
+	scheme     = k8sruntime.NewScheme()
+	ctx        context.Context
+	cancel     context.CancelFunc
+	store      sessionlog.Store
+	storeURL   string
+	kubectl    string
+	pluginDir  string
+	kubeconfig string
+	repoRoot   string
+)
+
+func TestReview(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Plan review end-to-end Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	DeferCleanup(func() { cancel() })
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must point at the hack-built binaries (make test sets it)")
+	kubectl = filepath.Join(assets, "kubectl")
+	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh")
+	_, thisFile, _, _ := runtime.Caller(0)
+	repoRoot = filepath.Join(filepath.Dir(thisFile), "..", "..")
+
+	By("building kubectl-plan into a directory on PATH")
+	pluginDir = GinkgoT().TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-plan"), "./cmd/kubectl-plan")
+	build.Dir = repoRoot
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/kubectl-plan: %s", out)
+
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(agentsv1alpha1.AddToScheme(scheme)).To(Succeed())
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(repoRoot, "config", "webhook")}},
+	}
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range []string{managerNS, ns} {
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})).To(Succeed())
+	}
+	installRBAC()
+
+	storeURL = "sqlite://" + filepath.Join(GinkgoT().TempDir(), "log.db")
+	store, err = sessionlog.Open(ctx, storeURL)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = store.Close() })
+
+	By("starting the manager (reconciler and webhooks) as its service account")
+	wo := &testEnv.WebhookInstallOptions
+	opts := webhooks.DefaultOptions()
+	opts.Host, opts.Port, opts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	opts.ManagerUsernames = []string{managerUser}
+	srv, err := webhooks.NewServer(opts)
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := ctrl.NewManager(impersonate(managerUser), ctrl.Options{
+		Scheme: scheme, WebhookServer: srv, Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(webhooks.SetupWithManager(mgr, opts)).To(Succeed())
+	r := &controllers.AgentSessionReconciler{
+		Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
+		PendingPoll: 200 * time.Millisecond,
+	}
+	Expect(r.SetupWithManager(mgr, controller.Options{})).To(Succeed())
+	mctx, mstop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	DeferCleanup(func() { mstop(); <-done })
+	Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
+		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+
+	admin, err := testEnv.AddUser(envtest.User{Name: "kubectl-admin", Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kc, err := admin.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+
+	Expect(k8s.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
+		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: planSection}})).To(Succeed())
+})
+
+const planSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
+
+// installRBAC loads the ClusterRoles of config/rbac as written and binds the test identities.
+func installRBAC() {
+	files, err := filepath.Glob(filepath.Join(repoRoot, "config", "rbac", "*.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		Expect(err).NotTo(HaveOccurred())
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var role rbacv1.ClusterRole
+			if err := dec.Decode(&role); err != nil {
+				break
+			}
+			if role.Kind != "ClusterRole" {
+				continue
+			}
+			Expect(k8s.Create(ctx, &role)).To(Succeed(), "ClusterRole %s from %s", role.Name, f)
+		}
+	}
+	bind := func(name, role string, subject rbacv1.Subject, namespace string) {
+		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
+		if namespace == "" {
+			Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: ref, Subjects: []rbacv1.Subject{subject}})).To(Succeed())
+			return
+		}
+		Expect(k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, RoleRef: ref, Subjects: []rbacv1.Subject{subject}})).To(Succeed())
+	}
+	user := func(n string) rbacv1.Subject { return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: n} }
+	bind("manager", "manager-role", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: managerNS, Name: "planmode-controller-manager"}, "")
+	bind("agent", "agentsession-agent-role", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: agentSA}, ns)
+	bind("toggler", "agentsession-editor-role", user(toggler), ns)
+	bind("reviewer", "agentsession-reviewer-role", user(reviewer), ns)
+	bind("viewer", "agentsession-viewer-role", user(viewer), ns)
+	bind("viewer-pmc", "planmodeconfig-viewer-role", user(viewer), ns)
+}
+
+func impersonate(user string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return c
+}
+
+type result struct {
+	Out, Err string
+	Code     int
+}
+
+// kplan runs `kubectl plan ARGS... -n team-a --as USER` through the real kubectl.
+func kplan(user string, args ...string) result {
+	GinkgoHelper()
+	return run(user, append([]string{"plan"}, args...)...)
+}
+
+// run runs `kubectl ARGS... -n team-a --as USER`.
+func run(user string, args ...string) result {
+	GinkgoHelper()
+	args = append(args, "-n", ns, "--as", user)
+	c, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	cmd := exec.CommandContext(c, kubectl, args...)
+	cmd.Env = append(os.Environ(),
+		"PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+kubeconfig,
+		"HOME="+GinkgoT().TempDir(),
+	)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred(), "run kubectl %v", args)
+	}
+	GinkgoWriter.Printf("$ kubectl %v\n%s%s(exit %d)\n", args, out.String(), errb.String(), code)
+	return result{Out: out.String(), Err: errb.String(), Code: code}
+}
+
+func (r result) ok() string {
+	GinkgoHelper()
+	Expect(r.Code).To(Equal(0), "stdout: %s\nstderr: %s", r.Out, r.Err)
+	return r.Out
+}
+
+// refused asserts that a plain kubectl command failed with every fragment on stderr.
+func (r result) refused(fragments ...string) {
+	GinkgoHelper()
+	Expect(r.Code).NotTo(Equal(0), "want a failure; stdout: %s", r.Out)
+	for _, f := range fragments {
+		Expect(r.Err).To(ContainSubstring(f))
+	}
+}
+
+func (r result) fails(fragments ...string) {
+	GinkgoHelper()
+	Expect(r.Code).To(Equal(1), "want exit 1; stdout: %s\nstderr: %s", r.Out, r.Err)
+	Expect(r.Err).To(HavePrefix("error: "))
+	for _, f := range fragments {
+		Expect(r.Err).To(ContainSubstring(f))
+	}
+}
