@@ -70,7 +70,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 			`may not decide plan reviews: deciding needs verb "approve" on agentsessions/review`)
 		kplan(viewer, "approve", a.name).fails("not allowed to decide the plan review", `"patch" permission on agentsessions.agents.harness.dev`)
 		Expect(a.get().Spec.Review).To(BeNil())
-		Consistently(ch).WithTimeout(300 * time.Millisecond).ShouldNot(Receive(), "no decision, no answer")
+		Consistently(ch).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "no decision, no answer")
 
 		By("the reviewer approves")
 		Expect(kplan(reviewer, "approve", a.name, "--review-id", id).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
@@ -181,7 +181,9 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 	})
 
 	It("expiry: a review nobody answers within spec.reviewTimeout fails the call cleanly", func() {
-		a := inPlanMode(func(s *agentsv1alpha1.AgentSessionSpec) { s.ReviewTimeout = &metav1.Duration{Duration: 2 * time.Second} })
+		a := inPlanMode(func(s *agentsv1alpha1.AgentSessionSpec) {
+			s.ReviewTimeout = &metav1.Duration{Duration: 2 * time.Second}
+		})
 		ch := a.callExit(plan)
 		id := a.postedReview()
 		as := a.get()

@@ -180,7 +180,9 @@ func installRBAC() {
 		}
 		Expect(k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, RoleRef: ref, Subjects: []rbacv1.Subject{subject}})).To(Succeed())
 	}
-	user := func(n string) rbacv1.Subject { return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: n} }
+	user := func(n string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: n}
+	}
 	bind("manager", "manager-role", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: managerNS, Name: "planmode-controller-manager"}, "")
 	bind("agent", "agentsession-agent-role", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: agentSA}, ns)
 	bind("toggler", "agentsession-editor-role", user(toggler), ns)
