@@ -1,3 +1,269 @@
+// Command manager runs the planmode-operator: the AgentSession reconciler (the only writer of
+// plan/mode events), the admission webhooks, metrics, health probes and leader election.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/webhooks"
+)
+
+// defaultLogStore is the embedded default for local runs: a SQLite file under ./.planmode.
+const defaultLogStore = "sqlite://.planmode/sessions.db"
+
+type options struct {
+	logStore                string
+	metricsAddr             string
+	secureMetrics           bool
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	events                  string
+	pendingPoll             time.Duration
+	maxStoreBackoff         time.Duration
+	concurrency             int
+	shutdownTimeout         time.Duration
+	webhook                 webhooks.Options
+}
+
+func main() {
+	if err := run(); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "manager stopped with an error")
+		os.Exit(1)
+	}
+}
+
+func bindFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.logStore, "log-store", defaultLogStore,
+		"Session log store URL: sqlite://<path> (a file; relative paths are under the working directory) or "+
+			"postgres://user:password@host:5432/db?sslmode=... (shared with the agent pods). "+
+			"The environment variable PLANMODE_LOG_STORE overrides the default, so a password need not be on the command line.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint ('0' disables it).")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints ('0' disables them).")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one manager replica reconciles (and appends) at a time.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "planmode-operator.agents.harness.dev", "Name of the leader-election Lease.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
+	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
+	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
+		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
+	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
+	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
+	o.webhook = webhooks.DefaultOptions()
+	o.webhook.BindFlags(fs)
+}
+
+func run() error {
+	var o options
+	fs := flag.CommandLine
+	bindFlags(fs, &o)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	storeURL := o.logStore
+	if v := os.Getenv("PLANMODE_LOG_STORE"); v != "" && !flagSet(fs, "log-store") {
+		storeURL = v
+	}
+	if err := checkOptions(&o); err != nil {
+		return err
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register client-go types: %w", err)
+	}
+	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register agents.harness.dev/v1alpha1: %w", err)
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	if err := ensureSQLiteDir(storeURL); err != nil {
+		return err
+	}
+	log.Info("opening the session log store", "url", RedactURL(storeURL))
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	store, err := sessionlog.Open(openCtx, storeURL)
+	cancel()
+	if err != nil {
+		// The store's error may quote the URL: never let a password through.
+		return fmt.Errorf("open log store %s: %s", RedactURL(storeURL), redactText(err.Error(), storeURL))
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error(err, "close the session log store")
+		}
+	}()
+
+	srv, err := webhooks.NewServer(o.webhook)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true, // the process exits right after Start returns
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
+		WebhookServer:                 srv,
+		// managedFields are never read here; dropping them from the cache saves memory per
+		// session (they grow with every field manager that writes the object).
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return fmt.Errorf("create the manager: %w", err)
+	}
+
+	r := &controllers.AgentSessionReconciler{
+		Client:          mgr.GetClient(),
+		Store:           store,
+		PendingPoll:     o.pendingPoll,
+		MaxStoreBackoff: o.maxStoreBackoff,
+	}
+	if o.events == "on" {
+		r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
+		return fmt.Errorf("set up the AgentSession controller: %w", err)
+	}
+	if o.webhook.Port >= 0 {
+		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
+			return fmt.Errorf("set up the admission webhooks: %w", err)
+		}
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add the readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("log-store", storeCheck(store)); err != nil {
+		return fmt.Errorf("add the log-store readiness check: %w", err)
+	}
+	if o.webhook.Port >= 0 {
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return fmt.Errorf("add the webhook readiness check: %w", err)
+		}
+	}
+
+	log.Info("starting the manager", "logStore", RedactURL(storeURL), "leaderElect", o.leaderElect,
+		"events", o.events, "webhookPort", o.webhook.Port)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run the manager: %w", err)
+	}
+	log.Info("manager stopped")
+	return nil
+}
+
+func checkOptions(o *options) error {
+	var errs []string
+	if o.events != "on" && o.events != "off" {
+		errs = append(errs, fmt.Sprintf("--events is %q; use on or off", o.events))
+	}
+	if o.concurrency < 1 {
+		errs = append(errs, fmt.Sprintf("--max-concurrent-reconciles is %d; use 1 or more", o.concurrency))
+	}
+	if o.pendingPoll <= 0 {
+		errs = append(errs, fmt.Sprintf("--pending-poll is %s; use a positive duration such as 2s", o.pendingPoll))
+	}
+	if o.maxStoreBackoff <= 0 {
+		errs = append(errs, fmt.Sprintf("--max-store-backoff is %s; use a positive duration such as 30s", o.maxStoreBackoff))
+	}
+	if o.leaderElect && o.leaderElectionID == "" {
+		errs = append(errs, "--leader-election-id is empty; name the Lease, for example planmode-operator.agents.harness.dev")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// ensureSQLiteDir creates the directory of a relative or absolute SQLite file, so the default
+// works on a fresh checkout.
+func ensureSQLiteDir(storeURL string) error {
+	if !strings.HasPrefix(storeURL, "sqlite://") {
+		return nil
+	}
+	path := strings.TrimPrefix(storeURL, "sqlite://")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if dir := filepath.Dir(path); dir != "" && dir != "." {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("create the directory of the SQLite log store %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// storeCheck makes readiness depend on the log store answering a tail read.
+func storeCheck(store sessionlog.Store) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := store.Tail(ctx, "planmode-readyz-probe"); err != nil {
+			return fmt.Errorf("log store: %w", err)
+		}
+		return nil
+	}
+}
+
+var passwordParam = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
+
+// RedactURL hides the password of a store URL (user info and a password query parameter), so
+// it can be logged.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable store URL>" // it could hold a password anywhere
+	}
+	s := u.Redacted()
+	return passwordParam.ReplaceAllString(s, "${1}xxxxx")
+}
+
+// redactText removes the password of storeURL from a message that might quote it.
+func redactText(msg, storeURL string) string {
+	if u, err := url.Parse(storeURL); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return passwordParam.ReplaceAllString(msg, "${1}xxxxx")
+}

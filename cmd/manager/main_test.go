@@ -1,0 +1,53 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestRedactURLNeverShowsThePassword(t *testing.T) {
+	cases := map[string]string{
+		"postgres://planmode:s3cret@db:5432/log?sslmode=require":     "postgres://planmode:xxxxx@db:5432/log?sslmode=require",
+		"postgres://planmode@db/log?password=s3cret&sslmode=disable": "postgres://planmode@db/log?password=xxxxx&sslmode=disable",
+		"sqlite://.planmode/sessions.db":                             "sqlite://.planmode/sessions.db",
+		"postgres://u:s3cret@[::1:bad":                               "<unparseable store URL>",
+	}
+	for in, want := range cases {
+		got := RedactURL(in)
+		if got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	msg := redactText(`dial postgres://planmode:s3cret@db failed; password=s3cret`, "postgres://planmode:s3cret@db")
+	if strings.Contains(msg, "s3cret") {
+		t.Fatalf("redactText kept the password: %s", msg)
+	}
+}
+
+func TestBadOptionsNameTheFlag(t *testing.T) {
+	var o options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	bindFlags(fs, &o)
+	if err := fs.Parse([]string{"--events=maybe", "--max-concurrent-reconciles=0", "--pending-poll=0s"}); err != nil {
+		t.Fatal(err)
+	}
+	err := checkOptions(&o)
+	if err == nil {
+		t.Fatal("bad options accepted")
+	}
+	for _, f := range []string{"--events", "--max-concurrent-reconciles", "--pending-poll"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error %q does not name %s", err, f)
+		}
+	}
+	var ok options
+	fs = flag.NewFlagSet("manager", flag.ContinueOnError)
+	bindFlags(fs, &ok)
+	if err := fs.Parse(nil); err != nil || checkOptions(&ok) != nil {
+		t.Fatalf("defaults rejected: %v %v", err, checkOptions(&ok))
+	}
+	if ok.logStore != defaultLogStore || ok.webhook.Port != 9443 {
+		t.Fatalf("defaults: log store %q, webhook port %d", ok.logStore, ok.webhook.Port)
+	}
+}
