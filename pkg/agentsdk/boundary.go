@@ -130,11 +130,18 @@ func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Du
 	}
 	res := Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq}
 	pm := &s.Status.PlanMode
+	seq := t.NextSeq
+	if b := statusBoundary(s); b != nil && b.Turn == turn && b.Step == step && b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq {
+		// Our earlier report for this step (a call that timed out) has been acted on: the
+		// manager appended plan/mode at its seq and its answer is on the way. Wait for that
+		// answer instead of reporting the moved tail.
+		seq = b.Seq
+	}
 	switch ack := pm.LastBoundary; {
-	case answers(ack, turn, step, t.NextSeq):
+	case answers(ack, turn, step, seq):
 		// Already answered (an earlier call timed out just before the ack arrived).
 		return c.fromAck(s, ack)
-	case !mustAsk(s, t):
+	case seq == t.NextSeq && !mustAsk(s, t):
 		if ack != nil && ack.Turn == turn && ack.Step == step && ack.Result == v1alpha1.BoundaryAdmitted &&
 			ack.NextSeq == t.NextSeq && ack.Seq < t.NextSeq {
 			// A late answer to this very step after our timeout: the manager appended
@@ -146,7 +153,7 @@ func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Du
 		}
 		return c.withSection(s, res)
 	}
-	return c.ask(ctx, s, turn, step, t.NextSeq, timeout)
+	return c.ask(ctx, s, turn, step, seq, timeout)
 }
 
 func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, turn, step, seq int64, timeout time.Duration) (Result, error) {
