@@ -233,7 +233,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				// Writes for the toggle: the manager's pending and ack, the agent's one report.
 				Expect(a.api.Writes()).To(BeEquivalentTo(1))
 				Expect(a.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
-				Expect(e.mgr.statusWrites()-mgrBefore).To(BeNumerically("<=", 2))
+				Expect(e.mgr.statusWrites() - mgrBefore).To(BeNumerically("<=", 2))
 				Expect(a.get().Status.PlanMode.Active).To(BeTrue())
 			})
 
@@ -427,5 +427,3 @@ var _ = Describe("reference agent with the real reconciler", func() {
 		})
 	}
 })
-
-

@@ -152,7 +152,9 @@ func startManager(store sessionlog.Store) *manager {
 }
 
 // statusWrites is the number of AgentSession status writes the manager made.
-func (m *manager) statusWrites() int64 { return m.api.WritesTo("PATCH", "agentsessions/status") + m.api.WritesTo("PUT", "agentsessions/status") }
+func (m *manager) statusWrites() int64 {
+	return m.api.WritesTo("PATCH", "agentsessions/status") + m.api.WritesTo("PUT", "agentsessions/status")
+}
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(suiteCtx, d)
