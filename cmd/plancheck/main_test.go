@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+func run1(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCmd(&out, &errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func ev(typ, data string) sessionlog.Event {
+	return sessionlog.Event{Type: typ, Data: json.RawMessage(data)}
+}
+
+// seed stores a log: a clean turn, then (bad) a duplicate plan/mode and one inside a step.
+func seed(t *testing.T, url string, bad bool) {
+	t.Helper()
+	s, err := sessionlog.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	evs := []sessionlog.Event{
+		ev("turn/start", `{"turn":1}`),
+		ev("step/start", `{"turn":1,"step":1}`),
+		ev("request/header", `{"header":{},"reason":"initial"}`),
+		ev("step/end", `{"turn":1,"step":1}`),
+		ev("turn/end", `{"turn":1,"reason":{"kind":"completed"}}`),
+		ev("plan/mode", `{"active":true}`),
+	}
+	if bad {
+		evs = append(evs,
+			ev("plan/mode", `{"active":true}`),
+			ev("turn/start", `{"turn":2}`),
+			ev("step/start", `{"turn":2,"step":1}`),
+			ev("plan/mode", `{"active":false}`),
+		)
+	}
+	if _, err := s.Seed(context.Background(), sessionlog.SessionInfo{ID: "s1", CreatedAt: 1}, sessionlog.Sequence(0, evs...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCleanLog(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	seed(t, url, false)
+	out, err := run1(t, "--store", url, "--session", "s1")
+	if err != nil || out != "session \"s1\": 6 events, 0 acks checked, 0 violations\n" {
+		t.Fatalf("out %q, err %v", out, err)
+	}
+}
+
+func TestViolationsAndAcks(t *testing.T) {
+	dir := t.TempDir()
+	url := "sqlite://" + filepath.Join(dir, "log.db")
+	seed(t, url, true)
+	acks := filepath.Join(dir, "acks.jsonl")
+	// An ack claiming plan mode off at seq 5 (the log folds to false before seq 5: fine) and one
+	// claiming a plan/mode appended at seq 6 with active false (the log holds true there).
+	if err := os.WriteFile(acks, []byte(`{"turn":1,"step":2,"seq":5,"result":"Failed","active":false,"nextSeq":5}
+{"turn":2,"step":1,"seq":6,"result":"Admitted","active":false,"nextSeq":7}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run1(t, "--store", url, "--session", "s1", "--acks", acks)
+	if !errors.Is(err, errViolations) {
+		t.Fatalf("err %v, want violations\n%s", err, out)
+	}
+	for _, want := range []string{
+		"seq 6: DuplicatePlanMode:",
+		"seq 9: PlanModeInsideStep:",
+		"seq 5: NoticeMissing:",
+		"seq 6: AckStateNotInLog:",
+		"session \"s1\": 10 events, 2 acks checked, 4 violations",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run1(t, "--store", url, "--session", "s1", "--json")
+	var vs []invariant.Violation
+	if !errors.Is(err, errViolations) || json.Unmarshal([]byte(out), &vs) != nil || len(vs) != 3 || vs[0].Kind != invariant.Duplicate || vs[0].Seq != 6 {
+		t.Fatalf("--json: %v %v\n%s", err, vs, out)
+	}
+}
+
+func TestBadInvocations(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	seed(t, url, false)
+	bad := filepath.Join(t.TempDir(), "acks")
+	_ = os.WriteFile(bad, []byte(`{"turn":1,"bogus":2}`), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--session", "s1"}, "--store is required"},
+		{[]string{"--store", url}, "--session is required"},
+		{[]string{"--store", url, "--name", "x"}, "--name needs --namespace"},
+		{[]string{"--store", url, "--session", "nope"}, `session "nope": session not found`},
+		{[]string{"--store", url, "--session", "s1", "--acks", bad}, "line 1"},
+		{[]string{"--store", "postgres://u:hunter2@127.0.0.1:1/x?connect_timeout=1", "--session", "s1"}, ""},
+	} {
+		_, err := run1(t, c.args...)
+		if err == nil || errors.Is(err, errViolations) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one containing %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%v: the error shows the password: %v", c.args, err)
+		}
+	}
+}
