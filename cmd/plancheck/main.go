@@ -47,10 +47,10 @@ func main() {
 }
 
 type options struct {
-	store, session             string
+	store, session              string
 	kubeconfig, namespace, name string
-	acks                       string
-	json                       bool
+	acks                        string
+	json                        bool
 }
 
 func newRootCmd(out, errOut io.Writer) *cobra.Command {
