@@ -290,6 +290,7 @@ func (st *step) run(ctx context.Context, log logr.Logger) error {
 		return nil
 	}
 	if !st.readTail(ctx) {
+		st.failBoundary()
 		return nil
 	}
 	// Whatever a later step decides, the status mirrors the tail as it now stands.
@@ -369,6 +370,9 @@ func (st *step) readTail(ctx context.Context) bool {
 	t, err := st.r.Store.Tail(ctx, st.s.Spec.SessionID)
 	if err != nil {
 		st.storeFailure(fmt.Errorf("read the log tail of session %q: %w", st.s.Spec.SessionID, err))
+		if c := meta.FindStatusCondition(st.s.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonLogStoreError {
+			st.emit(corev1.EventTypeWarning, EventReasonStoreError, "ReadLog", st.storeErr.Error())
+		}
 		return false
 	}
 	st.tail = t
@@ -482,14 +486,37 @@ func (st *step) flushBetweenTurns(ctx context.Context) bool {
 	return true
 }
 
-// answerBoundary answers the step boundary in status.agent.boundary, once.
-func (st *step) answerBoundary(ctx context.Context, log logr.Logger) {
+// unansweredBoundary is the agent's reported boundary when it has no acknowledgement yet.
+func (st *step) unansweredBoundary() *agentsv1alpha1.StepBoundary {
 	if st.s.Status.Agent == nil || st.s.Status.Agent.Boundary == nil {
-		return
+		return nil
 	}
 	b := st.s.Status.Agent.Boundary
 	if lb := st.prev.LastBoundary; lb != nil && lb.Turn == b.Turn && lb.Step == b.Step && lb.Seq == b.Seq {
-		return // answered already
+		return nil // answered already: an answer is final for its (turn, step, seq)
+	}
+	return b
+}
+
+// failBoundary answers a waiting boundary Failed when the log cannot be read at all, so the
+// agent fails its proposal now instead of waiting out its timeout.
+func (st *step) failBoundary() {
+	b := st.unansweredBoundary()
+	if b == nil || st.storeErr == nil {
+		return
+	}
+	st.st.LastBoundary = &agentsv1alpha1.BoundaryAck{
+		Turn: b.Turn, Step: b.Step, Seq: b.Seq, Time: st.r.now(),
+		Result: agentsv1alpha1.BoundaryFailed, Active: st.prev.Active, NextSeq: st.prev.NextSeq,
+		Message: appendFailedMsgPrefix + st.storeErr.Error() + "; the selection stays pending for the next boundary",
+	}
+}
+
+// answerBoundary answers the step boundary in status.agent.boundary, once.
+func (st *step) answerBoundary(ctx context.Context, log logr.Logger) {
+	b := st.unansweredBoundary()
+	if b == nil {
+		return
 	}
 	t := st.tail
 	ack := &agentsv1alpha1.BoundaryAck{Turn: b.Turn, Step: b.Step, Seq: b.Seq, Time: st.r.now()}

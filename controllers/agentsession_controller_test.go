@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -571,3 +572,44 @@ func reconcilerSpecs(be func() *backend) {
 		})
 	})
 }
+
+var _ = Describe("AgentSession reconciler when the PostgreSQL server stops", func() {
+	It("fails the waiting proposal, keeps the selection pending and says why", func() {
+		srv, err := pgtest.Start(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(srv.Stop)
+		url, err := srv.CreateDatabase(suiteCtx, "stopping")
+		Expect(err).NotTo(HaveOccurred())
+		mgrStore, err := sessionlog.Open(suiteCtx, url)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(mgrStore.Close)
+		agentStore, err := sessionlog.Open(suiteCtx, url)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(agentStore.Close)
+
+		ns := newNamespace(true)
+		startManager(ns, mgrStore, managerOptions{})
+		a := newSession(ns, "pgstop", nil, nil, agentStore)
+		a.settled(false, false)
+		a.startTurn(1)
+		a.boundary(1, 1)
+		a.endStep(1, 1)
+		setActive(a.key, ptr.To(true))
+		a.settled(false, true)
+		seq := a.tail().NextSeq
+
+		Expect(srv.Stop()).To(Succeed()) // the real server goes away
+		a.report(1, 2, seq)
+		ack := a.awaitAck(1, 2, seq)
+		Expect(ack.Result).To(Equal(agentsv1alpha1.BoundaryFailed))
+		Expect(ack.Message).To(ContainSubstring("log store"))
+		Expect(ack.Message).To(ContainSubstring("stays pending"))
+		Eventually(func(g Gomega) {
+			as := a.get()
+			g.Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonLogStoreError))
+			g.Expect(as.Status.PlanMode.Pending).To(BeTrue())
+			g.Expect(as.Status.PlanMode.Active).To(BeFalse())
+		}, timeout, interval).Should(Succeed())
+		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonStoreError))
+	})
+})
