@@ -60,11 +60,15 @@ BENCH_COUNT ?= 5
 BENCH_TIME ?= 1s
 
 .PHONY: bench-log
-bench-log: postgres ## Session-log benchmarks on SQLite and PostgreSQL (append; Tail at 10/10k/1M events); medians of BENCH_COUNT runs.
+bench-log: postgres ## Session-log benchmarks on SQLite and PostgreSQL (append; Tail at 10/10k/1M events); medians of BENCH_COUNT separate runs.
 	@mkdir -p bin
-	@echo "go test ./pkg/sessionlog/ -bench . -count $(BENCH_COUNT) (full output in bin/bench-log.txt)"
-	@go test ./pkg/sessionlog/ -run '^$$' -bench . -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 60m -v > bin/bench-log.txt 2>&1; \
-		status=$$?; grep -E '^(Benchmark|ok|FAIL|--- FAIL|\s+bench_test)' bin/bench-log.txt; exit $$status
+	go test -c -o bin/sessionlog.test ./pkg/sessionlog/
+	@: > bin/bench-log.txt; for i in $$(seq $(BENCH_COUNT)); do \
+		echo "run $$i/$(BENCH_COUNT): bin/sessionlog.test -test.bench . -test.benchtime $(BENCH_TIME) >> bin/bench-log.txt"; \
+		(cd pkg/sessionlog && ../../bin/sessionlog.test -test.run '^$$' -test.bench . -test.benchtime $(BENCH_TIME) -test.timeout 60m -test.v) \
+			>> bin/bench-log.txt 2>&1 || { tail -50 bin/bench-log.txt; exit 1; }; \
+	done
+	@grep -E '^\s+bench_test' bin/bench-log.txt
 	go run ./pkg/sessionlog/internal/benchmedian < bin/bench-log.txt
 
 .PHONY: verify-generated
