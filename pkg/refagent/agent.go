@@ -36,6 +36,9 @@ type Options struct {
 	StepDelay time.Duration
 	// BoundaryTimeout bounds each boundary's wait for the manager (default 30s).
 	BoundaryTimeout time.Duration
+	// ReviewTimeout bounds an exit_plan_mode call's wait for the review (default
+	// DefaultReviewTimeout); spec.reviewTimeout is the manager's own expiry.
+	ReviewTimeout time.Duration
 	// Model is the request config; default provider "reference", model "scripted".
 	Model agentsdk.LLMCallConfig
 	// System is the base system prompt (default DefaultSystem).
@@ -154,6 +157,8 @@ func (r *runner) do(ctx context.Context, op Op) error {
 		return err
 	case OpTool:
 		return r.tool(ctx, op.Arg)
+	case OpExit:
+		return r.exit(ctx, op.Arg)
 	}
 	return fmt.Errorf("refagent: unknown op %q (line %d)", op.Kind, op.Line)
 }

@@ -50,6 +50,7 @@ type Script []Op
 //	step [text]        run one step; text is steered input for that step
 //	retry              a request-recovery retry of the current step (no boundary)
 //	tool NAME [args]   a tool/call and its tool/result in the current step
+//	exit PLAN          exit_plan_mode with PLAN ("\n" for line breaks); waits for the review
 //	sleep DURATION     pause, e.g. "sleep 500ms"
 //	end                end the open turn (completed)
 //
@@ -84,15 +85,17 @@ func ParseScript(r io.Reader) (Script, error) {
 				return nil, fmt.Errorf("script line %d: sleep needs a duration such as 200ms or 2s (got %q)", n, arg)
 			}
 			op.Dur = d
-		case "exit":
-			return nil, fmt.Errorf("script line %d: exit (plan review through exit_plan_mode) is not supported by this reference agent yet", n)
+		case OpExit:
+			if arg == "" {
+				return nil, fmt.Errorf("script line %d: exit needs the plan, e.g. \"exit # Fix the flake\\n\\n1. Add the lock\"", n)
+			}
 		default:
-			return nil, fmt.Errorf("script line %d: unknown instruction %q; use turn, step, retry, tool, sleep or end", n, word)
+			return nil, fmt.Errorf("script line %d: unknown instruction %q; use turn, step, retry, tool, exit, sleep or end", n, word)
 		}
-		if (op.Kind == OpStep || op.Kind == OpRetry || op.Kind == OpTool) && !hasTurnBefore(out) {
+		if (op.Kind == OpStep || op.Kind == OpRetry || op.Kind == OpTool || op.Kind == OpExit) && !hasTurnBefore(out) {
 			return nil, fmt.Errorf("script line %d: %q before any \"turn\"", n, word)
 		}
-		if (op.Kind == OpRetry || op.Kind == OpTool) && !hasStepBefore(out) {
+		if (op.Kind == OpRetry || op.Kind == OpTool || op.Kind == OpExit) && !hasStepBefore(out) {
 			return nil, fmt.Errorf("script line %d: %q needs a \"step\" of the turn before it", n, word)
 		}
 		out = append(out, op)

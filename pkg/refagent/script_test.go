@@ -49,7 +49,8 @@ func TestParseScriptErrors(t *testing.T) {
 		{"turn\nstep\nretry now", `line 3: "retry" takes no argument`},
 		{"turn\nsleep soon", "line 2: sleep needs a duration"},
 		{"turn\nstep\ntool", "line 3: tool needs a name"},
-		{"turn\nexit plan.md", "line 2: exit (plan review"},
+		{"turn\nexit # Plan", `line 2: "exit" needs a "step"`},
+		{"turn\nstep\nexit", "line 3: exit needs the plan"},
 		{"turn\njump", `line 2: unknown instruction "jump"`},
 	} {
 		_, err := ParseScript(strings.NewReader(tc.in))

@@ -14,6 +14,7 @@ import (
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -264,5 +265,60 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(log).To(ContainSubstring("plan-mode notice (plugin): The user switched this session to plan mode."))
 		evs = a.events()
 		Expect(evs[len(evs)-1].Type).To(Equal(sessionlog.TypePlanMode))
+	})
+})
+
+var _ = Describe("the reference agent's exit instruction", func() {
+	script := func(s string) refagent.Script {
+		GinkgoHelper()
+		sc, err := refagent.ParseScript(strings.NewReader(s))
+		Expect(err).NotTo(HaveOccurred())
+		return sc
+	}
+	runAgent := func(a *agent, s string, steps *[]refagent.StepRecord) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			defer GinkgoRecover()
+			_, err := refagent.Run(ctx, refagent.Options{Client: a.c, Script: script(s), OnStep: func(r refagent.StepRecord) { *steps = append(*steps, r) }})
+			done <- err
+		}()
+		return done
+	}
+	const exitScript = "turn plan the fix\nstep\nexit # Fix the flake\\n\\n1. Add the lock.\nstep\nend\n"
+
+	It("approve: the reference agent leaves plan mode at its next step, silently", func() {
+		a := newSession(func(s *agentsv1alpha1.AgentSessionSpec) { s.PlanMode.Active = bp(true) })
+		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(20 * time.Second).Should(BeTrue())
+		var steps []refagent.StepRecord
+		done := runAgent(a, exitScript, &steps)
+		id := a.postedReview()
+		Expect(kplan(reviewer, "review", a.name, "--raw").ok()).To(Equal("# Fix the flake\n\n1. Add the lock.\n"))
+		Expect(kplan(reviewer, "approve", a.name).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
+		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
+		Expect(steps).To(HaveLen(2))
+		Expect(steps[0].Active).To(BeTrue())
+		Expect(steps[1].Active).To(BeFalse())
+		Expect(steps[1].Asked).To(BeTrue())
+		Expect(steps[1].Notice).To(BeEmpty())
+		Expect(types(a.events())).To(Equal([]string{
+			`plan/mode {"active":true}`, "turn/start", "step/start", "user/message", "request/header",
+			"tool/call", "tool/result", "step/end", `plan/mode {"active":false}`, "step/start", "request/header", "step/end", "turn/end",
+		}))
+	})
+
+	It("dismiss: the reference agent concludes its turn and stays in plan mode", func() {
+		a := newSession(func(s *agentsv1alpha1.AgentSessionSpec) { s.PlanMode.Active = bp(true) })
+		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(20 * time.Second).Should(BeTrue())
+		var steps []refagent.StepRecord
+		done := runAgent(a, exitScript, &steps)
+		a.postedReview()
+		kplan(reviewer, "dismiss", a.name).ok()
+		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
+		Expect(steps).To(HaveLen(1), "the turn ends at the dismissal; its second step never runs")
+		Expect(types(a.events())).To(Equal([]string{
+			`plan/mode {"active":true}`, "turn/start", "step/start", "user/message", "request/header",
+			"tool/call", "tool/result", "step/end", "turn/end",
+		}))
+		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
 	})
 })
