@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -77,6 +78,7 @@ func run() error {
 	flag.IntVar(&o.idleSteps, "idle-steps", 5, "steps with nothing pending per session")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
 	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
+	flag.BoolVar(&managerEvents, "manager-events", managerEvents, "the manager emits events.k8s.io Events (cmd/manager --events=on)")
 	flag.Parse()
 	for _, f := range strings.Split(*sessions, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -136,8 +138,8 @@ func run() error {
 		return err
 	}
 	b := &bench{o: o, cfg: cfg, store: store, user: userClient}
-	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, %s\n",
-		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %v, %s\n",
+		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
 	results := map[string]map[int]*result{}
 	for _, n := range o.sessions {
@@ -184,9 +186,40 @@ type result struct {
 	elapsed      time.Duration
 }
 
-type writes struct{ manager, agent int64 }
+// writes are the API writes of a phase: the manager's to AgentSessions (status), its
+// events.k8s.io Events, anything else it wrote, and the agents' (all status.agent).
+type writes struct{ manager, events, other, agent int64 }
 
-func (w writes) total() int64 { return w.manager + w.agent }
+// total is every write but the Events.
+func (w writes) total() int64 { return w.manager + w.other + w.agent }
+
+func (w writes) add(o writes) writes {
+	return writes{w.manager + o.manager, w.events + o.events, w.other + o.other, w.agent + o.agent}
+}
+
+type snapshot struct{ mgr, agent map[string]int64 }
+
+func snap(m, a *apicount.Counter) snapshot { return snapshot{m.Breakdown(), a.Breakdown()} }
+
+// since returns the writes made after s.
+func (s snapshot) since(m, a *apicount.Counter) writes {
+	var w writes
+	for k, v := range m.Breakdown() {
+		d := v - s.mgr[k]
+		switch {
+		case strings.HasSuffix(k, " events"):
+			w.events += d
+		case strings.Contains(k, " agentsessions"):
+			w.manager += d
+		default:
+			w.other += d
+		}
+	}
+	for k, v := range a.Breakdown() {
+		w.agent += v - s.agent[k]
+	}
+	return w
+}
 
 type session struct {
 	name, id string
@@ -201,6 +234,8 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// As cmd/manager: managedFields are dropped from the cache.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return nil, err
@@ -254,7 +289,7 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	start := time.Now()
 
 	// Phase 1: steps with nothing pending.
-	m0, a0 := mgrCount.Writes(), agentCount.Writes()
+	s0 := snap(mgrCount, agentCount)
 	if err := parallel(sessions, func(ss *session) error {
 		turn, err := ss.agent.StartTurn(ctx)
 		if err != nil {
@@ -271,7 +306,7 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	}
 	quiesce(mgrCount, agentCount)
 	r.idleSteps = n * b.o.idleSteps
-	r.idleWrites = writes{mgrCount.Writes() - m0, agentCount.Writes() - a0}
+	r.idleWrites = s0.since(mgrCount, agentCount)
 
 	// Phase 2: toggles during a turn; the timed boundary is the one that applies them.
 	cycles := b.o.cycles
@@ -279,7 +314,7 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 		cycles = b.o.cyclesMany
 	}
 	var mu sync.Mutex
-	m0, a0 = mgrCount.Writes(), agentCount.Writes()
+	s0 = snap(mgrCount, agentCount)
 	if err := parallel(sessions, func(ss *session) error {
 		for range cycles {
 			turn, err := ss.agent.StartTurn(ctx)
@@ -320,10 +355,10 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	}
 	quiesce(mgrCount, agentCount)
 	r.toggles = n * cycles
-	r.toggleWrites = writes{mgrCount.Writes() - m0, agentCount.Writes() - a0}
+	r.toggleWrites = s0.since(mgrCount, agentCount)
 
 	// Phase 3: toggles between turns (no turn open), then one turn to record the owed notice.
-	m0, a0 = mgrCount.Writes(), agentCount.Writes()
+	s0 = snap(mgrCount, agentCount)
 	if err := parallel(sessions, func(ss *session) error {
 		want := !ss.active
 		if err := b.toggle(ctx, ns.Name, ss.name, want); err != nil {
@@ -345,9 +380,9 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	}
 	quiesce(mgrCount, agentCount)
 	r.betweenTogs = n
-	r.betweenW = writes{mgrCount.Writes() - m0, agentCount.Writes() - a0}
+	r.betweenW = s0.since(mgrCount, agentCount)
 	// The owed notice (if any) is recorded at the next turn's first step, with no API write.
-	m1, a1 := mgrCount.Writes(), agentCount.Writes()
+	s1 := snap(mgrCount, agentCount)
 	if err := parallel(sessions, func(ss *session) error {
 		turn, err := ss.agent.StartTurn(ctx)
 		if err != nil {
@@ -362,8 +397,7 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	}
 	quiesce(mgrCount, agentCount)
 	r.idleSteps += n
-	r.idleWrites.manager += mgrCount.Writes() - m1
-	r.idleWrites.agent += agentCount.Writes() - a1
+	r.idleWrites = r.idleWrites.add(s1.since(mgrCount, agentCount))
 	r.elapsed = time.Since(start)
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/floor"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -23,11 +24,28 @@ func sides() []side {
 				return sel != nil && *sel == want
 			},
 		},
+		{
+			name: "manager",
+			// Wired as cmd/manager does by default: events on, the default pending poll.
+			start: func(mgr ctrl.Manager, store sessionlog.Store) error {
+				r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
+				if managerEvents {
+					r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
+				}
+				return r.SetupWithManager(mgr, controllerOptions())
+			},
+			committed: func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool {
+				return t.Active == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending
+			},
+		},
 	}
 }
 
-// workers is the MaxConcurrentReconciles both sides get (-workers).
-var workers = 4
+// workers is the MaxConcurrentReconciles both sides get (-workers); cmd/manager's default.
+var workers = 8
+
+// managerEvents is cmd/manager's --events (-manager-events).
+var managerEvents = true
 
 func controllerOptions() controller.Options {
 	return controller.Options{MaxConcurrentReconciles: workers}
