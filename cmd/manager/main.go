@@ -26,6 +26,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/controllers/faultinject"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
@@ -116,6 +117,7 @@ func run() error {
 		// The store's error may quote the URL: never let a password through.
 		return fmt.Errorf("open log store %s: %s", RedactURL(storeURL), redactText(err.Error(), storeURL))
 	}
+	store = faultinject.WrapStore(store) // identity unless built with -tags faultinject (test/reliability)
 	defer func() {
 		if err := store.Close(); err != nil {
 			log.Error(err, "close the session log store")
@@ -126,7 +128,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(faultinject.WrapConfig(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics},
 		HealthProbeBindAddress:        o.probeAddr,
