@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -17,6 +18,10 @@ import (
 func planTitle(plan string) string { return planmode.PlanTitle(plan) }
 
 const decideHelp = `
+The plugin waits (--wait, default 10s) for the manager to close the review with the decision
+and fails if the review closed otherwise first (for example it expired). With --wait=0 it
+returns once the decision is written.
+
 The decision names the review id (spec.review.reviewID), so it never applies to a newer plan:
 without --review-id the plugin decides the plan it read, and if the agent presents another plan
 before the write lands it stops and asks you to look again. With --review-id the decision is
@@ -141,6 +146,7 @@ next step boundary (no notice: the tool result tells the model).` + decideHelp,
 		},
 	}
 	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
 }
 
@@ -161,6 +167,7 @@ chose to keep planning; revise the plan and present it again." Plan mode stays o
 	}
 	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
 	cmd.Flags().StringVar(&f.feedback, "feedback", "", "Feedback for the agent, returned verbatim in the tool result")
+	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
 }
 
@@ -179,6 +186,7 @@ your next message (for example: kubectl plan message SESSION TEXT).` + decideHel
 		},
 	}
 	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
 }
 
@@ -221,6 +229,11 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		}
 		return err
 	}
+	if o.wait > 0 {
+		if err := o.awaitDecision(ctx, name, seen, d); err != nil {
+			return err
+		}
+	}
 	var msg string
 	switch d {
 	case v1alpha1.ReviewApprove:
@@ -236,4 +249,48 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 	}
 	fmt.Fprintln(o.Streams.Out, msg)
 	return nil
+}
+
+func addDecisionWaitFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "wait", DefaultWait, "How long to wait for the manager to act on the decision (0: do not wait)")
+}
+
+// awaitDecision waits for the manager to close review id, and fails if it closed it with
+// another outcome than the decision (the review expired, or was withdrawn, first).
+func (o *Options) awaitDecision(ctx context.Context, name, id string, d v1alpha1.ReviewDecisionType) error {
+	want := map[v1alpha1.ReviewDecisionType]v1alpha1.ReviewPhase{
+		v1alpha1.ReviewApprove: v1alpha1.ReviewApproved, v1alpha1.ReviewKeepPlanning: v1alpha1.ReviewKeptPlanning, v1alpha1.ReviewDismiss: v1alpha1.ReviewDismissed,
+	}[d]
+	var closed *v1alpha1.ReviewStatus
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
+		as, err := o.get(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		if rs := as.Status.Review; rs != nil && rs.ID == id && rs.Phase != v1alpha1.ReviewPending {
+			closed = rs
+			return true, nil
+		}
+		switch r := underReview(as); {
+		case r == nil:
+			closed = &v1alpha1.ReviewStatus{ID: id, Phase: "Withdrawn"}
+			return true, nil
+		case r.ID != id:
+			// The agent already presented its next plan: it only does so once the manager
+			// answered ours.
+			closed = &v1alpha1.ReviewStatus{ID: id, Phase: want}
+			return true, nil
+		}
+		return false, nil
+	})
+	switch {
+	case err != nil && closed == nil:
+		fmt.Fprintf(o.Streams.ErrOut, "warning: the manager has not acted on the decision within %s (check with: kubectl plan review %s)\n", o.wait, name)
+		return nil
+	case closed.Phase == want:
+		return nil
+	case closed.Phase == "Withdrawn":
+		return fmt.Errorf("the agent stopped waiting for review %s before the manager applied your decision (it withdrew the plan); nothing was decided", id)
+	}
+	return fmt.Errorf("review %s closed as %s before your decision applied: %s", id, closed.Phase, closed.Message)
 }

@@ -303,7 +303,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		kplan("approve", "demo", "-n", ns, "--review-id", "r0").fails(`stale review id "r0": the plan under review is now "Fix the flake" (review r1)`)
 		Expect(get(ns, "demo").Spec.Review).To(BeNil())
 
-		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
+		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove}))
 		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
 		kplan("dismiss", "demo", "-n", ns).fails("already decided")
@@ -312,15 +312,15 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 
 	It("keeps planning with and without feedback, and dismisses, each naming the newest review", func() {
 		post("r1", plan)
-		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path").ok()).To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
+		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path"}))
 
 		post("r2", "# Fix the flake, v2\n")
-		Expect(kplan("revise", "demo", "-n", ns).ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning.`)))
+		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
-		Expect(kplan("dismiss", "demo", "-n", ns).ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stays in plan mode and stops its turn.`)))
+		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stays in plan mode and stops its turn.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss}))
 	})
 

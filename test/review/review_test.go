@@ -204,6 +204,22 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		a.endTurn()
 	})
 
+	It("an agent that stops waiting withdraws its plan, so nobody can approve it afterwards", func() {
+		a := inPlanMode(nil)
+		_, err := a.c.ExitPlanMode(ctx, plan, time.Second)
+		ee := exitErr(err)
+		Expect(ee.Code).To(Equal(agentsdk.ExitAborted))
+		Expect(ee.ResultText()).To(Equal("Error: ask_user_question was aborted before the user answered"))
+		Eventually(func(g Gomega) {
+			as := a.get()
+			g.Expect(as.Status.Agent.Review).To(BeNil(), "withdrawn by the agent")
+			g.Expect(as.Status.Review).To(BeNil(), "the manager drops the pending review")
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		kplan(reviewer, "approve", a.name).fails("nothing under review")
+		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
+		a.endTurn()
+	})
+
 	It("admits exit_plan_mode only in committed plan mode, and only with a '# ' heading", func() {
 		a := newSession(nil)
 		a.startTurn()
