@@ -90,12 +90,15 @@ func run(o options) error {
 	_ = agentsv1alpha1.AddToScheme(scheme)
 
 	kubeconfigPath := filepath.Join(dir, "kubeconfig")
+	managerKubeconfig := filepath.Join(dir, "manager.kubeconfig")
+	agentKubeconfig := filepath.Join(dir, "agent.kubeconfig")
 	external := os.Getenv("KUBECONFIG") != ""
 	var cfg *rest.Config
 	var managerFlags []string
 	start := time.Now()
 	if external {
 		kubeconfigPath = os.Getenv("KUBECONFIG")
+		managerKubeconfig, agentKubeconfig = kubeconfigPath, kubeconfigPath
 		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 		if err != nil {
 			return fmt.Errorf("load KUBECONFIG %s: %w", kubeconfigPath, err)
@@ -103,7 +106,7 @@ func run(o options) error {
 		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"config/crd/bases"}, ErrorIfPathMissing: true}); err != nil {
 			return fmt.Errorf("install CRDs into the cluster of %s: %w", kubeconfigPath, err)
 		}
-		managerFlags = append(managerFlags, "--enable-webhooks=false")
+		managerFlags = append(managerFlags, "--webhook-port=-1")
 		fmt.Printf("Using the cluster in KUBECONFIG=%s (CRDs installed; webhooks are off for a manager running outside the cluster).\n", kubeconfigPath)
 	} else {
 		if o.assets == "" {
@@ -129,16 +132,19 @@ func run(o options) error {
 				fmt.Fprintf(os.Stderr, "localenv: stop control plane: %v\n", err)
 			}
 		}()
-		user, err := env.AddUser(envtest.User{Name: "developer", Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			return fmt.Errorf("create the developer user: %w", err)
-		}
-		kc, err := user.KubeConfig()
-		if err != nil {
-			return fmt.Errorf("render kubeconfig: %w", err)
-		}
-		if err := os.WriteFile(kubeconfigPath, kc, 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", kubeconfigPath, err)
+		// Three identities, as in a cluster: the manager, the agent (a member of the agent group,
+		// so the webhook limits it to status.agent) and you.
+		for _, u := range []struct {
+			user envtest.User
+			path string
+		}{
+			{envtest.User{Name: "developer", Groups: []string{"system:masters"}}, kubeconfigPath},
+			{envtest.User{Name: "planmode-manager", Groups: []string{"system:masters"}}, managerKubeconfig},
+			{envtest.User{Name: "demo-agent", Groups: []string{"system:masters", "planmode:agents"}}, agentKubeconfig},
+		} {
+			if err := writeUserKubeconfig(env, u.user, u.path); err != nil {
+				return err
+			}
 		}
 		wh := env.WebhookInstallOptions
 		managerFlags = append(managerFlags,
@@ -156,7 +162,7 @@ func run(o options) error {
 	// The manager: the real binary, with the SQLite log in the checkout.
 	store := "sqlite://" + filepath.Join(dir, "sessions.db")
 	managerFlags = append(managerFlags,
-		"--kubeconfig="+kubeconfigPath,
+		"--kubeconfig="+managerKubeconfig,
 		"--log-store="+store,
 		"--metrics-bind-address=127.0.0.1:18080",
 		"--health-probe-bind-address=127.0.0.1:18081",
@@ -178,10 +184,10 @@ func run(o options) error {
 
 	if !o.noAgent {
 		agentFlags := append([]string{
-			"--kubeconfig=" + kubeconfigPath,
-			"--log-store=" + store,
+			"--kubeconfig=" + agentKubeconfig,
+			"--store=" + store,
 			"--namespace=" + o.namespace,
-			"--session=" + o.session,
+			"--name=" + o.session,
 		}, strings.Fields(o.agentArgs)...)
 		agent, err := startProcess(ctx, filepath.Join(binDir, "refagent"), agentFlags, filepath.Join(dir, "agent.log"))
 		if err != nil {
@@ -309,4 +315,19 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration, p *proc
 			return fmt.Errorf("not ready after %s", timeout)
 		}
 	}
+}
+
+func writeUserKubeconfig(env *envtest.Environment, u envtest.User, path string) error {
+	user, err := env.AddUser(u, nil)
+	if err != nil {
+		return fmt.Errorf("create user %s: %w", u.Name, err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("render kubeconfig for %s: %w", u.Name, err)
+	}
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
