@@ -119,7 +119,12 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 	errs = append(errs, validateSteerTransition(oldObj, obj)...)
 	var warnings admission.Warnings
 	if r := obj.Spec.Review; r != nil && r.Feedback != "" && r.Decision != agentsv1alpha1.ReviewKeepPlanning && reviewChanged(oldObj, obj) {
-		warnings = append(warnings, fmt.Sprintf("spec.review.feedback is sent to the model only with decision KeepPlanning; it is ignored with %s", r.Decision))
+		if r.Decision == agentsv1alpha1.ReviewApprove {
+			// The harness's consent rule (controllers/review.go): Approve with text is feedback.
+			warnings = append(warnings, "spec.review.feedback with decision Approve is not consent: the manager reads it as KeepPlanning and sends the feedback to the model; approve without feedback to approve")
+		} else {
+			warnings = append(warnings, fmt.Sprintf("spec.review.feedback is sent to the model only with decision KeepPlanning; it is ignored with %s", r.Decision))
+		}
 	}
 	if len(errs) > 0 {
 		return warnings, invalidAgentSession(obj.Name, errs)
