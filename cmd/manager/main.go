@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -47,6 +46,8 @@ type options struct {
 	maxStoreBackoff         time.Duration
 	concurrency             int
 	shutdownTimeout         time.Duration
+	shardSelector           string // shard.go
+	pprofAddr               string
 	webhook                 webhooks.Options
 }
 
@@ -75,6 +76,7 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
+	bindShardFlags(fs, o)
 	o.webhook = webhooks.DefaultOptions()
 	o.webhook.BindFlags(fs)
 }
@@ -133,14 +135,14 @@ func run() error {
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionID:              leaderElectionID(fs, &o),
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // the process exits right after Start returns
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		WebhookServer:                 srv,
-		// managedFields are never read here; dropping them from the cache saves memory per
-		// session (they grow with every field manager that writes the object).
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		PprofBindAddress:              o.pprofAddr,
+		// managedFields stripped; with --shard-selector only that shard's sessions (shard.go).
+		Cache: cacheOptions(&o),
 	})
 	if err != nil {
 		return fmt.Errorf("create the manager: %w", err)
@@ -180,7 +182,7 @@ func run() error {
 	}
 
 	log.Info("starting the manager", "logStore", RedactURL(storeURL), "leaderElect", o.leaderElect,
-		"events", o.events, "webhookPort", o.webhook.Port)
+		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run the manager: %w", err)
 	}
@@ -205,6 +207,7 @@ func checkOptions(o *options) error {
 	if o.leaderElect && o.leaderElectionID == "" {
 		errs = append(errs, "--leader-election-id is empty; name the Lease, for example planmode-operator.agents.harness.dev")
 	}
+	errs = append(errs, checkShard(o)...)
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
