@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"unicode"
@@ -265,12 +266,27 @@ func NewPlanModeConfigHandler(scheme *runtime.Scheme) *PlanModeConfigHandler {
 
 // Handle implements admission.Handler.
 func (h *PlanModeConfigHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation == admissionv1.Update && sameSpec(req.OldObject.Raw, req.Object.Raw) {
+		// Ratcheting: an update that leaves spec as stored (labels, annotations, finalizers) is not
+		// re-judged, so an object stored before a rule existed can still be relabelled or released
+		// from its finalizers and deleted.
+		return admission.Allowed("")
+	}
 	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update {
 		if errs := ValidatePlanModeConfigJSON(req.Object.Raw); len(errs) > 0 {
 			return denyStatus(apierrors.NewInvalid(pmcGK, requestName(req), errs))
 		}
 	}
 	return h.typed.Handle(ctx, req)
+}
+
+// sameSpec reports whether two object JSONs carry equal spec values (compared as decoded JSON).
+func sameSpec(oldRaw, newRaw []byte) bool {
+	var o, n map[string]any
+	if len(oldRaw) == 0 || json.Unmarshal(oldRaw, &o) != nil || json.Unmarshal(newRaw, &n) != nil {
+		return false
+	}
+	return reflect.DeepEqual(o["spec"], n["spec"])
 }
 
 // denyStatus turns an API status error into a denial that keeps its reason, code and causes, so

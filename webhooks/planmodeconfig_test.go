@@ -137,3 +137,28 @@ func FuzzPlanModeConfigSpec(f *testing.F) {
 		}
 	})
 }
+
+// An update that leaves a stored spec unchanged is not re-judged (ratcheting), so an object
+// stored before a rule existed can still be relabelled or released from its finalizers.
+func TestPlanModeConfigUpdateRatchets(t *testing.T) {
+	obj := func(spec, labels string) []byte {
+		return []byte(`{"apiVersion":"agents.harness.dev/v1alpha1","kind":"PlanModeConfig","metadata":{"name":"c","namespace":"ns","labels":` +
+			labels + `,"finalizers":[]},"spec":` + spec + `}`)
+	}
+	update := func(oldRaw, newRaw []byte) admission.Response {
+		return fuzzHandler.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Update, Name: "c", Namespace: "ns",
+			Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: oldRaw}}})
+	}
+	legacy := `{"section":"Plan first.","tools":["read"]}`
+	if r := update(obj(legacy, `{}`), obj(legacy, `{"team":"a"}`)); !r.Allowed {
+		t.Fatalf("metadata-only update of a legacy spec refused: %v", r.Result)
+	}
+	r := update(obj(legacy, `{}`), obj(`{"section":"Plan first.","tools":["write"]}`, `{}`))
+	if r.Allowed || r.Result.Message != `PlanModeConfig.agents.harness.dev "c" is invalid: spec: Forbidden: `+MsgUnknownKeys([]string{"tools"}) {
+		t.Fatalf("a changed bad spec must be refused: %+v", r.Result)
+	}
+	if r := update(obj(`{"section":"Plan first."}`, `{}`), obj(`{"section":"  "}`, `{}`)); r.Allowed {
+		t.Fatal("a good spec turned blank must be refused")
+	}
+}
