@@ -216,5 +216,5 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 }
 
 func (w writes) String() string {
-	return fmt.Sprintf("[manager status %d, events %d, other %d; agents %d]", w.manager, w.events, w.other, w.agent)
+	return fmt.Sprintf("[manager status %d, events %d, other %d; agents %d; 409 conflicts among them %d]", w.manager, w.events, w.other, w.agent, w.conflicts)
 }

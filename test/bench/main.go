@@ -49,7 +49,10 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-var scheme = kruntime.NewScheme()
+var (
+	scheme      = kruntime.NewScheme()
+	traceWrites bool
+)
 
 func main() {
 	if err := run(); err != nil {
@@ -63,6 +66,7 @@ type opts struct {
 	cycles     int // toggle cycles per session with 1 session
 	cyclesMany int // toggle cycles per session with more sessions
 	idleSteps  int
+	rounds     int
 	timeout    time.Duration
 	root       string
 }
@@ -73,9 +77,11 @@ func run() error {
 		sessions = flag.String("sessions", "1,100", "comma-separated concurrent session counts")
 		storeURL = flag.String("store", "", "session log URL (default: a SQLite file in a temp dir)")
 	)
-	flag.IntVar(&o.cycles, "cycles", 40, "toggle cycles (turns) per session when running 1 session")
+	flag.IntVar(&o.cycles, "cycles", 50, "toggle cycles (turns) per session when running 1 session")
 	flag.IntVar(&o.cyclesMany, "cycles-many", 3, "toggle cycles per session when running many sessions")
 	flag.IntVar(&o.idleSteps, "idle-steps", 5, "steps with nothing pending per session")
+	flag.BoolVar(&traceWrites, "trace-writes", false, "print every API write of the controllers and agents to stderr (diagnosis)")
+	flag.IntVar(&o.rounds, "rounds", 2, "rounds per session count; each round runs every side once, alternating")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
 	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
 	flag.BoolVar(&managerEvents, "manager-events", managerEvents, "the manager emits events.k8s.io Events (cmd/manager --events=on)")
@@ -141,18 +147,22 @@ func run() error {
 	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %v, %s\n",
 		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
+	// Rounds alternate the sides (floor, manager, floor, manager, ...) so that drift in the
+	// machine's load is shared by both; samples and counts of the rounds are pooled.
 	results := map[string]map[int]*result{}
 	for _, n := range o.sessions {
-		for _, s := range sides() {
-			fmt.Fprintf(os.Stderr, "running %s with %d session(s)...\n", s.name, n)
-			r, err := b.runSide(ctx, s, n)
-			if err != nil {
-				return fmt.Errorf("%s, %d sessions: %w", s.name, n, err)
+		for round := 1; round <= o.rounds; round++ {
+			for _, s := range sides() {
+				fmt.Fprintf(os.Stderr, "round %d/%d: %s with %d session(s)...\n", round, o.rounds, s.name, n)
+				r, err := b.runSide(ctx, s, n)
+				if err != nil {
+					return fmt.Errorf("%s, %d sessions: %w", s.name, n, err)
+				}
+				if results[s.name] == nil {
+					results[s.name] = map[int]*result{}
+				}
+				results[s.name][n] = results[s.name][n].merge(r)
 			}
-			if results[s.name] == nil {
-				results[s.name] = map[int]*result{}
-			}
-			results[s.name][n] = r
 		}
 	}
 	return report(os.Stdout, o, results)
@@ -163,6 +173,8 @@ type side struct {
 	name string
 	// start registers the controller on mgr.
 	start func(mgr ctrl.Manager, store sessionlog.Store) error
+	// ready reports whether the controller has taken a new session on.
+	ready func(s *v1alpha1.AgentSession) bool
 	// committed reports whether a between-turns toggle to want has been applied.
 	committed func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool
 }
@@ -188,18 +200,40 @@ type result struct {
 
 // writes are the API writes of a phase: the manager's to AgentSessions (status), its
 // events.k8s.io Events, anything else it wrote, and the agents' (all status.agent).
-type writes struct{ manager, events, other, agent int64 }
+// merge pools two rounds (r may be nil).
+func (r *result) merge(o *result) *result {
+	if r == nil {
+		return o
+	}
+	return &result{
+		latencies:    append(r.latencies, o.latencies...),
+		toggles:      r.toggles + o.toggles,
+		toggleWrites: r.toggleWrites.add(o.toggleWrites),
+		idleSteps:    r.idleSteps + o.idleSteps,
+		idleWrites:   r.idleWrites.add(o.idleWrites),
+		betweenTogs:  r.betweenTogs + o.betweenTogs,
+		betweenW:     r.betweenW.add(o.betweenW),
+		elapsed:      r.elapsed + o.elapsed,
+	}
+}
+
+type writes struct{ manager, events, other, agent, conflicts int64 }
 
 // total is every write but the Events.
 func (w writes) total() int64 { return w.manager + w.other + w.agent }
 
 func (w writes) add(o writes) writes {
-	return writes{w.manager + o.manager, w.events + o.events, w.other + o.other, w.agent + o.agent}
+	return writes{w.manager + o.manager, w.events + o.events, w.other + o.other, w.agent + o.agent, w.conflicts + o.conflicts}
 }
 
-type snapshot struct{ mgr, agent map[string]int64 }
+type snapshot struct {
+	mgr, agent map[string]int64
+	conflicts  int64
+}
 
-func snap(m, a *apicount.Counter) snapshot { return snapshot{m.Breakdown(), a.Breakdown()} }
+func snap(m, a *apicount.Counter) snapshot {
+	return snapshot{m.Breakdown(), a.Breakdown(), m.Conflicts() + a.Conflicts()}
+}
 
 // since returns the writes made after s.
 func (s snapshot) since(m, a *apicount.Counter) writes {
@@ -218,6 +252,7 @@ func (s snapshot) since(m, a *apicount.Counter) writes {
 	for k, v := range a.Breakdown() {
 		w.agent += v - s.agent[k]
 	}
+	w.conflicts = m.Conflicts() + a.Conflicts() - s.conflicts
 	return w
 }
 
@@ -229,13 +264,34 @@ type session struct {
 
 func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	mgrCount, agentCount := apicount.New(), apicount.New()
+	if traceWrites {
+		start := time.Now()
+		trace := func(who string) func(string, string, []byte) {
+			return func(method, path string, body []byte) {
+				fmt.Fprintf(os.Stderr, "%8.1fms %s %s %s %s\n", float64(time.Since(start).Microseconds())/1000, who, method, apicount.Resource(path), body)
+			}
+		}
+		mgrCount.Trace, agentCount.Trace = trace(s.name), trace("agent")
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-" + s.name + "-"}}
+	if err := b.user.Create(ctx, ns); err != nil {
+		return nil, err
+	}
+	// Each run's controller sees only its own namespace: sessions of earlier runs (another
+	// controller's status on them) must not load it.
+	defer func() {
+		_ = b.user.DeleteAllOf(context.WithoutCancel(ctx), &v1alpha1.AgentSession{}, client.InNamespace(ns.Name))
+	}()
 	mgr, err := ctrl.NewManager(mgrCount.Wrap(b.cfg), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		// As cmd/manager: managedFields are dropped from the cache.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{
+			DefaultTransform:  cache.TransformStripManagedFields(),
+			DefaultNamespaces: map[string]cache.Config{ns.Name: {}},
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -248,10 +304,6 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	go func() { mgrDone <- mgr.Start(mctx) }()
 	defer func() { stop(); <-mgrDone }()
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-" + s.name + "-"}}
-	if err := b.user.Create(ctx, ns); err != nil {
-		return nil, err
-	}
 	if err := b.user.Create(ctx, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
 		Spec:       v1alpha1.PlanModeConfigSpec{Section: "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."},
@@ -284,6 +336,14 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 			}
 		}
 	}()
+	// The controller has taken every session on (the manager writes an initial status).
+	if err := parallel(sessions, func(ss *session) error {
+		wctx, cancel := context.WithTimeout(ctx, 2*b.o.timeout)
+		defer cancel()
+		return ss.agent.WaitFor(wctx, s.ready)
+	}); err != nil {
+		return nil, fmt.Errorf("sessions not taken on by %s: %w", s.name, err)
+	}
 	quiesce(mgrCount, agentCount)
 	r := &result{}
 	start := time.Now()

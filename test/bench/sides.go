@@ -18,6 +18,7 @@ func sides() []side {
 			start: func(mgr ctrl.Manager, store sessionlog.Store) error {
 				return (&floor.Reconciler{Client: mgr.GetClient(), Store: store, Options: controllerOptions()}).SetupWithManager(mgr)
 			},
+			ready: func(*v1alpha1.AgentSession) bool { return true }, // it writes nothing up front
 			// The floor appends nothing: it only takes the selection on.
 			committed: func(s *v1alpha1.AgentSession, _ sessionlog.Tail, want bool) bool {
 				sel := s.Status.PlanMode.Selection
@@ -33,6 +34,9 @@ func sides() []side {
 					r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
 				}
 				return r.SetupWithManager(mgr, controllerOptions())
+			},
+			ready: func(s *v1alpha1.AgentSession) bool {
+				return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
 			},
 			committed: func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool {
 				return t.Active == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending

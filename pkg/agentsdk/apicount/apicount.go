@@ -4,6 +4,7 @@
 package apicount
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,10 +14,14 @@ import (
 
 // Counter counts requests by kind. Safe for concurrent use.
 type Counter struct {
-	mu     sync.Mutex
-	writes int64
-	reads  int64
-	byKey  map[string]int64
+	// Trace, when set before use, sees every write (method, path and body) for diagnosis.
+	Trace func(method, path string, body []byte)
+
+	mu        sync.Mutex
+	writes    int64
+	reads     int64
+	conflicts int64
+	byKey     map[string]int64
 }
 
 // New returns an empty Counter.
@@ -42,7 +47,31 @@ type roundTripper struct {
 
 func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.c.record(req)
-	return r.next.RoundTrip(req)
+	if r.c.Trace != nil && IsWrite(req.Method) {
+		var body []byte
+		if req.GetBody != nil {
+			if rc, err := req.GetBody(); err == nil {
+				body, _ = io.ReadAll(rc)
+				_ = rc.Close()
+			}
+		}
+		r.c.Trace(req.Method, req.URL.Path, body)
+	}
+	resp, err := r.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusConflict && IsWrite(req.Method) {
+		r.c.mu.Lock()
+		r.c.conflicts++
+		r.c.mu.Unlock()
+	}
+	return resp, err
+}
+
+// Conflicts is the number of writes the server refused with 409 Conflict (an optimistic-lock
+// miss); they are included in Writes.
+func (c *Counter) Conflicts() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conflicts
 }
 
 // IsWrite reports whether the method changes state on the server.
