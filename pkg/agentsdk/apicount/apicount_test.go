@@ -8,7 +8,7 @@ func TestResource(t *testing.T) {
 		"/apis/agents.harness.dev/v1alpha1/namespaces/ns/agentsessions/a":        "agentsessions",
 		"/apis/agents.harness.dev/v1alpha1/namespaces/ns/agentsessions":          "agentsessions",
 		"/apis/events.k8s.io/v1/namespaces/ns/events":                            "events",
-		"/api/v1/namespaces":                                                     "namespaces",
+		"/api/v1/namespaces": "namespaces",
 	} {
 		if got := Resource(path); got != want {
 			t.Errorf("Resource(%q) = %q, want %q", path, got, want)
