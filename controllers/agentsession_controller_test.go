@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -447,6 +448,40 @@ func reconcilerSpecs(be func() *backend) {
 			a.settled(true, false)
 			Expect(mgr.failStatus.Load()).To(BeZero(), "the injected failure was hit")
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1))
+		})
+
+		It("refuses a status computed from a stale read, but not because the agent wrote status.agent", func() {
+			start()
+			a := newSession(ns, "stale", nil, nil, be().agentStore)
+			a.settled(false, false)
+			stale := a.get()
+			setActive(a.key, T)
+			a.settled(true, false)
+			mgr.stop()
+
+			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
+			undo := *stale.Status.DeepCopy()
+			undo.PlanMode.Selection = F
+			for i := 0; i < 2; i++ { // the retry is resourceVersion-locked, and refused too
+				err := r.WriteStatus(suiteCtx, stale, undo)
+				Expect(errors.Is(err, ErrStaleStatus)).To(BeTrue(), "attempt %d: %v", i, err)
+			}
+			as := a.get()
+			Expect(as.Status.PlanMode.Active).To(BeTrue())
+			Expect(as.Status.PlanMode.Selection).To(Equal(T))
+
+			// The agent's own write in between is no conflict for the manager's fields.
+			fresh := a.get()
+			a.startTurn(1)
+			a.report(1, 1, a.tail().NextSeq)
+			next := *fresh.Status.DeepCopy()
+			next.PlanMode.Selection = F
+			r2 := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
+			Expect(r2.WriteStatus(suiteCtx, fresh, next)).To(Succeed())
+			as = a.get()
+			Expect(as.Status.PlanMode.Selection).To(Equal(F))
+			Expect(as.Status.Agent).NotTo(BeNil())
+			Expect(as.Status.Agent.Boundary).NotTo(BeNil(), "the agent's report is kept")
 		})
 
 		It("applies a selection made while the manager is down when it returns", func() {
