@@ -109,10 +109,13 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 	if req.SubResource == "status" {
 		return nil, v.validateStatusUpdate(req, oldObj, obj)
 	}
-	if !equality.Semantic.DeepEqual(oldObj.Spec, obj.Spec) {
-		if err := v.denyAgentSpecWrite(req, obj.Name, obj.Namespace); err != nil {
-			return nil, err
-		}
+	if equality.Semantic.DeepEqual(oldObj.Spec, obj.Spec) {
+		// Ratcheting: metadata-only updates (labels, finalizers) are not re-judged, so a session
+		// stored before a rule existed can still be finalized and deleted.
+		return nil, nil
+	}
+	if err := v.denyAgentSpecWrite(req, obj.Name, obj.Namespace); err != nil {
+		return nil, err
 	}
 	errs := validateSpecFields(&obj.Spec)
 	errs = append(errs, validateReviewTransition(oldObj, obj)...)
