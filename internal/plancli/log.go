@@ -274,3 +274,17 @@ func (s *summariser) header(data json.RawMessage) string {
 	parts = append(parts, "tools=["+strings.Join(names, ",")+"]")
 	return strings.Join(parts, " ")
 }
+
+// readTail reads the session's log tail from the store at url (O(1) in the log's length).
+func readTail(ctx context.Context, url, sessionID string) (sessionlog.Tail, error) {
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		return sessionlog.Tail{}, fmt.Errorf("cannot open the session-log store: %w", err)
+	}
+	defer func() { _ = store.Close() }()
+	t, err := store.Tail(ctx, sessionID)
+	if err != nil {
+		return sessionlog.Tail{}, fmt.Errorf("read the log tail of session %q: %w", sessionID, err)
+	}
+	return t, nil
+}

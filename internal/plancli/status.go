@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,7 +18,7 @@ import (
 )
 
 func newStatusCommand(o *Options) *cobra.Command {
-	var output string
+	var output, store string
 	cmd := &cobra.Command{
 		Use:   "status SESSION",
 		Short: "Show committed, pending and desired plan state, the config in force, and any review",
@@ -26,7 +27,9 @@ func newStatusCommand(o *Options) *cobra.Command {
   Committed      status.planMode.active: the last plan/mode in the session log
   Pending        a selection (or an approved exit) waiting for the agent's next step boundary
   Desired        spec.planMode.active: the user's selection ("unset" follows the log)
-  Turn           whether a turn is open (selections made now wait for a step boundary)
+  Turn           whether a turn is open (selections made now wait for a step boundary), as of
+                 the manager's last status write; with --store (or $KUBECTL_PLAN_STORE) the
+                 log's tail is read live instead
   Config         the PlanModeConfig in force (name, generation, section SHA-256)
   Last change    when the committed state last changed
   Notice         a notice owed to the model after a between-turns change
@@ -40,10 +43,11 @@ Needs "get" on agentsessions.agents.harness.dev.`,
   kubectl plan status demo -o json`,
 		Args: exactSession("status SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.status(cmd.Context(), args[0], output)
+			return o.status(cmd.Context(), args[0], output, store)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for text, json or yaml")
+	cmd.Flags().StringVar(&store, "store", "", "Session-log store URL to read the live log tail from (default: $"+StoreEnv+"; none: status only)")
 	return cmd
 }
 
@@ -73,6 +77,17 @@ type StatusView struct {
 	Steer           *v1alpha1.SteerMessage      `json:"steer,omitempty"`
 	SteerDelivered  bool                        `json:"steerDelivered,omitempty"`
 	ObservedCurrent bool                        `json:"observedCurrent"`
+	// Live is the log's tail read from the store (--store), when given.
+	Live *LiveTail `json:"live,omitempty"`
+}
+
+// LiveTail is the session log's tail as the store has it now.
+type LiveTail struct {
+	Active   bool  `json:"active"`
+	NextSeq  int64 `json:"nextSeq"`
+	TurnOpen bool  `json:"turnOpen"`
+	Turn     int64 `json:"turn"`
+	Step     int64 `json:"step"`
 }
 
 func viewOf(as *v1alpha1.AgentSession) StatusView {
@@ -109,7 +124,7 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 	return v
 }
 
-func (o *Options) status(ctx context.Context, name, output string) error {
+func (o *Options) status(ctx context.Context, name, output, storeURL string) error {
 	if output != "" && output != "json" && output != "yaml" {
 		return fmt.Errorf("unknown output format %q: use -o json or -o yaml, or no -o for text", output)
 	}
@@ -121,6 +136,16 @@ func (o *Options) status(ctx context.Context, name, output string) error {
 		return err
 	}
 	v := viewOf(as)
+	if storeURL == "" {
+		storeURL = os.Getenv(StoreEnv)
+	}
+	if storeURL != "" {
+		t, err := readTail(ctx, storeURL, as.Spec.SessionID)
+		if err != nil {
+			return err
+		}
+		v.Live = &LiveTail{Active: t.Active, NextSeq: t.NextSeq, TurnOpen: t.TurnOpen, Turn: t.Turn, Step: t.Step}
+	}
 	switch output {
 	case "json":
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -158,10 +183,15 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 	} else {
 		row("Desired", "%s (spec.planMode.active=%v)", planWord(*v.Desired), *v.Desired)
 	}
-	if v.TurnOpen {
-		row("Turn", "open (selections wait for the agent's next step boundary)")
-	} else {
-		row("Turn", "none open (selections are logged at once)")
+	switch {
+	case v.Live != nil && v.Live.TurnOpen:
+		row("Turn", "%d open, step %d (live from the log: selections wait for the agent's next step boundary)", v.Live.Turn, v.Live.Step)
+	case v.Live != nil:
+		row("Turn", "none open (live from the log: selections are logged at once)")
+	case v.TurnOpen:
+		row("Turn", "open at the manager's last status write (selections wait for the next step boundary)")
+	default:
+		row("Turn", "none open at the manager's last status write (the agent may have opened one since)")
 	}
 	switch {
 	case v.Config != nil:
@@ -188,7 +218,14 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 		}
 		row("Last boundary", "turn %d step %d seq %d: %s, %s%s", b.Turn, b.Step, b.Seq, b.Result, planWord(b.Active), msg)
 	}
-	row("Log position", "next seq %d", v.NextSeq)
+	if v.Live != nil {
+		row("Log position", "next seq %d (live; the status reflects %d)", v.Live.NextSeq, v.NextSeq)
+		if v.Live.Active != v.Committed {
+			row("Note", "the log has committed %s since the manager's last status write", planWord(v.Live.Active))
+		}
+	} else {
+		row("Log position", "next seq %d", v.NextSeq)
+	}
 	row("Review", "%s", reviewLine(v))
 	if v.Steer != nil {
 		state := "not yet delivered"
