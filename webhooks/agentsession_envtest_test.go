@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -159,6 +160,14 @@ var _ = Describe("AgentSession status ownership", func() {
 		expectRBACForbidden(viewer.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("v"), Namespace: testNS},
 			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: "v"}}), "create")
 		expectRBACForbidden(viewer.Create(ctx, pmcObject(uniqueName("v"), `{"section":"x"}`)), "create")
+		cfgName := uniqueName("viewed")
+		Expect(adminC.Create(ctx, pmcObject(cfgName, `{"section":"Plan first."}`))).To(Succeed())
+		pmc := &agentsv1alpha1.PlanModeConfig{}
+		Expect(viewer.Get(ctx, client.ObjectKey{Namespace: testNS, Name: cfgName}, pmc)).To(Succeed())
+		expectRBACForbidden(viewer.Patch(ctx, pmc, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"section":"Write freely."}}`))), "patch")
+		expectRBACForbidden(viewer.Delete(ctx, pmc), "delete")
+		Expect(viewer.Get(ctx, client.ObjectKey{Namespace: testNS, Name: cfgName}, pmc)).To(Succeed())
+		Expect(pmc.Spec.Section).To(Equal("Plan first."))
 		got := get(ctx, s)
 		Expect(got.Spec.PlanMode.Active).To(BeNil())
 		Expect(got.Status.PlanMode.Active).To(BeFalse())
