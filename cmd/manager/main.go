@@ -21,11 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
+	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
@@ -148,9 +150,18 @@ func run() error {
 		return fmt.Errorf("create the manager: %w", err)
 	}
 
+	// Metrics (docs/metrics.md) on controller-runtime's registry, served on /metrics.
+	rec := planmetrics.New()
+	if err := rec.Register(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("register the plan-mode metrics: %w", err)
+	}
+	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
+		return fmt.Errorf("register the session gauges: %w", err)
+	}
 	r := &controllers.AgentSessionReconciler{
 		Client:          mgr.GetClient(),
-		Store:           store,
+		Store:           planmetrics.InstrumentStore(store, rec),
+		Metrics:         rec,
 		PendingPoll:     o.pendingPoll,
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}

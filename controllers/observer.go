@@ -1,0 +1,18 @@
+package controllers
+
+import (
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+// StatusObserver is told about every status the reconciler writes: internal/metrics derives
+// its transition, boundary and review metrics from the difference. It is called only after the
+// write succeeded, so a reconcile that loses a conflict and recomputes is never counted twice.
+type StatusObserver interface {
+	ObserveStatus(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus)
+}
+
+func (r *AgentSessionReconciler) observe(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus) {
+	if r.Metrics != nil {
+		r.Metrics.ObserveStatus(s, before, after)
+	}
+}

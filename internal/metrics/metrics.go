@@ -1,0 +1,337 @@
+// Package metrics holds the planmode-operator's Prometheus metrics (docs/metrics.md).
+//
+// The reconciler reports each status it writes through one hook (Recorder.ObserveStatus, the
+// controllers.StatusObserver interface): every transition, selection, boundary answer and
+// review decision is read from the difference between the stored status and the written one.
+// Counting written differences, not reconcile attempts, means a reconcile that loses a
+// conflict and recomputes is not counted twice, and a manager restarted after an append that
+// it never recorded counts the transition once, when it records it.
+//
+// Log-store calls are counted by a Store wrapper (InstrumentStore) and the session gauges are
+// read from the manager's cache at scrape time (SessionCollector).
+package metrics
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+// Namespace prefixes every metric of this package.
+const Namespace = "planmode"
+
+// Transition causes (label "cause" of planmode_transitions_total).
+const (
+	CauseUserBetweenTurns = "user_between_turns"
+	CauseUserAtBoundary   = "user_at_boundary"
+	CauseExitAtBoundary   = "exit_at_boundary"
+	CauseExitBetweenTurns = "exit_between_turns"
+	CauseFork             = "fork"
+)
+
+// Selection outcomes (label "outcome" of planmode_selections_total): the set() decision.
+const (
+	SelectionCommitted = "committed"
+	SelectionQueued    = "queued"
+	SelectionCancelled = "cancelled"
+	SelectionNoop      = "noop"
+)
+
+// Boundary-answer reasons (label "reason" of planmode_boundary_acks_total).
+const (
+	AckCommitted     = "committed"      // Admitted, with a plan/mode appended for this boundary
+	AckUnchanged     = "unchanged"      // Admitted, nothing appended
+	AckInvalidReport = "invalid_report" // Failed: the report does not match the log
+	AckLogStore      = "log_store"      // Failed: the log store could not be read or appended to
+	AckOther         = "other"          // Failed for a reason this version does not know
+)
+
+// Messages the reconciler puts first in a Failed answer (controllers: invalidBoundaryMsgPrefix,
+// appendFailedMsgPrefix). Matching the prefix keeps this package free of controllers.
+const (
+	invalidReportPrefix = "invalid boundary report: "
+	logStorePrefix      = "log store: "
+)
+
+var (
+	// latencyBuckets covers a selection waiting for a boundary: sub-second (between turns or a
+	// short step) to minutes (a long tool call).
+	latencyBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	// periodBuckets covers a plan-mode period or a human review: seconds to a day.
+	periodBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}
+)
+
+// Recorder holds the reconciler-side metrics. Its methods are safe for concurrent use.
+type Recorder struct {
+	transitions      *prometheus.CounterVec
+	selections       *prometheus.CounterVec
+	pendingToCommit  *prometheus.HistogramVec
+	planModePeriod   prometheus.Histogram
+	boundaryAcks     *prometheus.CounterVec
+	notices          prometheus.Counter
+	reviews          *prometheus.CounterVec
+	reviewsOpened    prometheus.Counter
+	reviewLatency    *prometheus.HistogramVec
+	storeOps         *prometheus.CounterVec
+	storeErrors      *prometheus.CounterVec
+	storeOpDurations *prometheus.HistogramVec
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// pendingSince is when this process first wrote a session's selection as pending: a
+	// sub-second start for the pending-to-commit latency. After a restart the Ready
+	// condition's lastTransitionTime (whole seconds) stands in.
+	pendingSince map[types.UID]time.Time
+}
+
+// New builds a Recorder; register it with Register (or MustRegister) before use.
+func New() *Recorder {
+	return &Recorder{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "transitions_total",
+			Help: "Committed plan-mode transitions (plan/mode events the manager recorded), by cause and the state entered.",
+		}, []string{"cause", "active"}),
+		selections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "selections_total",
+			Help: "New spec.planMode.active selections taken on, by the set() outcome: committed at once, queued for a step boundary, cancelled (a pending opposite undone) or noop.",
+		}, []string{"outcome"}),
+		pendingToCommit: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "pending_to_commit_seconds",
+			Help:    "Time from a selection becoming pending (or an approved exit) to its plan/mode commit, by source (user or exit).",
+			Buckets: latencyBuckets,
+		}, []string{"source"}),
+		planModePeriod: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "plan_mode_period_seconds",
+			Help:    "Length of each completed plan-mode period (from the commit of plan mode on to the commit of plan mode off); _sum is the total time spent in plan mode.",
+			Buckets: periodBuckets,
+		}),
+		boundaryAcks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "boundary_acks_total",
+			Help: "Step-boundary reports answered (status.planMode.lastBoundary), by result (Admitted, Failed) and reason.",
+		}, []string{"result", "reason"}),
+		notices: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "notices_owed_total",
+			Help: "Plan-mode notices the manager handed to an agent to record (a narrated user selection).",
+		}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "reviews_total",
+			Help: "Plan reviews closed, by outcome (Approved, KeepPlanning, Dismissed, Expired, Rejected, Withdrawn).",
+		}, []string{"outcome"}),
+		reviewsOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "reviews_opened_total",
+			Help: "Plan reviews opened (an exit_plan_mode plan posted while plan mode is committed).",
+		}),
+		reviewLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "review_decision_seconds",
+			Help:    "Time from a plan being posted for review to its decision, by outcome (Approved is the approval latency).",
+			Buckets: periodBuckets,
+		}, []string{"outcome"}),
+		storeOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "log_store_operations_total",
+			Help: "Session-log store calls made by the manager, by operation and result (ok, conflict, not_found, error).",
+		}, []string{"operation", "result"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "log_store_errors_total",
+			Help: "Session-log store calls that failed (result error: the store was unreachable or refused the call; conflicts and missing sessions are not errors).",
+		}, []string{"operation"}),
+		storeOpDurations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "log_store_operation_seconds",
+			Help:    "Latency of session-log store calls made by the manager, by operation.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}, []string{"operation"}),
+		pendingSince: map[types.UID]time.Time{},
+	}
+}
+
+func (r *Recorder) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.transitions, r.selections, r.pendingToCommit, r.planModePeriod, r.boundaryAcks,
+		r.notices, r.reviews, r.reviewsOpened, r.reviewLatency, r.storeOps, r.storeErrors, r.storeOpDurations}
+}
+
+// Register registers every metric of the Recorder with reg, e.g. controller-runtime's
+// sigs.k8s.io/controller-runtime/pkg/metrics.Registry (served on the manager's /metrics).
+func (r *Recorder) Register(reg prometheus.Registerer) error {
+	for _, c := range r.collectors() {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Recorder) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// ObserveStatus records what changed between the stored status (before) and the status the
+// reconciler has just written for s (after). Call it only after the write succeeded.
+func (r *Recorder) ObserveStatus(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus) {
+	if r == nil || s == nil {
+		return
+	}
+	now := r.now()
+	b, a := before.PlanMode, after.PlanMode
+	newAck := ackIsNew(b.LastBoundary, a.LastBoundary)
+
+	// Selection taken on (the status's selection moves only when a new selection is applied).
+	if a.Selection != nil && (b.Selection == nil || *b.Selection != *a.Selection) {
+		switch {
+		case a.Active != b.Active && !newAck:
+			r.selections.WithLabelValues(SelectionCommitted).Inc()
+		case a.Pending:
+			r.selections.WithLabelValues(SelectionQueued).Inc()
+		case b.Pending:
+			r.selections.WithLabelValues(SelectionCancelled).Inc()
+		default:
+			r.selections.WithLabelValues(SelectionNoop).Inc()
+		}
+	}
+
+	firstProjection := before.ObservedGeneration == 0 && b.NextSeq == 0 && b.LastTransitionTime == nil
+	if a.Active != b.Active {
+		exit := b.PendingSource == agentsv1alpha1.PendingSourceExit && !a.Active
+		cause := CauseUserBetweenTurns
+		switch {
+		case s.Spec.Fork != nil && firstProjection:
+			cause = CauseFork
+		case exit && newAck:
+			cause = CauseExitAtBoundary
+		case exit:
+			cause = CauseExitBetweenTurns
+		case newAck:
+			cause = CauseUserAtBoundary
+		}
+		r.transitions.WithLabelValues(cause, boolLabel(a.Active)).Inc()
+		if cause != CauseFork {
+			source := "user"
+			if exit {
+				source = "exit"
+			}
+			if start, ok := r.pendingStart(s.UID, before, exit); ok {
+				r.pendingToCommit.WithLabelValues(source).Observe(nonNegative(now.Sub(start)))
+			} else if cause == CauseUserBetweenTurns && a.Selection != nil && (b.Selection == nil || *b.Selection != *a.Selection) {
+				r.pendingToCommit.WithLabelValues(source).Observe(0) // committed by the reconcile that took it on
+			}
+		}
+		if !a.Active && b.Active && b.LastTransitionTime != nil {
+			r.planModePeriod.Observe(nonNegative(now.Sub(b.LastTransitionTime.Time)))
+		}
+	}
+	r.trackPending(s.UID, b.Pending, a.Pending, now)
+
+	if newAck {
+		ack := a.LastBoundary
+		reason := AckUnchanged
+		switch {
+		case ack.Result == agentsv1alpha1.BoundaryFailed && strings.HasPrefix(ack.Message, invalidReportPrefix):
+			reason = AckInvalidReport
+		case ack.Result == agentsv1alpha1.BoundaryFailed && strings.HasPrefix(ack.Message, logStorePrefix):
+			reason = AckLogStore
+		case ack.Result == agentsv1alpha1.BoundaryFailed:
+			reason = AckOther
+		case ack.NextSeq == ack.Seq+1 && ack.Active != b.Active:
+			reason = AckCommitted
+		}
+		r.boundaryAcks.WithLabelValues(string(ack.Result), reason).Inc()
+	}
+	if n := a.Notice; n != nil && (b.Notice == nil || b.Notice.Seq != n.Seq) {
+		r.notices.Inc()
+	}
+	r.observeReview(before, after, now)
+}
+
+func (r *Recorder) observeReview(before, after agentsv1alpha1.AgentSessionStatus, now time.Time) {
+	br, ar := before.Review, after.Review
+	if ar != nil && (br == nil || br.ID != ar.ID) && ar.Phase == agentsv1alpha1.ReviewPending {
+		r.reviewsOpened.Inc()
+	}
+	switch {
+	case br != nil && br.Phase == agentsv1alpha1.ReviewPending && ar == nil:
+		r.reviews.WithLabelValues("Withdrawn").Inc()
+	case ar == nil || ar.Phase == agentsv1alpha1.ReviewPending:
+	case br == nil || br.ID != ar.ID || br.Phase == agentsv1alpha1.ReviewPending:
+		outcome := string(ar.Phase)
+		if ar.Phase == agentsv1alpha1.ReviewRejected {
+			// Refused at once (plan mode not committed): no decision latency to speak of.
+			r.reviews.WithLabelValues(outcome).Inc()
+			return
+		}
+		if br == nil || br.ID != ar.ID {
+			r.reviewsOpened.Inc() // opened and decided in one write
+		}
+		r.reviews.WithLabelValues(outcome).Inc()
+		decided := now
+		if ar.DecidedAt != nil {
+			decided = ar.DecidedAt.Time
+		}
+		if req := after.Agent; req != nil && req.Review != nil && req.Review.ID == ar.ID && req.Review.RequestedAt != nil {
+			r.reviewLatency.WithLabelValues(outcome).Observe(nonNegative(decided.Sub(req.Review.RequestedAt.Time)))
+		}
+	}
+}
+
+// pendingStart is when the selection just committed became pending: this process's record,
+// else (after a restart) the approval time of an exit or the Ready condition's last transition.
+func (r *Recorder) pendingStart(uid types.UID, before agentsv1alpha1.AgentSessionStatus, exit bool) (time.Time, bool) {
+	r.mu.Lock()
+	t, ok := r.pendingSince[uid]
+	r.mu.Unlock()
+	if ok {
+		return t, true
+	}
+	if !before.PlanMode.Pending {
+		return time.Time{}, false
+	}
+	if exit && before.Review != nil && before.Review.Phase == agentsv1alpha1.ReviewApproved && before.Review.DecidedAt != nil {
+		return before.Review.DecidedAt.Time, true
+	}
+	if c := meta.FindStatusCondition(before.Conditions, agentsv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		return c.LastTransitionTime.Time, true
+	}
+	return time.Time{}, false
+}
+
+func (r *Recorder) trackPending(uid types.UID, was, is bool, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case is && !was:
+		r.pendingSince[uid] = now
+	case !is:
+		delete(r.pendingSince, uid)
+	}
+}
+
+// ackIsNew reports whether after answers a boundary before had not answered.
+func ackIsNew(before, after *agentsv1alpha1.BoundaryAck) bool {
+	if after == nil {
+		return false
+	}
+	return before == nil || before.Turn != after.Turn || before.Step != after.Step || before.Seq != after.Seq
+}
+
+func boolLabel(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func nonNegative(d time.Duration) float64 {
+	if d < 0 {
+		return 0
+	}
+	return d.Seconds()
+}
