@@ -266,9 +266,10 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	mgrCount, agentCount := apicount.New(), apicount.New()
 	if traceWrites {
 		start := time.Now()
-		trace := func(who string) func(string, string, []byte) {
-			return func(method, path string, body []byte) {
-				fmt.Fprintf(os.Stderr, "%8.1fms %s %s %s %s\n", float64(time.Since(start).Microseconds())/1000, who, method, apicount.Resource(path), body)
+		trace := func(who string) func(string, string, []byte, int, time.Time, time.Time) {
+			return func(method, path string, body []byte, status int, sent, answered time.Time) {
+				fmt.Fprintf(os.Stderr, "%8.1fms +%.1fms %d %s %s %s %s\n", float64(sent.Sub(start).Microseconds())/1000,
+					float64(answered.Sub(sent).Microseconds())/1000, status, who, method, apicount.Resource(path), body)
 			}
 		}
 		mgrCount.Trace, agentCount.Trace = trace(s.name), trace("agent")

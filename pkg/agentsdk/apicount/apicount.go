@@ -8,14 +8,16 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
 
 // Counter counts requests by kind. Safe for concurrent use.
 type Counter struct {
-	// Trace, when set before use, sees every write (method, path and body) for diagnosis.
-	Trace func(method, path string, body []byte)
+	// Trace, when set before use, sees every write for diagnosis: method, path, body, the
+	// response status (0 on a transport error), and when it was sent and answered.
+	Trace func(method, path string, body []byte, status int, sent, answered time.Time)
 
 	mu        sync.Mutex
 	writes    int64
@@ -47,17 +49,23 @@ type roundTripper struct {
 
 func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.c.record(req)
-	if r.c.Trace != nil && IsWrite(req.Method) {
-		var body []byte
-		if req.GetBody != nil {
-			if rc, err := req.GetBody(); err == nil {
-				body, _ = io.ReadAll(rc)
-				_ = rc.Close()
-			}
+	var body []byte
+	trace := r.c.Trace != nil && IsWrite(req.Method)
+	if trace && req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = io.ReadAll(rc)
+			_ = rc.Close()
 		}
-		r.c.Trace(req.Method, req.URL.Path, body)
 	}
+	sent := time.Now()
 	resp, err := r.next.RoundTrip(req)
+	if trace {
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		r.c.Trace(req.Method, req.URL.Path, body, status, sent, time.Now())
+	}
 	if err == nil && resp.StatusCode == http.StatusConflict && IsWrite(req.Method) {
 		r.c.mu.Lock()
 		r.c.conflicts++
