@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,7 +58,7 @@ const (
 	defaultPendingPoll       = 2 * time.Second
 	defaultMaxStoreBackoff   = 30 * time.Second
 	maxConflictRetries       = 5
-	conflictRequeue          = 100 * time.Millisecond
+	conflictRequeue          = 5 * time.Millisecond
 )
 
 // AgentSessionReconciler projects each session's log into status.planMode, commits selections
@@ -80,6 +81,7 @@ type AgentSessionReconciler struct {
 	Now func() time.Time
 
 	failures sync.Map // types.NamespacedName -> int: consecutive store errors, for backoff
+	rvLocked sync.Map // types.NamespacedName -> true: the next status write is resourceVersion-locked
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -143,21 +145,78 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.event(&s, ev)
 	}
 	if out.changed {
-		patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		before := s.Status
-		s.Status = out.status
-		if err := r.Status().Patch(ctx, &s, patch, client.FieldOwner(FieldManager)); err != nil {
-			if apierrors.IsConflict(err) {
-				// The object moved (a spec toggle, an agent report): recompute from the new
-				// version. Appends already made are recognised from the log, never repeated.
+		if err := r.WriteStatus(ctx, &s, out.status); err != nil {
+			if errors.Is(err, ErrStaleStatus) {
+				// Our own status moved since the cached read: recompute from the new version.
+				// Appends already made are recognised from the log, never repeated.
+				log.V(1).Info("status changed since it was read; recomputing")
 				return ctrl.Result{RequeueAfter: conflictRequeue}, nil
 			}
-			return ctrl.Result{}, fmt.Errorf("patch status of AgentSession %s: %w", req.NamespacedName, err)
+			return ctrl.Result{}, err
 		}
 		log.V(1).Info("status written", "active", out.status.PlanMode.Active, "pending", out.status.PlanMode.Pending, "nextSeq", out.status.PlanMode.NextSeq)
-		r.observe(&s, before, out.status)
+		r.observe(&s, s.Status, out.status) // s still holds the status as read
 	}
 	return r.withReviewDeadline(r.result(req.NamespacedName, out), out), nil
+}
+
+// ErrStaleStatus: the status changed since it was read; recompute from a fresh read.
+var ErrStaleStatus = errors.New("the status changed since it was read")
+
+// WriteStatus writes the manager's part of the status (planMode, review, conditions,
+// observedGeneration) as computed from orig, once, as a JSON patch of whole values.
+//
+// The write is conditional on the manager's own fields only ("test" operations that they still
+// hold what orig holds). A concurrent write of status.agent by the agent (the usual race: it
+// reports a boundary while the manager records a selection) or of spec by a user does not
+// conflict, so neither costs a refused write; a status computed from a stale cache (missing our
+// own last write) is refused with ErrStaleStatus instead of undoing it. The first write, and
+// the retry after a refused one, are conditional on the resourceVersion instead, so a stored
+// value written in another shape can never make the field tests fail forever.
+func (r *AgentSessionReconciler) WriteStatus(ctx context.Context, orig *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) error {
+	key := client.ObjectKeyFromObject(orig)
+	old := orig.Status
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	var ops []op
+	if _, retry := r.rvLocked.Load(key); retry || old.ObservedGeneration == 0 {
+		ops = append(ops, op{"test", "/metadata/resourceVersion", orig.ResourceVersion})
+		if equality.Semantic.DeepEqual(old, agentsv1alpha1.AgentSessionStatus{}) {
+			ops = append(ops, op{"add", "/status", map[string]any{}})
+		}
+	} else {
+		ops = append(ops,
+			op{"test", "/status/observedGeneration", old.ObservedGeneration},
+			op{"test", "/status/planMode", old.PlanMode},
+			op{"test", "/status/review", old.Review}, // null also matches an absent field
+			op{"test", "/status/conditions", old.Conditions})
+	}
+	ops = append(ops,
+		op{"add", "/status/observedGeneration", status.ObservedGeneration},
+		op{"add", "/status/planMode", status.PlanMode},
+		op{"add", "/status/conditions", status.Conditions})
+	if status.Review != nil {
+		ops = append(ops, op{"add", "/status/review", status.Review})
+	} else if old.Review != nil {
+		ops = append(ops, op{Op: "remove", Path: "/status/review"})
+	}
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encode the status patch of AgentSession %s: %w", key, err)
+	}
+	obj := orig.DeepCopy()
+	if err := r.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(FieldManager)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "testing value") {
+			r.rvLocked.Store(key, true)
+			return fmt.Errorf("%w: %v", ErrStaleStatus, err)
+		}
+		return fmt.Errorf("patch status of AgentSession %s: %w", key, err)
+	}
+	r.rvLocked.Delete(key)
+	return nil
 }
 
 func (r *AgentSessionReconciler) result(key types.NamespacedName, out *Outcome) ctrl.Result {
