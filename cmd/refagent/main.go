@@ -38,10 +38,11 @@ func run() error {
 		storeURL   = flag.String("store", os.Getenv("SESSION_LOG_URL"), "session log URL: sqlite:///abs/path.db or postgres://... (env SESSION_LOG_URL)")
 		turns      = flag.Int("turns", 1, "turns to run when no --script is given")
 		steps      = flag.Int("steps", 1, "steps per turn when no --script is given")
-		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | sleep DUR | end")
+		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end")
 		stepDelay  = flag.Duration("step-delay", 0, "model time per step, between its request and its step/end")
 		loop       = flag.Bool("loop", false, "repeat the script until interrupted (demo)")
 		timeout    = flag.Duration("boundary-timeout", 30*time.Second, "how long a step boundary waits for the manager's acknowledgement")
+		review     = flag.Duration("review-timeout", refagent.DefaultReviewTimeout, "how long an exit_plan_mode call waits for the plan review")
 		provider   = flag.String("provider", "reference", "request/header config.provider")
 		model      = flag.String("model", "scripted", "request/header config.model")
 		quiet      = flag.Bool("quiet", false, "print only the summary")
@@ -87,7 +88,7 @@ func run() error {
 	defer c.Close()
 
 	stats, err := refagent.Run(ctx, refagent.Options{
-		Client: c, Script: script, Loop: *loop, StepDelay: *stepDelay, BoundaryTimeout: *timeout,
+		Client: c, Script: script, Loop: *loop, StepDelay: *stepDelay, BoundaryTimeout: *timeout, ReviewTimeout: *review,
 		Model: agentsdk.LLMCallConfig{Provider: *provider, Model: *model}, Logger: logr.Discard(),
 		OnStep: func(r refagent.StepRecord) {
 			if *quiet {
