@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// TestRefagentBinary builds cmd/refagent and runs it as a separate process against envtest,
+// the real reconciler (in this process) and a SQLite log file both processes open.
+func TestRefagentBinary(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "refagent")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start envtest (is KUBEBUILDER_ASSETS set? run `make test`): %v", err)
+	}
+	defer func() { _ = env.Stop() }()
+	user, err := env.AddUser(envtest.User{Name: "refagent", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	storeURL := "sqlite://" + filepath.Join(dir, "log.db")
+	store, err := sessionlog.Open(ctx, storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cli"}}
+	must(t, k8s.Create(ctx, ns))
+	must(t, k8s.Create(ctx, &v1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "default"},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: "Plan first."},
+	}))
+	// Plan mode selected before the agent's first turn: its first request is plan-shaped.
+	must(t, k8s.Create(ctx, &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "demo"},
+		Spec:       v1alpha1.AgentSessionSpec{SessionID: "cli-demo", PlanMode: v1alpha1.PlanModeSpec{Active: ptr.To(true)}},
+	}))
+	NewWithT(t).Eventually(func() (bool, error) {
+		tail, err := store.Tail(ctx, "cli-demo")
+		return tail.Active, err
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the manager commits the selection between turns")
+
+	script := filepath.Join(dir, "demo.txt")
+	must(t, os.WriteFile(script, []byte("# demo\nturn explore the repo\nstep\ntool read\nretry\nstep draft it\nend\n"), 0o600))
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("--namespace", "cli", "--name", "demo", "--store", storeURL, "--script", script)
+	if err != nil {
+		t.Fatalf("refagent --script: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"turn 1 step 1: plan=true asked=false",
+		"turn 1 step 2: plan=true asked=false",
+		"session cli-demo: 1 turns, 2 steps, 0 asked, 0 notices, 0 failed proposals, 1 retries, 1 tool calls",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run("--namespace", "cli", "--name", "demo", "--store", storeURL, "--turns", "2", "--steps", "3", "--step-delay", "10ms", "--quiet")
+	if err != nil {
+		t.Fatalf("refagent --turns: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "2 turns, 6 steps") {
+		t.Errorf("--turns 2 --steps 3: %s", out)
+	}
+	evs, err := store.ReadFrom(ctx, "cli-demo", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range evs[:10] {
+		types = append(types, ev.Type)
+	}
+	if got := strings.Join(types, " "); got != "plan/mode turn/start step/start user/message request/header tool/call tool/result step/end step/start user/message" {
+		t.Errorf("log starts %s", got)
+	}
+	if !strings.Contains(string(evs[4].Data), "Plan first.") || !strings.Contains(string(evs[4].Data), `"reason":"initial"`) {
+		t.Errorf("first header is not plan-shaped: %s", evs[4].Data)
+	}
+	// The second process resumes the session: its first header says so.
+	var resumed bool
+	for _, ev := range evs[10:] {
+		if ev.Type == "request/header" && strings.Contains(string(ev.Data), `"reason":"resume"`) {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("the second run logged no request/header with reason resume")
+	}
+
+	// Bad invocations fail with a message naming the flag and change nothing.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--namespace", "cli", "--name", "demo"}, "--store is required"},
+		{[]string{"--name", "demo", "--store", storeURL}, "--namespace and --name"},
+		{[]string{"--namespace", "cli", "--name", "demo", "--store", storeURL, "--turns", "0"}, "--turns and --steps must be at least 1"},
+		{[]string{"--namespace", "cli", "--name", "nope", "--store", storeURL}, "AgentSession not found"},
+		{[]string{"--namespace", "cli", "--name", "demo", "--store", storeURL, "--script", filepath.Join(dir, "missing.txt")}, "--script"},
+	} {
+		before, _ := store.Tail(ctx, "cli-demo")
+		out, err := run(tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("refagent %v: err %v, output %q; want a failure mentioning %q", tc.args, err, out, tc.want)
+		}
+		if after, _ := store.Tail(ctx, "cli-demo"); after.NextSeq != before.NextSeq {
+			t.Errorf("refagent %v appended to the log", tc.args)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
