@@ -56,6 +56,16 @@ test: manifests generate fmt vet envtest-assets postgres ## Run every test suite
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
 
+# make bench-scale: storms with SESSIONS sessions (SESSIONS=10000 for the large run), idle
+# footprint with IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof").
+SESSIONS ?= 1000
+IDLE_SESSIONS ?= 10000
+SCALE_FLAGS ?=
+
+.PHONY: bench-scale
+bench-scale: envtest-assets postgres ## Scale benchmark: manager and floor processes side by side (boundary/toggle storms, API writes, RSS/CPU, log stores, webhooks).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/scale -sessions $(SESSIONS) -idle-sessions $(IDLE_SESSIONS) $(SCALE_FLAGS)
+
 BENCH_COUNT ?= 5
 BENCH_TIME ?= 1s
 

@@ -1,0 +1,304 @@
+// Command scale is the scale benchmark (make bench-scale): the real manager binary and a floor
+// binary (test/scale/floormgr: the same controller-runtime manager running the echo floor of
+// pkg/agentsdk/floor) each run as a process against one envtest control plane, side by side
+// in the same run, on each log backend:
+//
+//   - boundary storm: N agents (pkg/agentsdk clients in this process) at a step boundary with
+//     a pending selection all ask at once; acknowledgement latency p50/p99 as the agents see it;
+//   - toggle storm: N idle sessions toggled at once; time until every status shows the
+//     committed state (the floor only copies spec to status);
+//   - API writes per in-turn toggle, per idle toggle and per idle step: the manager's from the
+//     API server's own apiserver_request_total, minus the writes of the user and the agents
+//     (counted client-side with pkg/agentsdk/apicount);
+//   - process footprint (VmRSS and CPU from /proc/<pid>) with N sessions idle and under the
+//     storms, and with -idle-sessions (10,000) idle;
+//   - log store appends/s with N concurrent sessions, and Tail cost at 1,000,000 events
+//     (pkg/sessionlog's BenchmarkTailRatio, run as its test binary);
+//   - webhook admission latency p50/p99 for PlanModeConfig and AgentSession writes, against the
+//     same writes with no webhook registered.
+//
+// The step, toggle and quiesce helpers follow test/bench (the boundary benchmark at 1-100
+// sessions, in-process); this command adds processes, storms and footprint.
+//
+//	go run ./test/scale [-sessions 1000] [-idle-sessions 10000] [-stores sqlite,postgres] [-runs 1]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/go-logr/logr"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+)
+
+var scheme = kruntime.NewScheme()
+
+func init() {
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	_ = corev1.AddToScheme
+}
+
+type opts struct {
+	sessions     int
+	idleSessions int
+	stores       []string
+	runs         int
+	phases       map[string]bool
+	workers      int
+	timeout      time.Duration
+	profileDir   string
+	tailTime     string
+	root, tmp    string
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var o opts
+	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
+	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated)")
+	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
+	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
+	flag.IntVar(&o.runs, "runs", 1, "runs of the storm phase; figures are medians over runs")
+	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
+	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
+	flag.Parse()
+	o.stores = splitList(*stores)
+	o.phases = map[string]bool{}
+	for _, p := range splitList(*phases) {
+		o.phases[p] = true
+	}
+	logf.SetLogger(logr.Discard())
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return errors.New("KUBEBUILDER_ASSETS is not set: run through `make bench-scale`")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	o.root = root
+	o.tmp, err = os.MkdirTemp("", "planmode-scale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(o.tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// Build what runs as a process.
+	bins := map[string]string{"manager": "./cmd/manager", "floor": "./test/scale/floormgr"}
+	for name, pkg := range bins {
+		out := filepath.Join(o.tmp, name)
+		b := exec.Command("go", "build", "-o", out, pkg)
+		b.Dir = root
+		if msg, err := b.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+		}
+		bins[name] = out
+	}
+
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("start envtest: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+	cfg.QPS, cfg.Burst = -1, 0
+	admin, err := env.AddUser(envtest.User{Name: "planmode-scale-manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(o.tmp, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	user := apicount.New()
+	userClient, err := client.New(user.Wrap(cfg), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, cfg: cfg, kubeconfig: kubeconfig, bins: bins, user: userClient, userCount: user, env: env}
+
+	var pg *pgtest.Server
+	needPG := o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres"))
+	if needPG {
+		pg, err = pgtest.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("start a throwaway PostgreSQL (make postgres): %w", err)
+		}
+		defer func() { _ = pg.Stop() }()
+		b.pg = pg
+	}
+	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %d), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
+		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")),
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("machine: %s\n", machine())
+
+	rep := &report{idle: map[string]*idleResult{}}
+	if o.phases["storm"] {
+		for run := 1; run <= o.runs; run++ {
+			for _, st := range o.stores {
+				for _, side := range []string{"floor", "manager"} {
+					logPhase("run %d/%d: storms, %s, %s, %d sessions", run, o.runs, st, side, o.sessions)
+					r, err := b.storms(ctx, side, st, o.sessions)
+					if err != nil {
+						return fmt.Errorf("storms (%s, %s): %w", side, st, err)
+					}
+					rep.addStorm(st, side, r)
+				}
+			}
+		}
+	}
+	if o.phases["idle"] {
+		for _, side := range []string{"floor", "manager"} {
+			logPhase("idle footprint: %s, %d sessions", side, o.idleSessions)
+			r, err := b.idle(ctx, side, o.idleSessions)
+			if err != nil {
+				return fmt.Errorf("idle footprint (%s): %w", side, err)
+			}
+			rep.idle[side] = r
+		}
+	}
+	if o.phases["log"] {
+		for _, st := range []string{"sqlite", "postgres"} {
+			logPhase("log store appends: %s, %d concurrent sessions", st, o.sessions)
+			r, err := b.appends(ctx, st, o.sessions)
+			if err != nil {
+				return fmt.Errorf("appends (%s): %w", st, err)
+			}
+			rep.appends = append(rep.appends, r)
+		}
+	}
+	if o.phases["tail"] {
+		logPhase("Tail at 10 and 1,000,000 events (pkg/sessionlog BenchmarkTailRatio)")
+		r, err := b.tailRatio(ctx)
+		if err != nil {
+			return fmt.Errorf("tail: %w", err)
+		}
+		rep.tail = r
+	}
+	if o.phases["webhook"] {
+		logPhase("webhook admission latency")
+		r, err := b.webhooks(ctx)
+		if err != nil {
+			return fmt.Errorf("webhooks: %w", err)
+		}
+		rep.webhook = r
+	}
+	rep.print(os.Stdout, o)
+	return nil
+}
+
+type bench struct {
+	o          opts
+	cfg        *rest.Config
+	kubeconfig string
+	bins       map[string]string
+	user       client.Client
+	userCount  *apicount.Counter
+	env        *envtest.Environment
+	pg         *pgtest.Server
+	seq        int
+}
+
+func logPhase(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the planmode-operator module (no go.mod found)")
+		}
+		dir = parent
+	}
+}
+
+// machine describes the host for the report.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				model = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				var kb int64
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "MemTotal:")), "%d", &kb)
+				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	return fmt.Sprintf("nproc %d, %s RAM, %s, %s/%s, %s", runtime.NumCPU(), mem, model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// proc is a manager (or floor) process under test.
+type proc struct {
+	name      string
+	cmd       *exec.Cmd
+	logPath   string
+	probe     string // host:port of /readyz
+	pprof     string // host:port of /debug/pprof ("" when off)
+	done      chan struct{}
+	exitErr   error
+	startedAt time.Time
+}
+
+type procOpts struct {
+	side     string // manager or floor
+	store    string // log store URL
+	shard    string // --shard-selector
+	webhook  []string
+	extra    []string
+	profile  bool
+	logLabel string
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startProc starts the side's binary against the envtest control plane and waits for /readyz.
+func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	b.seq++
+	p := &proc{name: o.side, probe: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{}),
+		logPath: filepath.Join(b.o.tmp, fmt.Sprintf("%s-%d.log", o.side, b.seq))}
+	args := []string{
+		"--log-store=" + o.store,
+		"--health-probe-bind-address=" + p.probe,
+		fmt.Sprintf("--max-concurrent-reconciles=%d", b.o.workers),
+	}
+	if o.profile || b.o.profileDir != "" {
+		pp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p.pprof = fmt.Sprintf("127.0.0.1:%d", pp)
+		args = append(args, "--pprof-bind-address="+p.pprof)
+	}
+	if o.shard != "" {
+		args = append(args, "--shard-selector="+o.shard)
+	}
+	if o.side == "manager" {
+		// As deployed (events on, default pending poll), no leader election (one replica).
+		args = append(args, "--metrics-bind-address=0", "--graceful-shutdown-timeout=5s")
+		if len(o.webhook) == 0 {
+			args = append(args, "--webhook-port=-1")
+		}
+		args = append(args, o.webhook...)
+	}
+	args = append(args, o.extra...)
+	p.cmd = exec.Command(b.bins[o.side], args...)
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	p.startedAt = time.Now()
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		_ = logf.Close()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(b.o.timeout)
+	for {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited at start (%v): %s", o.side, p.exitErr, p.tailLog())
+		default:
+		}
+		resp, err := http.Get("http://" + p.probe + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("%s not ready after %s: %s", o.side, b.o.timeout, p.tailLog())
+		}
+		select {
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (p *proc) tailLog() string {
+	b, _ := os.ReadFile(p.logPath)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// stop sends SIGTERM and waits (SIGKILL after 15s).
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// rssBytes is VmRSS of the process.
+func (p *proc) rssBytes() int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if l := s.Text(); strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpu is the process's user+system CPU time so far.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// footprint is the process's RSS (peak of the samples) and CPU use over a window.
+type footprint struct {
+	rssPeak int64
+	rssEnd  int64
+	cpu     time.Duration
+	wall    time.Duration
+}
+
+// cores is the average number of cores busy over the window.
+func (f footprint) cores() float64 {
+	if f.wall == 0 {
+		return 0
+	}
+	return f.cpu.Seconds() / f.wall.Seconds()
+}
+
+// sampler samples RSS every 50ms until stopped.
+type sampler struct {
+	p      *proc
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+	peak   int64
+	cpu0   time.Duration
+	t0     time.Time
+}
+
+func (p *proc) sample() *sampler {
+	s := &sampler{p: p, stopCh: make(chan struct{}), cpu0: p.cpu(), t0: time.Now(), peak: p.rssBytes()}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopCh:
+				return
+			case <-t.C:
+				if r := p.rssBytes(); r > s.peak {
+					s.peak = r
+				}
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() footprint {
+	close(s.stopCh)
+	s.wg.Wait()
+	end := s.p.rssBytes()
+	if end > s.peak {
+		s.peak = end
+	}
+	return footprint{rssPeak: s.peak, rssEnd: end, cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
+}
+
+// idleFootprint waits until the process's CPU use settles (<5% of a core over 1s, at most
+// 20s), then measures RSS and CPU over a window.
+func (p *proc) idleFootprint(window time.Duration) footprint {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		c0 := p.cpu()
+		time.Sleep(time.Second)
+		if (p.cpu() - c0) < 50*time.Millisecond {
+			break
+		}
+	}
+	s := p.sample()
+	time.Sleep(window)
+	return s.stop()
+}
+
+// profile fetches a pprof profile (path such as "profile?seconds=20" or "heap") into dir.
+func (p *proc) profile(dir, path, file string) error {
+	if p.pprof == "" || dir == "" {
+		return nil
+	}
+	resp, err := http.Get("http://" + p.pprof + "/debug/pprof/" + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, file))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+// apiWrites reads the API server's own write counters (apiserver_request_total) per
+// resource[/subresource]: POST, PUT, PATCH, APPLY and DELETE with any code.
+func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the API server's /metrics: %w", err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(l, '}')
+		labels := map[string]string{}
+		for _, kv := range strings.Split(l[len("apiserver_request_total{"):end], ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(v, `"`)
+			}
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
+		default:
+			continue
+		}
+		v, _ := strconv.ParseFloat(strings.TrimSpace(l[end+1:]), 64)
+		key := labels["resource"]
+		if sr := labels["subresource"]; sr != "" {
+			key += "/" + sr
+		}
+		out[key] += v
+	}
+	return out, sc.Err()
+}
+
+// webhookCalls is the number of admission webhook calls the API server has made.
+func webhookCalls(ctx context.Context, cfg *rest.Config) (float64, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, "apiserver_admission_webhook_admission_duration_seconds_count{") && strings.Contains(l, "planmodeconfig") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(l[strings.LastIndexByte(l, '}')+1:]), 64)
+			n += v
+		}
+	}
+	return n, nil
+}

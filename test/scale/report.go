@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+type report struct {
+	storm   map[string]map[string][]*stormResult // store -> side -> runs
+	idle    map[string]*idleResult
+	appends []appendResult
+	tail    []tailResult
+	webhook *webhookResult
+}
+
+func (r *report) addStorm(store, side string, s *stormResult) {
+	if r.storm == nil {
+		r.storm = map[string]map[string][]*stormResult{}
+	}
+	if r.storm[store] == nil {
+		r.storm[store] = map[string][]*stormResult{}
+	}
+	r.storm[store][side] = append(r.storm[store][side], s)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// med is the median over runs of f.
+func med(runs []*stormResult, f func(*stormResult) float64) float64 {
+	v := make([]float64, 0, len(runs))
+	for _, r := range runs {
+		v = append(v, f(r))
+	}
+	return median(v)
+}
+
+func msf(v float64) string  { return fmt.Sprintf("%.2fms", v/1e6) }
+func sec(v float64) string  { return time.Duration(v).Round(time.Millisecond).String() }
+func num(v float64) string  { return fmt.Sprintf("%.2f", v) }
+func mib(v float64) string  { return fmt.Sprintf("%.1fMiB", v/(1<<20)) }
+func core(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func (r *report) print(w io.Writer, o opts) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "figure\tfloor\tmanager\tratio\ttarget\t")
+	row := func(label string, floor, mgr float64, f func(float64) string, target string, ok *bool) {
+		ratio := "-"
+		if floor > 0 {
+			ratio = fmt.Sprintf("%.2fx", mgr/floor)
+		}
+		fl := "-"
+		if floor >= 0 {
+			fl = f(floor)
+		}
+		if ok != nil {
+			if *ok {
+				target += " ok"
+			} else {
+				target += " MISS"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", label, fl, f(mgr), ratio, target)
+	}
+	b := func(v bool) *bool { return &v }
+	for _, st := range o.stores {
+		runs := r.storm[st]
+		if runs == nil {
+			continue
+		}
+		fl, mg := runs["floor"], runs["manager"]
+		if len(fl) == 0 || len(mg) == 0 {
+			continue
+		}
+		n := mg[0].n
+		fmt.Fprintf(tw, "-- storms, %d sessions, %s log (median of %d run(s))\t\t\t\t\t\n", n, st, len(mg))
+		p := func(q float64) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return float64(percentile(s.ackLat, q)) }
+		}
+		f50, m50 := med(fl, p(0.5)), med(mg, p(0.5))
+		f99, m99 := med(fl, p(0.99)), med(mg, p(0.99))
+		row("boundary storm: ack latency p50", f50, m50, msf, "<= 1.2x", b(m50 <= 1.2*f50))
+		row("boundary storm: ack latency p99", f99, m99, msf, "<= 1.5x", b(m99 <= 1.5*f99))
+		wall := func(s *stormResult) float64 { return float64(s.ackWall) }
+		row("boundary storm: release -> last ack", med(fl, wall), med(mg, wall), sec, "", nil)
+		conv := func(s *stormResult) float64 { return float64(s.toggleConv) }
+		fc, mc := med(fl, conv), med(mg, conv)
+		row("toggle storm: every status committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
+		per := func(get func(*stormResult) writes, part func(writes) float64, div func(*stormResult) int) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return part(get(s)) / float64(div(s)) }
+		}
+		tot := func(w writes) float64 { return w.total() }
+		ev := func(w writes) float64 { return w.events }
+		ag := func(w writes) float64 { return w.agent }
+		nn := func(s *stormResult) int { return s.n }
+		in := func(s *stormResult) writes { return s.inTurn }
+		it := func(s *stormResult) writes { return s.idleToggle }
+		is := func(s *stormResult) writes { return s.idleStep }
+		ni := func(s *stormResult) int { return s.idleSteps }
+		v := med(mg, per(in, tot, nn))
+		row("API writes / in-turn toggle", med(fl, per(in, tot, nn)), v, num, "<= 3", b(v <= 3+1e-9))
+		row("  of which the agent's", med(fl, per(in, ag, nn)), med(mg, per(in, ag, nn)), num, "", nil)
+		row("  + Events (events.k8s.io)", med(fl, per(in, ev, nn)), med(mg, per(in, ev, nn)), num, "", nil)
+		v = med(mg, per(it, tot, nn))
+		row("API writes / idle toggle", med(fl, per(it, tot, nn)), v, num, "<= 1", b(v <= 1+1e-9))
+		row("  + Events (events.k8s.io)", med(fl, per(it, ev, nn)), med(mg, per(it, ev, nn)), num, "", nil)
+		v = med(mg, per(is, tot, ni))
+		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
+		take := func(s *stormResult) float64 { return float64(s.takeOn) }
+		row("start -> every session taken on", med(fl, take), med(mg, take), sec, "", nil)
+		rss := func(f func(*stormResult) footprint) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return float64(f(s).rssPeak) }
+		}
+		cpu := func(f func(*stormResult) footprint) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return f(s).cores() }
+		}
+		idle := func(s *stormResult) footprint { return s.fpIdle }
+		bs := func(s *stormResult) footprint { return s.fpBoundary }
+		ts := func(s *stormResult) footprint { return s.fpToggle }
+		row(fmt.Sprintf("RSS, %d sessions idle", n), med(fl, rss(idle)), med(mg, rss(idle)), mib, "", nil)
+		row("RSS peak, boundary storm", med(fl, rss(bs)), med(mg, rss(bs)), mib, "", nil)
+		row("RSS peak, toggle storm", med(fl, rss(ts)), med(mg, rss(ts)), mib, "", nil)
+		row(fmt.Sprintf("CPU (cores), %d sessions idle", n), med(fl, cpu(idle)), med(mg, cpu(idle)), core, "", nil)
+		row("CPU (cores), boundary storm", med(fl, cpu(bs)), med(mg, cpu(bs)), core, "", nil)
+		row("CPU (cores), toggle storm", med(fl, cpu(ts)), med(mg, cpu(ts)), core, "", nil)
+	}
+	if fl, mg := r.idle["floor"], r.idle["manager"]; fl != nil && mg != nil {
+		fmt.Fprintf(tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
+		row("start -> every session taken on", float64(fl.takeOn), float64(mg.takeOn), sec, "", nil)
+		row("RSS", float64(fl.fp.rssEnd), float64(mg.fp.rssEnd), mib, "< 64MiB", b(mg.n < 10000 || mg.fp.rssEnd < 64<<20))
+		row("CPU (cores), idle", fl.fp.cores(), mg.fp.cores(), core, "", nil)
+	}
+	if len(r.appends) > 0 {
+		fmt.Fprintf(tw, "-- log store, one writer per session, all at once\t\t\t\t\t\n")
+		for _, a := range r.appends {
+			row(fmt.Sprintf("%s appends/s, %d sessions", a.backend, a.n), -1, a.perSecond(), func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, "", nil)
+			row(fmt.Sprintf("%s append latency p50", a.backend), -1, float64(percentile(a.lat, 0.5)), msf, "", nil)
+			row(fmt.Sprintf("%s append latency p99", a.backend), -1, float64(percentile(a.lat, 0.99)), msf, "", nil)
+		}
+	}
+	for _, t := range r.tail {
+		ns := func(v float64) string { return fmt.Sprintf("%.1fus", v/1e3) }
+		fmt.Fprintf(tw, "-- Tail() cost, %s (floor: the 10-event log)\t\t\t\t\t\n", t.backend)
+		row("Tail() median at 1,000,000 events", t.at10, t.at1M, ns, "<= 1.1x", b(t.at1M <= 1.1*t.at10))
+		row("Tail() median at 10,000 events", t.at10, t.at10k, ns, "", nil)
+	}
+	if wh := r.webhook; wh != nil {
+		fmt.Fprintf(tw, "-- webhook admission, %d writes each (floor: no webhook registered)\t\t\t\t\t\n", webhookSamples)
+		for _, k := range wh.kinds {
+			for _, q := range []float64{0.5, 0.99} {
+				row(fmt.Sprintf("%s p%.0f", k, q*100), float64(percentile(wh.floor[k], q)), float64(percentile(wh.with[k], q)), msf, "", nil)
+			}
+		}
+	}
+	_ = tw.Flush()
+	for _, st := range o.stores {
+		for _, side := range []string{"floor", "manager"} {
+			for i, s := range r.storm[st][side] {
+				fmt.Fprintf(w, "%s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", st, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
+			}
+		}
+	}
+}

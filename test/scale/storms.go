@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// stormResult is one side's figures from one storm run.
+type stormResult struct {
+	takeOn       time.Duration // process start -> every session taken on
+	ackLat       []time.Duration
+	ackWall      time.Duration // boundary storm: release -> last ack
+	toggleConv   time.Duration // toggle storm: first toggle -> every status committed
+	inTurn       writes
+	idleToggle   writes
+	idleStep     writes
+	n, idleSteps int
+	fpIdle       footprint
+	fpBoundary   footprint
+	fpToggle     footprint
+}
+
+// writes of a phase: the manager's (AgentSession status and anything else but Events), its
+// Events, and the agents'. The user's toggles are not charged.
+type writes struct{ status, other, events, agent float64 }
+
+func (w writes) total() float64 { return w.status + w.other + w.agent }
+
+type wsnap struct {
+	api         map[string]float64
+	agent, user int64
+}
+
+func (b *bench) snapWrites(ctx context.Context, agents *apicount.Counter) (wsnap, error) {
+	api, err := apiWrites(ctx, b.cfg)
+	if err != nil {
+		return wsnap{}, err
+	}
+	return wsnap{api: api, agent: agents.Writes(), user: b.userCount.Writes()}, nil
+}
+
+// since charges the writes after s: agentsessions/status writes not made by an agent are the
+// manager's; agentsessions writes not made by the user are the manager's too.
+func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (writes, error) {
+	now, err := b.snapWrites(ctx, agents)
+	if err != nil {
+		return writes{}, err
+	}
+	d := func(k string) float64 { return now.api[k] - s.api[k] }
+	agent := float64(now.agent - s.agent)
+	user := float64(now.user - s.user)
+	w := writes{agent: agent, events: d("events")}
+	w.status = d("agentsessions/status") - agent
+	w.other = d("agentsessions") - user
+	return w, nil
+}
+
+// quiesce waits until the API server's write counters stand still for 600ms (at most 15s), so
+// trailing writes are charged to the phase that caused them.
+func (b *bench) quiesce(ctx context.Context) {
+	total := func() float64 {
+		m, err := apiWrites(ctx, b.cfg)
+		if err != nil {
+			return -1
+		}
+		var t float64
+		for k, v := range m {
+			if k != "leases" { // the API server's own identity lease
+				t += v
+			}
+		}
+		return t
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	last, since := total(), time.Now()
+	for time.Now().Before(deadline) && time.Since(since) < 600*time.Millisecond {
+		time.Sleep(150 * time.Millisecond)
+		if t := total(); t != last {
+			last, since = t, time.Now()
+		}
+	}
+}
+
+type agent struct {
+	name, id string
+	c        *agentsdk.Client
+	active   bool
+	turn     int64
+}
+
+// storeURL gives each (side, run) a fresh log.
+func (b *bench) storeURL(ctx context.Context, backend string) (string, error) {
+	b.seq++
+	switch backend {
+	case "sqlite":
+		return "sqlite://" + filepath.Join(b.o.tmp, fmt.Sprintf("log-%d.db", b.seq)), nil
+	case "postgres":
+		if b.pg == nil {
+			return "", errors.New("no PostgreSQL server")
+		}
+		return b.pg.CreateDatabase(ctx, fmt.Sprintf("scale_%d", b.seq))
+	}
+	return "", fmt.Errorf("-stores: unknown backend %q (sqlite or postgres)", backend)
+}
+
+// createSessions makes a namespace with the default PlanModeConfig and n AgentSessions.
+func (b *bench) createSessions(ctx context.Context, prefix string, n int, labels map[string]string) (string, []*agent, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := b.user.Create(ctx, ns); err != nil {
+		return "", nil, err
+	}
+	if err := b.user.Create(ctx, &v1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."},
+	}); err != nil {
+		return "", nil, err
+	}
+	agents := make([]*agent, n)
+	err := parallel(n, 32, func(i int) error {
+		a := &agent{name: fmt.Sprintf("s-%05d", i), id: ns.Name + "-" + strconv.Itoa(i)}
+		agents[i] = a
+		return b.user.Create(ctx, &v1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: a.name, Labels: labels},
+			Spec:       v1alpha1.AgentSessionSpec{SessionID: a.id},
+		})
+	})
+	return ns.Name, agents, err
+}
+
+// deleteSessions removes every AgentSession of ns (envtest runs no namespace controller) and
+// waits until they are gone, so the next process starts on an empty cluster.
+func (b *bench) deleteSessions(ctx context.Context, ns string) error {
+	if err := b.user.DeleteAllOf(ctx, &v1alpha1.AgentSession{}, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(b.o.timeout)
+	for {
+		var l v1alpha1.AgentSessionList
+		if err := b.user.List(ctx, &l, client.InNamespace(ns), client.Limit(1)); err != nil {
+			return err
+		}
+		if len(l.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("AgentSessions of %s not deleted after %s", ns, b.o.timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func taken(side string) func(*v1alpha1.AgentSession) bool {
+	if side == "floor" {
+		return func(*v1alpha1.AgentSession) bool { return true } // it writes nothing up front
+	}
+	return func(s *v1alpha1.AgentSession) bool {
+		return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
+	}
+}
+
+// committed: the toggle to want is applied as far as the side goes (the floor copies the
+// selection; the manager commits it to the log and the status).
+func committed(side string, want bool) func(*v1alpha1.AgentSession) bool {
+	if side == "floor" {
+		return func(s *v1alpha1.AgentSession) bool {
+			sel := s.Status.PlanMode.Selection
+			return sel != nil && *sel == want
+		}
+	}
+	return func(s *v1alpha1.AgentSession) bool {
+		sel := s.Status.PlanMode.Selection
+		return sel != nil && *sel == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending
+	}
+}
+
+var model = agentsdk.LLMCallConfig{Provider: "reference", Model: "bench-scale"}
+
+// step runs one step as the reference agent does (as test/bench). With lat set the boundary
+// must ask the manager and its duration is stored.
+func (b *bench) step(ctx context.Context, a *agent, step int64, lat *time.Duration) error {
+	start := time.Now()
+	res, err := a.c.Boundary(ctx, a.turn, step, b.o.timeout)
+	d := time.Since(start)
+	if err != nil {
+		return fmt.Errorf("%s: boundary turn %d step %d: %w", a.name, a.turn, step, err)
+	}
+	if lat != nil {
+		if !res.Asked {
+			return fmt.Errorf("%s turn %d step %d: the boundary did not ask although a selection was pending", a.name, a.turn, step)
+		}
+		*lat = d
+	} else if res.Asked {
+		return fmt.Errorf("%s turn %d step %d: an idle boundary asked the manager", a.name, a.turn, step)
+	}
+	var msgs []sessionlog.Event
+	if step == 1 {
+		msgs = append(msgs, agentsdk.UserText("task"))
+	}
+	hdr := refagent.Header(res, model, refagent.DefaultSystem)
+	if err := a.c.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr}); err != nil {
+		return err
+	}
+	return a.c.EndStep(ctx, a.turn, step)
+}
+
+func (b *bench) toggle(ctx context.Context, ns string, a *agent, want bool) error {
+	obj := &v1alpha1.AgentSession{}
+	obj.Namespace, obj.Name = ns, a.name
+	body := fmt.Sprintf(`{"spec":{"planMode":{"active":%t}}}`, want)
+	return b.user.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body)))
+}
+
+// parallel runs f(0..n-1) with at most limit at once (limit <= 0: all at once).
+func parallel(n, limit int, f func(i int) error) error {
+	if limit <= 0 || limit > n {
+		limit = n
+	}
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make([]error, n)
+	)
+	for range limit {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				errs[i] = f(i)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// storms runs the boundary storm and the toggle storm with n sessions against one side.
+func (b *bench) storms(ctx context.Context, side, backend string, n int) (*stormResult, error) {
+	url, err := b.storeURL(ctx, backend)
+	if err != nil {
+		return nil, err
+	}
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	ns, agents, err := b.createSessions(ctx, "storm-"+side, n, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), ns) }()
+	p, err := b.startProc(ctx, procOpts{side: side, store: url})
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+
+	agentCount := apicount.New()
+	agentCfg := agentCount.Wrap(b.cfg)
+	defer func() {
+		for _, a := range agents {
+			if a.c != nil {
+				a.c.Close()
+			}
+		}
+	}()
+	if err := parallel(n, 64, func(i int) error {
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns, Name: agents[i].name, Store: store, SyncTimeout: b.o.timeout})
+		agents[i].c = c
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("start agents: %w", err)
+	}
+	r := &stormResult{n: n}
+	if err := parallel(n, 0, func(i int) error {
+		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		defer cancel()
+		return agents[i].c.WaitFor(wctx, taken(side))
+	}); err != nil {
+		return nil, fmt.Errorf("sessions not taken on by %s: %w", side, err)
+	}
+	r.takeOn = time.Since(p.startedAt)
+	b.quiesce(ctx)
+	r.fpIdle = p.idleFootprint(3 * time.Second)
+
+	// Steps with nothing pending: no API write by anyone.
+	w0, err := b.snapWrites(ctx, agentCount)
+	if err != nil {
+		return nil, err
+	}
+	if err := parallel(n, 0, func(i int) error {
+		a := agents[i]
+		t, err := a.c.StartTurn(ctx)
+		if err != nil {
+			return err
+		}
+		a.turn = t
+		return b.step(ctx, a, 1, nil)
+	}); err != nil {
+		return nil, fmt.Errorf("idle steps: %w", err)
+	}
+	b.quiesce(ctx)
+	if r.idleStep, err = b.since(ctx, w0, agentCount); err != nil {
+		return nil, err
+	}
+	r.idleSteps = n
+
+	// Boundary storm: every session toggled during its turn; once every agent sees the
+	// selection pending, all of them reach their next boundary at once.
+	cpuProfile := make(chan error, 1)
+	if b.o.profileDir != "" && side == "manager" {
+		go func() {
+			cpuProfile <- p.profile(b.o.profileDir, "profile?seconds=15", fmt.Sprintf("cpu-storms-%s-%d.pprof", backend, b.seq))
+		}()
+	} else {
+		cpuProfile <- nil
+	}
+	w0, err = b.snapWrites(ctx, agentCount)
+	if err != nil {
+		return nil, err
+	}
+	if err := parallel(n, 64, func(i int) error { return b.toggle(ctx, ns, agents[i], !agents[i].active) }); err != nil {
+		return nil, err
+	}
+	if err := parallel(n, 0, func(i int) error {
+		a := agents[i]
+		want := !a.active
+		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		defer cancel()
+		return a.c.WaitFor(wctx, func(s *v1alpha1.AgentSession) bool {
+			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+		})
+	}); err != nil {
+		return nil, fmt.Errorf("selections not pending: %w", err)
+	}
+	r.ackLat = make([]time.Duration, n)
+	release := make(chan struct{})
+	var ready sync.WaitGroup
+	ready.Add(n)
+	smp := p.sample()
+	var stormStart time.Time
+	errc := make(chan error, 1)
+	go func() {
+		errc <- parallel(n, 0, func(i int) error {
+			ready.Done()
+			<-release
+			a := agents[i]
+			if err := b.step(ctx, a, 2, &r.ackLat[i]); err != nil {
+				return err
+			}
+			a.active = !a.active
+			return nil
+		})
+	}()
+	ready.Wait()
+	stormStart = time.Now()
+	close(release)
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("boundary storm: %w", err)
+	}
+	r.ackWall = time.Since(stormStart)
+	r.fpBoundary = smp.stop()
+	b.quiesce(ctx)
+	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
+		return nil, err
+	}
+	if err := parallel(n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, agentsdk.TurnCompleted) }); err != nil {
+		return nil, err
+	}
+	b.quiesce(ctx)
+
+	// Toggle storm: every idle session toggled at once; done when every status shows it.
+	w0, err = b.snapWrites(ctx, agentCount)
+	if err != nil {
+		return nil, err
+	}
+	smp = p.sample()
+	t0 := time.Now()
+	var conv atomic.Int64
+	if err := parallel(n, 0, func(i int) error {
+		a := agents[i]
+		want := !a.active
+		if err := b.toggle(ctx, ns, a, want); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		defer cancel()
+		if err := a.c.WaitFor(wctx, committed(side, want)); err != nil {
+			return fmt.Errorf("%s: toggle to %v not committed: %w", a.name, want, err)
+		}
+		for d := int64(time.Since(t0)); ; {
+			cur := conv.Load()
+			if d <= cur || conv.CompareAndSwap(cur, d) {
+				break
+			}
+		}
+		a.active = want
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("toggle storm: %w", err)
+	}
+	r.toggleConv = time.Duration(conv.Load())
+	r.fpToggle = smp.stop()
+	b.quiesce(ctx)
+	if r.idleToggle, err = b.since(ctx, w0, agentCount); err != nil {
+		return nil, err
+	}
+	if err := <-cpuProfile; err != nil {
+		return nil, err
+	}
+
+	// The next turn's first step records any owed notice locally: still no API write.
+	w0, err = b.snapWrites(ctx, agentCount)
+	if err != nil {
+		return nil, err
+	}
+	if err := parallel(n, 0, func(i int) error {
+		a := agents[i]
+		t, err := a.c.StartTurn(ctx)
+		if err != nil {
+			return err
+		}
+		a.turn = t
+		if err := b.step(ctx, a, 1, nil); err != nil {
+			return err
+		}
+		return a.c.EndTurn(ctx, t, agentsdk.TurnCompleted)
+	}); err != nil {
+		return nil, fmt.Errorf("steps after the toggle storm: %w", err)
+	}
+	b.quiesce(ctx)
+	ws, err := b.since(ctx, w0, agentCount)
+	if err != nil {
+		return nil, err
+	}
+	r.idleStep = addW(r.idleStep, ws)
+	r.idleSteps += n
+	return r, nil
+}
+
+func addW(a, b writes) writes {
+	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent}
+}
