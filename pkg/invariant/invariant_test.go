@@ -341,7 +341,6 @@ func TestAckNotInLog(t *testing.T) {
 		"wrong state":           {Turn: 1, Step: 2, Seq: seq, Result: "Admitted", Active: false, NextSeq: seq + 1},
 		"no plan/mode appended": {Turn: 1, Step: 2, Seq: seq - 1, Result: "Admitted", Active: false, NextSeq: seq},
 		"beyond the log":        {Turn: 1, Step: 3, Seq: 40, Result: "Admitted", Active: true, NextSeq: 41},
-		"claims none appended":  {Turn: 1, Step: 2, Seq: seq, Result: "Admitted", Active: false, NextSeq: seq},
 		"nextSeq off by two":    {Turn: 1, Step: 2, Seq: seq - 1, Result: "Admitted", Active: true, NextSeq: seq + 1},
 		"failed, wrong state":   {Turn: 1, Step: 2, Seq: seq + 1, Result: "Failed", Active: false, NextSeq: seq + 1},
 		"notice of the other":   {Turn: 1, Step: 2, Seq: seq, Result: "Admitted", Active: true, NextSeq: seq + 1, Notice: planmode.NoticeDefault},

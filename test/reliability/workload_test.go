@@ -1,0 +1,465 @@
+package reliability
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+const section = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
+
+// agentScript: a turn of three steps (one with a tool call), then a pause between turns, so
+// the driver's toggles land both during turns (queued for a boundary) and between them
+// (committed at once).
+const agentScript = `turn work on it
+step
+tool read
+step
+step
+end
+sleep 40ms
+`
+
+// workload is one namespace of AgentSessions with a reference agent each, a driver toggling
+// their selections, and a recorder of every boundary answer the manager publishes.
+type workload struct {
+	ns       string
+	storeURL string
+	store    sessionlog.Store // the agents' (and the checker's) connection to the log
+	agentCfg *rest.Config     // how the agents and the driver reach the API server
+	user     client.Client    // the driver's client (on agentCfg)
+	names    []string
+	acks     *ackRecorder
+
+	agentsCtx    context.Context
+	agentsCancel context.CancelFunc
+	agentsWG     sync.WaitGroup
+	driverCancel context.CancelFunc
+	driverWG     sync.WaitGroup
+
+	steps, failedProposals, agentRestarts, toggles atomic.Int64
+}
+
+func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Config) *workload {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	Expect(k8s.Create(suiteCtx, ns)).To(Succeed())
+	Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: section},
+	})).To(Succeed())
+	store, err := sessionlog.Open(suiteCtx, storeURL)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = store.Close() })
+	if agentCfg == nil {
+		agentCfg = cfg
+	}
+	user, err := client.New(agentCfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	w := &workload{ns: ns.Name, storeURL: storeURL, store: store, agentCfg: agentCfg, user: user}
+	for i := 0; i < sessions; i++ {
+		name := fmt.Sprintf("s%d", i)
+		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
+			Spec:       v1alpha1.AgentSessionSpec{SessionID: ns.Name + "." + name},
+		})).To(Succeed())
+		w.names = append(w.names, name)
+	}
+	w.acks = startAckRecorder(ns.Name)
+	DeferCleanup(w.stop)
+	return w
+}
+
+func (w *workload) sessionID(name string) string { return w.ns + "." + name }
+
+func (w *workload) get(name string) *v1alpha1.AgentSession {
+	GinkgoHelper()
+	s := &v1alpha1.AgentSession{}
+	Expect(k8s.Get(suiteCtx, types.NamespacedName{Namespace: w.ns, Name: name}, s)).To(Succeed())
+	return s
+}
+
+// startAgents runs one reference agent per session until stopAgents. An agent whose run ends
+// with an error (log store or API server unreachable) has its open turn closed the way the
+// harness repairs a crashed session (turn/end {interrupted}) and starts again.
+func (w *workload) startAgents() {
+	script, err := refagent.ParseScript(strings.NewReader(agentScript))
+	Expect(err).NotTo(HaveOccurred())
+	w.agentsCtx, w.agentsCancel = context.WithCancel(suiteCtx)
+	for _, name := range w.names {
+		w.agentsWG.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer w.agentsWG.Done()
+			w.runAgent(name, script)
+		}()
+	}
+}
+
+func (w *workload) runAgent(name string, script refagent.Script) {
+	ctx := w.agentsCtx
+	for ctx.Err() == nil {
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: w.agentCfg, Namespace: w.ns, Name: name, Store: w.store, SyncTimeout: 10 * time.Second})
+		if err == nil {
+			_, err = refagent.Run(ctx, refagent.Options{
+				Client: c, Script: script, Loop: true, StepDelay: 10 * time.Millisecond, BoundaryTimeout: 2 * time.Second,
+				OnStep: func(r refagent.StepRecord) {
+					if r.Err != nil {
+						w.failedProposals.Add(1)
+					} else {
+						w.steps.Add(1)
+					}
+				},
+			})
+			c.Close()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.agentRestarts.Add(1)
+		_ = w.closeOpenTurn(ctx, name)
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond): // back off before the agent process "restarts"
+		}
+	}
+}
+
+// closeOpenTurn is the harness's crash repair: an open trailing turn is closed with
+// turn/end {interrupted} (reference spec §2.4). Only called while no agent runs the session.
+func (w *workload) closeOpenTurn(ctx context.Context, name string) error {
+	id := w.sessionID(name)
+	var last error
+	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+		t, err := w.store.Tail(ctx, id)
+		if err == nil && !t.TurnOpen {
+			return nil
+		}
+		if err == nil {
+			ev := agentsdk.TurnEnd(t.Turn, agentsdk.TurnEndReason{Kind: "interrupted"})
+			ev.Seq = t.NextSeq
+			if _, err = w.store.Append(ctx, id, []sessionlog.Event{ev}); err == nil {
+				return nil
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return last
+}
+
+func (w *workload) stopAgents() {
+	if w.agentsCancel == nil {
+		return
+	}
+	w.agentsCancel()
+	w.agentsWG.Wait()
+	w.agentsCancel = nil
+	for _, name := range w.names {
+		Expect(w.closeOpenTurn(suiteCtx, name)).To(Succeed())
+	}
+}
+
+// startDriver runs patchers that toggle random sessions' spec.planMode.active, each perPatcher
+// times (0: until stopDriver), pausing up to pause between patches.
+func (w *workload) startDriver(patchers, perPatcher int, pause time.Duration) {
+	ctx, cancel := context.WithCancel(suiteCtx)
+	w.driverCancel = cancel
+	for p := 0; p < patchers; p++ {
+		w.driverWG.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer w.driverWG.Done()
+			for i := 0; perPatcher == 0 || i < perPatcher; i++ {
+				if ctx.Err() != nil {
+					return
+				}
+				name := w.names[rand.IntN(len(w.names))]
+				obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+				patch := fmt.Appendf(nil, `{"spec":{"planMode":{"active":%t}}}`, rand.IntN(2) == 0)
+				pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := w.user.Patch(pctx, obj, client.RawPatch(types.MergePatchType, patch)); err == nil {
+					w.toggles.Add(1)
+				}
+				pcancel()
+				if pause > 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Duration(rand.Int64N(int64(pause)))): // workload pacing
+					}
+				}
+			}
+		}()
+	}
+}
+
+// waitDriver waits for patchers with a fixed count to finish.
+func (w *workload) waitDriver() { w.driverWG.Wait() }
+
+func (w *workload) stopDriver() {
+	if w.driverCancel != nil {
+		w.driverCancel()
+		w.driverWG.Wait()
+		w.driverCancel = nil
+	}
+}
+
+func (w *workload) stop() {
+	w.stopDriver()
+	if w.agentsCancel != nil {
+		w.agentsCancel()
+		w.agentsWG.Wait()
+	}
+	w.acks.stop()
+}
+
+// converged: every session's selection is taken on and committed (nothing pending, no turn
+// open, the status's committed state is the log's).
+func (w *workload) converged(g Gomega) {
+	for _, name := range w.names {
+		s := &v1alpha1.AgentSession{}
+		g.Expect(k8s.Get(suiteCtx, types.NamespacedName{Namespace: w.ns, Name: name}, s)).To(Succeed())
+		pm := s.Status.PlanMode
+		t, err := w.store.Tail(suiteCtx, w.sessionID(name))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(t.TurnOpen).To(BeFalse(), "%s: turn open", name)
+		if x := s.Spec.PlanMode.Active; x != nil {
+			g.Expect(pm.Selection).To(Equal(x), "%s: selection not taken on", name)
+		}
+		g.Expect(pm.Pending).To(BeFalse(), "%s: still pending", name)
+		g.Expect(pm.Active).To(Equal(t.Active), "%s: status active differs from the log", name)
+		ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		// Ready=True, or False only for a stale boundary report an agent left when it gave up
+		// waiting (answered Failed after its turn ended): nothing is stuck then.
+		if ready.Status != metav1.ConditionTrue {
+			g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonInvalidBoundary), "%s: Ready %s %s", name, ready.Reason, ready.Message)
+		}
+	}
+}
+
+// settle stops the driver and the agents, then waits for every session to converge under the
+// manager(s) now running; it returns how long convergence took.
+func (w *workload) settle(timeout time.Duration) time.Duration {
+	GinkgoHelper()
+	w.stopDriver()
+	w.stopAgents()
+	start := time.Now()
+	if !Eventually(suiteCtx, w.converged).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed()) {
+		w.dump()
+	}
+	return time.Since(start)
+}
+
+// dump prints every session's status and log tail (for a failed convergence).
+func (w *workload) dump() {
+	for _, name := range w.names {
+		s := w.get(name)
+		b, _ := json.MarshalIndent(struct {
+			Spec   v1alpha1.AgentSessionSpec
+			Status v1alpha1.AgentSessionStatus
+		}{s.Spec, s.Status}, "", "  ")
+		evs, _ := w.store.ReadFrom(suiteCtx, w.sessionID(name), 0, 0)
+		if len(evs) > 25 {
+			evs = evs[len(evs)-25:]
+		}
+		var lines []string
+		for i := range evs {
+			lines = append(lines, strings.TrimSpace(string(sessionlog.AppendJSONL(nil, &evs[i]))))
+		}
+		GinkgoWriter.Printf("=== %s\n%s\n%s\n", name, b, strings.Join(lines, "\n"))
+	}
+}
+
+// outcome is what the checker found over every session of a workload.
+type outcome struct {
+	Violations int      `json:"violations"`
+	Lost       int      `json:"selectionsLost"`
+	Duplicates int      `json:"duplicates"`
+	PlanModes  int      `json:"planModes"`
+	Events     int      `json:"events"`
+	Acks       int      `json:"acksChecked"`
+	Details    []string `json:"details,omitempty"`
+}
+
+func (w *workload) check() outcome {
+	GinkgoHelper()
+	var o outcome
+	for _, name := range w.names {
+		evs, err := w.store.ReadFrom(suiteCtx, w.sessionID(name), 0, 0)
+		Expect(err).NotTo(HaveOccurred())
+		acks := w.acks.of(name)
+		vs := invariant.Check(invariant.Input{Events: evs, Acks: acks, Final: invariant.FinalFrom(w.get(name))})
+		o.Events += len(evs)
+		o.Acks += len(acks)
+		for _, e := range evs {
+			if e.Type == sessionlog.TypePlanMode {
+				o.PlanModes++
+			}
+		}
+		for _, v := range vs {
+			o.Violations++
+			switch v.Kind {
+			case invariant.Duplicate, invariant.SameBoundary:
+				o.Duplicates++
+			case invariant.NotCommitted:
+				o.Lost++
+			}
+			o.Details = append(o.Details, name+": "+v.String())
+		}
+	}
+	return o
+}
+
+// row is one line of docs/reliability.md's table.
+type row struct {
+	Fault      string  `json:"fault"`
+	Runs       int     `json:"runs"`
+	Violations int     `json:"violations"`
+	Lost       int     `json:"selectionsLost"`
+	Duplicates int     `json:"duplicates"`
+	RecoverSec float64 `json:"recoverSeconds"`
+	Note       string  `json:"note,omitempty"`
+	outcome
+	Toggles         int64 `json:"toggles"`
+	Steps           int64 `json:"steps"`
+	FailedProposals int64 `json:"failedProposals"`
+	AgentRestarts   int64 `json:"agentRestarts"`
+	Soak            bool  `json:"soak"`
+}
+
+// report records the run's row and fails the spec on any violation.
+func (w *workload) report(fault string, runs int, recover time.Duration, note string) {
+	GinkgoHelper()
+	w.reportAllowing(fault, runs, recover, note)
+}
+
+// reportAllowing is report, tolerating (but still counting and recording) violations of the
+// given kinds: for a configuration outside the supported one, where a finding is documented.
+func (w *workload) reportAllowing(fault string, runs int, recover time.Duration, note string, allowed ...invariant.Kind) {
+	GinkgoHelper()
+	o := w.check()
+	r := row{Fault: fault, Runs: runs, Violations: o.Violations, Lost: o.Lost, Duplicates: o.Duplicates,
+		RecoverSec: recover.Round(10 * time.Millisecond).Seconds(), Note: note, outcome: o,
+		Toggles: w.toggles.Load(), Steps: w.steps.Load(), FailedProposals: w.failedProposals.Load(), AgentRestarts: w.agentRestarts.Load(), Soak: soak}
+	b, _ := json.Marshal(r)
+	AddReportEntry(fault, string(b))
+	GinkgoWriter.Printf("RESULT %s\n", b)
+	if path := os.Getenv("RELIABILITY_REPORT"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		Expect(err).NotTo(HaveOccurred())
+		_, _ = f.Write(append(b, '\n'))
+		_ = f.Close()
+	}
+	var unexpected []string
+	for _, d := range o.Details {
+		ok := false
+		for _, k := range allowed {
+			ok = ok || strings.Contains(d, " "+string(k)+":")
+		}
+		if !ok {
+			unexpected = append(unexpected, d)
+		}
+	}
+	Expect(unexpected).To(BeEmpty(), "the invariant checker found violations")
+	Expect(w.steps.Load()).To(BeNumerically(">", 0), "the agents ran no step: the run exercised nothing")
+	Expect(o.PlanModes).To(BeNumerically(">", 0), "no selection was ever committed: the run exercised nothing")
+}
+
+// ackRecorder watches the namespace's AgentSessions and keeps every distinct boundary answer.
+type ackRecorder struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	acks   map[string][]invariant.Ack
+}
+
+func startAckRecorder(ns string) *ackRecorder {
+	GinkgoHelper()
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	r := &ackRecorder{cancel: cancel, done: make(chan struct{}), acks: map[string][]invariant.Ack{}}
+	go func() {
+		defer close(r.done)
+		for ctx.Err() == nil {
+			wi, err := wc.Watch(ctx, &v1alpha1.AgentSessionList{}, client.InNamespace(ns))
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			for ev := range wi.ResultChan() {
+				if s, ok := ev.Object.(*v1alpha1.AgentSession); ok {
+					r.record(s.Name, invariant.AckFrom(s.Status.PlanMode.LastBoundary))
+				}
+			}
+			wi.Stop()
+		}
+	}()
+	return r
+}
+
+func (r *ackRecorder) record(name string, a *invariant.Ack) {
+	if a == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	list := r.acks[name]
+	if n := len(list); n > 0 && list[n-1] == *a {
+		return
+	}
+	r.acks[name] = append(list, *a)
+}
+
+func (r *ackRecorder) of(name string) []invariant.Ack {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]invariant.Ack(nil), r.acks[name]...)
+}
+
+func (r *ackRecorder) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// sortedKeys is for stable messages.
+func sortedKeys(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+
+func mergePatch(s string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(s)) }
