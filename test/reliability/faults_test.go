@@ -166,7 +166,7 @@ var _ = Describe("API server unreachable", func() {
 		down := time.Now()
 		failedBefore, restartsBefore := w.failedProposals.Load(), w.agentRestarts.Load()
 		eventually(time.Duration(sizes.outage)*time.Second+10*time.Second, func(g Gomega) {
-			g.Expect(w.failedProposals.Load()+w.agentRestarts.Load()).To(BeNumerically(">", failedBefore+restartsBefore))
+			g.Expect(w.failedProposals.Load() + w.agentRestarts.Load()).To(BeNumerically(">", failedBefore+restartsBefore))
 		})
 		if rest := time.Duration(sizes.outage)*time.Second - time.Since(down); rest > 0 {
 			time.Sleep(rest) // the outage lasts its full length

@@ -461,5 +461,4 @@ func sortedKeys(m map[string]int) []string {
 	return ks
 }
 
-
 func mergePatch(s string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(s)) }
