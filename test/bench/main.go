@@ -165,7 +165,17 @@ func run() error {
 			}
 		}
 	}
-	return report(os.Stdout, o, results)
+	if err := report(os.Stdout, o, results); err != nil {
+		return err
+	}
+	toggles := 0
+	for _, byN := range results {
+		for _, r := range byN {
+			toggles += r.toggles + r.betweenTogs
+		}
+	}
+	fmt.Printf("user (setup and the toggles themselves, not charged above): %d writes, %d toggles\n", user.Writes(), toggles)
+	return nil
 }
 
 // side is one controller under test.
