@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -121,6 +122,8 @@ type written struct {
 	// ack is the last boundary acknowledgement before the write, to tell a queued selection
 	// that a boundary already flushed from a between-turns commit.
 	ack *v1alpha1.BoundaryAck
+	// warned: the missing-config warning was printed already.
+	warned bool
 }
 
 // errNeedsEdge: spec already holds x, which the manager has taken on, but the state moved away
@@ -154,8 +157,11 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 	}
 	outcome := w.predicted
 	if w.gen != 0 && w.predicted != planmode.Noop && o.wait > 0 {
-		if got, ok := o.observe(ctx, name, x, w); ok {
+		if got, seen, ok := o.observe(ctx, name, x, w); ok {
 			outcome = got
+			if c := apimeta.FindStatusCondition(seen.Status.Conditions, v1alpha1.ConditionReady); x && !w.warned && c != nil && c.Reason == v1alpha1.ReasonConfigMissing {
+				fmt.Fprintf(o.Streams.ErrOut, "warning: %s\n", c.Message)
+			}
 		} else {
 			fmt.Fprintf(o.Streams.ErrOut, "warning: the manager has not taken the selection on within %s; the reply below is predicted from the status read before the write (check with: kubectl plan status %s)\n", o.wait, name)
 		}
@@ -179,7 +185,7 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			return errNeedsEdge
 		}
 		if x && w.predicted != planmode.Noop {
-			o.warnMissingConfig(ctx, as)
+			w.warned = o.warnMissingConfig(ctx, as)
 		}
 		spec := map[string]any{}
 		if !sameSpec {
@@ -244,7 +250,7 @@ func (o *Options) reselect(ctx context.Context, name string, x bool, text string
 // observe waits for the manager to take selection x on (status.observedGeneration reaches the
 // write and status.planMode.selection is x) and reads which set() outcome it had. The decision
 // only differs from the prediction in whether a turn was open, which the status may not show.
-func (o *Options) observe(ctx context.Context, name string, x bool, w written) (planmode.Outcome, bool) {
+func (o *Options) observe(ctx context.Context, name string, x bool, w written) (planmode.Outcome, *v1alpha1.AgentSession, bool) {
 	var seen *v1alpha1.AgentSession
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
 		as, err := o.get(ctx, name)
@@ -259,24 +265,24 @@ func (o *Options) observe(ctx context.Context, name string, x bool, w written) (
 		return true, nil
 	})
 	if err != nil || seen == nil {
-		return "", false
+		return "", nil, false
 	}
 	if x == w.before.Logged {
 		// The target was the opposite pending state: cancelled, whether or not a turn is open.
-		return planmode.Cancelled, true
+		return planmode.Cancelled, seen, true
 	}
 	pm := seen.Status.PlanMode
 	if pm.PendingActive != nil && *pm.PendingActive == x {
-		return planmode.Queued, true
+		return planmode.Queued, seen, true
 	}
 	if pm.Active == x {
 		// Committed between turns, unless a boundary flushed a queued selection meanwhile.
 		if ack := pm.LastBoundary; ack != nil && ack.Result == v1alpha1.BoundaryAdmitted && ack.Active == x && !sameAck(ack, w.ack) {
-			return planmode.Queued, true
+			return planmode.Queued, seen, true
 		}
-		return planmode.Committed, true
+		return planmode.Committed, seen, true
 	}
-	return w.predicted, true
+	return w.predicted, seen, true
 }
 
 func sameAck(a, b *v1alpha1.BoundaryAck) bool {
@@ -287,13 +293,17 @@ func sameAck(a, b *v1alpha1.BoundaryAck) bool {
 }
 
 // warnMissingConfig says when an entry will wait for its PlanModeConfig (the manager holds an
-// entry whose guidance does not exist). Without permission to read configs it says nothing.
-func (o *Options) warnMissingConfig(ctx context.Context, as *v1alpha1.AgentSession) {
+// entry whose guidance does not exist). Without permission to read configs it says nothing here;
+// the manager's Ready condition (reason ConfigMissing) then says it after the write.
+// It reports whether it warned.
+func (o *Options) warnMissingConfig(ctx context.Context, as *v1alpha1.AgentSession) bool {
 	name := configName(as)
 	err := o.c.Get(ctx, types.NamespacedName{Namespace: as.Namespace, Name: name}, &v1alpha1.PlanModeConfig{})
 	if apierrors.IsNotFound(err) {
 		fmt.Fprintf(o.Streams.ErrOut, "warning: PlanModeConfig %q does not exist in namespace %q: entering plan mode waits until it is created (or set spec.planMode.configRef.name)\n", name, as.Namespace)
+		return true
 	}
+	return false
 }
 
 func configName(as *v1alpha1.AgentSession) string {

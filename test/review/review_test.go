@@ -256,6 +256,8 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		a.startTurn()
 		a.nextStep("hello") // a turn is open in the log; the agent wrote nothing to the API
 		Expect(a.get().Status.PlanMode.TurnOpen).To(BeFalse(), "the status does not show the open turn")
+		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Turn:\s+none open at the manager's last status write \(the agent may have opened one since\)\n`))
+		Expect(kplan(viewer, "status", a.name, "--store", storeURL).ok()).To(MatchRegexp(`Turn:\s+1 open, step 1 \(live from the log`))
 
 		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onDeferred), "queued: only the manager sees the open turn")
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCancelled))
@@ -338,5 +340,19 @@ var _ = Describe("the reference agent's exit instruction", func() {
 			"tool/call", "tool/result", "step/end", "turn/end",
 		}))
 		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
+	})
+})
+
+var _ = Describe("kubectl plan when the PlanModeConfig in force is missing", func() {
+	It("warns, and answers with the entering copy because the manager holds the entry until the config exists", func() {
+		a := newSession(func(s *agentsv1alpha1.AgentSessionSpec) {
+			s.PlanMode.ConfigRef = &agentsv1alpha1.ConfigReference{Name: "strict"}
+		})
+		r := kplan(toggler, "on", a.name)
+		Expect(r.ok()).To(Equal(onDeferred))
+		// The toggler cannot read PlanModeConfigs; the manager's Ready condition says it.
+		Expect(r.Err).To(Equal("warning: PlanModeConfig \"strict\" not found in namespace \"team-a\": create it or set spec.planMode.configRef.name; entering plan mode waits for it\n"))
+		Eventually(func() *bool { return a.get().Status.PlanMode.PendingActive }).Should(Equal(bp(true)))
+		Expect(a.get().Status.PlanMode.Active).To(BeFalse())
 	})
 })
