@@ -1,0 +1,282 @@
+// Package e2e runs the product the way a user does: the real manager binary (go build
+// ./cmd/manager), the real kubectl at the control plane's version with the kubectl-plan plugin
+// on PATH, and the reference agent binary (cmd/refagent), against an envtest control plane, on
+// both log backends (a SQLite file and a throwaway PostgreSQL server). The session logs are
+// read back through pkg/sessionlog and checked with pkg/invariant.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+)
+
+var (
+	ctx        context.Context
+	cancel     context.CancelFunc
+	testEnv    *envtest.Environment
+	k8s        client.Client
+	scheme     = k8sruntime.NewScheme()
+	root       string // the repository
+	workDir    string
+	binDir     string // manager, kubectl-plan, refagent
+	kubectl    string
+	kubeconfig string
+	pg         *pgtest.Server
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "e2e: real manager, kubectl, kubectl-plan and reference agent on SQLite and PostgreSQL")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	ctx, cancel = context.WithCancel(context.Background())
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(agentsv1alpha1.AddToScheme(scheme)).To(Succeed())
+	_, file, _, _ := runtime.Caller(0)
+	root = filepath.Join(filepath.Dir(file), "..", "..")
+	var err error
+	workDir, err = os.MkdirTemp("", "planmode-e2e-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, workDir)
+
+	By("building the manager, kubectl-plan and refagent binaries")
+	binDir = filepath.Join(workDir, "bin")
+	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/manager", "./cmd/kubectl-plan", "./cmd/refagent")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build: %s", out)
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s", "1.37.2-linux-amd64") // hack/envtest-binaries.sh
+		Expect(os.Setenv("KUBEBUILDER_ASSETS", assets)).To(Succeed())
+	}
+	kubectl = filepath.Join(assets, "kubectl")
+	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh (make envtest-assets)")
+
+	By("starting the control plane")
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := testEnv.Start()
+	Expect(err).NotTo(HaveOccurred(), "start envtest: run `make test` (it sets KUBEBUILDER_ASSETS)")
+	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	admin, err := testEnv.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kc, err := admin.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = filepath.Join(workDir, "kubeconfig")
+	Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+
+	By("starting a throwaway PostgreSQL server")
+	pg = pgtest.MustStart(GinkgoT())
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+})
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() int {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// proc is one child process (manager or agent) with its output in a file.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+func startProc(name string, env []string, bin string, args ...string) *proc {
+	GinkgoHelper()
+	p := &proc{name: name, logPath: filepath.Join(workDir, name+".log"), done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), append([]string{"KUBECONFIG=" + kubeconfig}, env...)...)
+	f, err := os.Create(p.logPath)
+	Expect(err).NotTo(HaveOccurred())
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	Expect(p.cmd.Start()).To(Succeed(), "start %s", name)
+	go func() {
+		p.err = p.cmd.Wait()
+		_ = f.Close()
+		close(p.done)
+	}()
+	DeferCleanup(func() {
+		p.kill()
+		if CurrentSpecReport().Failed() {
+			GinkgoWriter.Printf("---- %s output ----\n%s\n", p.name, p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) output() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// waitExit waits for the process to end and expects exit status 0.
+func (p *proc) waitExit(timeout time.Duration) {
+	GinkgoHelper()
+	Eventually(p.exited).WithTimeout(timeout).WithPolling(50*time.Millisecond).Should(BeTrue(), "%s did not finish:\n%s", p.name, p.output())
+	Expect(p.err).NotTo(HaveOccurred(), "%s failed:\n%s", p.name, p.output())
+}
+
+// manager is a running manager binary.
+type manager struct {
+	*proc
+	metricsURL, readyURL string
+}
+
+func startManager(name, storeURL string, events bool) *manager {
+	GinkgoHelper()
+	mp, hp := freePort(), freePort()
+	ev := "off"
+	if events {
+		ev = "on"
+	}
+	m := &manager{
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp),
+		readyURL:   fmt.Sprintf("http://127.0.0.1:%d/readyz", hp),
+	}
+	// The store URL goes in the environment: it may hold a password.
+	m.proc = startProc(name, []string{"PLANMODE_LOG_STORE=" + storeURL}, filepath.Join(binDir, "manager"),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+		"--webhook-port=-1", "--events="+ev, "--pending-poll=200ms", "--max-store-backoff=1s",
+		"--graceful-shutdown-timeout=2s")
+	Eventually(func() (int, error) {
+		if m.exited() {
+			return 0, StopTrying("the manager exited:\n" + m.output())
+		}
+		return httpStatus(m.readyURL)
+	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(Equal(http.StatusOK), "manager %s never became ready", name)
+	return m
+}
+
+func httpStatus(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// metric returns the sum of the samples of name whose labels include every pair in labels
+// (`k="v"`), scraped from the manager's /metrics.
+func (m *manager) metric(name string, labels ...string) (float64, error) {
+	resp, err := http.Get(m.metricsURL)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(line[:i], l)
+		}
+		if !match {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[i+1:], &v); err != nil {
+			return 0, fmt.Errorf("parse %q: %w", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("no sample of %s with %v in /metrics", name, labels)
+	}
+	return sum, nil
+}
+
+// kube runs the real kubectl with kubectl-plan on PATH.
+func kube(args ...string) (string, error) {
+	GinkgoHelper()
+	c, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	cmd := exec.CommandContext(c, kubectl, args...)
+	cmd.Env = append(os.Environ(),
+		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+kubeconfig, "HOME="+workDir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	GinkgoWriter.Printf("$ kubectl %s\n%s", strings.Join(args, " "), out.String())
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		Expect(err).NotTo(HaveOccurred(), "run kubectl")
+	}
+	return out.String(), err
+}
