@@ -124,7 +124,17 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	// initdb and postgres refuse to run as root: run them as the postgres user (created by
+	// Debian's package) or nobody, owning the temporary directory.
+	cred, err := serverCredential()
+	if err != nil {
+		return nil, err
+	}
+	parent := os.TempDir()
+	if st, err := os.Stat(parent); cred != nil && (err != nil || st.Mode().Perm()&0o001 == 0) {
+		parent = "/tmp" // that user could not reach a private TMPDIR
+	}
+	dir, err := os.MkdirTemp(parent, "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
@@ -132,12 +142,6 @@ func Start(ctx context.Context) (*Server, error) {
 	fail := func(err error) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
-	}
-	// initdb and postgres refuse to run as root: run them as the postgres user (created by
-	// Debian's package) or nobody, owning the temporary directory.
-	cred, err := serverCredential()
-	if err != nil {
-		return fail(err)
 	}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
