@@ -128,6 +128,11 @@ func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Du
 	if s == nil {
 		return Result{}, ErrSessionNotFound
 	}
+	if s.Spec.SessionID != c.sessionID {
+		// Deleted and recreated for another log: this client's log position means nothing there.
+		return Result{}, fmt.Errorf("%w: AgentSession %s/%s now names session %q, this client serves %q; restart the agent",
+			ErrSessionNotFound, c.ns, c.name, s.Spec.SessionID, c.sessionID)
+	}
 	res := Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq}
 	pm := &s.Status.PlanMode
 	seq := t.NextSeq
