@@ -143,6 +143,13 @@ var _ = Describe("messages: /plan TEXT", func() {
 		Expect(as.Spec.Steer.Text).To(Equal("draft the migration"))
 		Expect(as.Spec.Steer.ID).To(HavePrefix("kp-"))
 		first := as.Spec.Steer.ID
+		var managers []string
+		for _, mf := range as.ManagedFields {
+			if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:steer"`) {
+				managers = append(managers, mf.Manager)
+			}
+		}
+		Expect(managers).To(Equal([]string{plancli.FieldManager}), "the plugin writes with its own field manager")
 
 		// Plan mode is now on (as the manager would report): a second message is a noop
 		// selection that still delivers its text, under a new id.
