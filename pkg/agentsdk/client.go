@@ -180,6 +180,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		return fail(fmt.Errorf("agentsdk: read log tail of session %q: %w", cl.sessionID, err))
 	}
 	cl.next, cl.stepOpen, cl.resumed = t.NextSeq, t.StepOpen, t.Told != nil
+	if err := cl.withdrawStaleReview(ctx); err != nil { // review.go
+		return fail(err)
+	}
 	return cl, nil
 }
 

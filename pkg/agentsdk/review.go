@@ -166,3 +166,22 @@ func ExitToolEvents(turn, step int64, callID, arguments string, res ExitResult, 
 	}
 	return []sessionlog.Event{call, ToolResult(turn, step, callID, ExitToolName, res.Text, false)}, nil
 }
+
+// withdrawStaleReview clears a plan review a previous agent process posted and that is still
+// undecided: no exit_plan_mode call of this process waits for it, so an approval must not be
+// able to take the session out of plan mode behind the new process's back.
+func (c *Client) withdrawStaleReview(ctx context.Context) error {
+	s, _ := c.snapshot()
+	if s == nil || s.Status.Agent == nil || s.Status.Agent.Review == nil {
+		return nil
+	}
+	id := s.Status.Agent.Review.ID
+	if rs := s.Status.Review; rs != nil && rs.ID == id && rs.Phase != v1alpha1.ReviewPending {
+		return nil // already decided: the record stays
+	}
+	if err := c.patchAgent(ctx, map[string]any{"review": nil}); err != nil {
+		return fmt.Errorf("agentsdk: withdraw the plan review %s left by a previous agent process: %w", id, err)
+	}
+	c.log.Info("withdrew an undecided plan review left by a previous agent process", "reviewID", id)
+	return nil
+}

@@ -9,6 +9,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
@@ -220,6 +222,25 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		kplan(reviewer, "approve", a.name).fails("nothing under review")
 		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
 		a.endTurn()
+	})
+
+	It("a restarted agent withdraws the undecided review its previous process left", func() {
+		a := inPlanMode(nil)
+		By("a previous agent process posted a plan and died before an answer")
+		agentC, err := client.New(impersonate(agentUser), client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		body := `{"status":{"agent":{"review":{"id":"r-orphan","plan":"# Orphan\n","turn":1}}}}`
+		Expect(agentC.Status().Patch(ctx, a.get(), client.RawPatch(k8stypes.MergePatchType, []byte(body)))).To(Succeed())
+		Eventually(func() *agentsv1alpha1.ReviewStatus { return a.get().Status.Review }).WithTimeout(10 * time.Second).
+			Should(HaveField("Phase", agentsv1alpha1.ReviewPending))
+
+		By("the new process starts")
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: impersonate(agentUser), Namespace: ns, Name: a.name, Store: store})
+		Expect(err).NotTo(HaveOccurred())
+		defer c.Close()
+		Expect(a.get().Status.Agent.Review).To(BeNil())
+		Eventually(func() *agentsv1alpha1.ReviewStatus { return a.get().Status.Review }).WithTimeout(10 * time.Second).Should(BeNil())
+		kplan(reviewer, "approve", a.name).fails("nothing under review")
 	})
 
 	It("admits exit_plan_mode only in committed plan mode, and only with a '# ' heading", func() {
