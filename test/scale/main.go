@@ -69,6 +69,7 @@ type opts struct {
 	runs         int
 	phases       map[string]bool
 	workers      int
+	shards       int
 	timeout      time.Duration
 	profileDir   string
 	tailTime     string
@@ -85,7 +86,8 @@ func main() {
 func run() error {
 	var o opts
 	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
-	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated)")
+	phases := flag.String("phases", "storm,shards,idle,webhook,log,tail", "phases to run (comma-separated)")
+	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
 	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
 	flag.IntVar(&o.runs, "runs", 1, "runs of the storm phase; figures are medians over runs")
@@ -178,13 +180,25 @@ func run() error {
 			for _, st := range o.stores {
 				for _, side := range []string{"floor", "manager"} {
 					logPhase("run %d/%d: storms, %s, %s, %d sessions", run, o.runs, st, side, o.sessions)
-					r, err := b.storms(ctx, side, st, o.sessions)
+					r, err := b.storms(ctx, side, st, o.sessions, 1)
 					if err != nil {
 						return fmt.Errorf("storms (%s, %s): %w", side, st, err)
 					}
 					rep.addStorm(st, side, r)
 				}
 			}
+		}
+	}
+	if o.phases["shards"] && o.shards > 1 {
+		st := o.stores[0]
+		for _, side := range []string{"floor", "manager"} {
+			logPhase("shards: %d %s processes, %s, %d sessions", o.shards, side, st, o.sessions)
+			r, err := b.storms(ctx, side, st, o.sessions, o.shards)
+			if err != nil {
+				return fmt.Errorf("shards (%s, %s): %w", side, st, err)
+			}
+			rep.sharded = append(rep.sharded, r)
+			rep.shardStore = st
 		}
 	}
 	if o.phases["idle"] {

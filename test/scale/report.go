@@ -9,11 +9,13 @@ import (
 )
 
 type report struct {
-	storm   map[string]map[string][]*stormResult // store -> side -> runs
-	idle    map[string]*idleResult
-	appends []appendResult
-	tail    []tailResult
-	webhook *webhookResult
+	storm      map[string]map[string][]*stormResult // store -> side -> runs
+	idle       map[string]*idleResult
+	appends    []appendResult
+	tail       []tailResult
+	webhook    *webhookResult
+	sharded    []*stormResult // floor, manager
+	shardStore string
 }
 
 func (r *report) addStorm(store, side string, s *stormResult) {
@@ -135,6 +137,45 @@ func (r *report) print(w io.Writer, o opts) {
 		row(fmt.Sprintf("CPU (cores), %d sessions idle", n), med(fl, cpu(idle)), med(mg, cpu(idle)), core, "", nil)
 		row("CPU (cores), boundary storm", med(fl, cpu(bs)), med(mg, cpu(bs)), core, "", nil)
 		row("CPU (cores), toggle storm", med(fl, cpu(ts)), med(mg, cpu(ts)), core, "", nil)
+	}
+	if len(r.sharded) == 2 {
+		fl, mg := r.sharded[0], r.sharded[1]
+		fmt.Fprintf(tw, "-- %d shards on one control plane, %d sessions in all, %s log (floor: %d floor processes with the same selectors)\t\t\t\t\t\n", mg.shardCnt, mg.n, r.shardStore, fl.shardCnt)
+		for k := 0; k < mg.shardCnt; k++ {
+			sel := func(s *stormResult) []time.Duration {
+				var out []time.Duration
+				for i, l := range s.ackLat {
+					if s.shardOf[i] == k {
+						out = append(out, l)
+					}
+				}
+				return out
+			}
+			conv := func(s *stormResult) float64 {
+				var m time.Duration
+				for i, d := range s.doneAt {
+					if s.shardOf[i] == k && d > m {
+						m = d
+					}
+				}
+				return float64(m)
+			}
+			name := fmt.Sprintf("shard %s: ", shardName(k))
+			f50, m50 := float64(percentile(sel(fl), 0.5)), float64(percentile(sel(mg), 0.5))
+			f99, m99 := float64(percentile(sel(fl), 0.99)), float64(percentile(sel(mg), 0.99))
+			row(name+"ack latency p50", f50, m50, msf, "<= 1.2x", b(m50 <= 1.2*f50))
+			row(name+"ack latency p99", f99, m99, msf, "<= 1.5x", b(m99 <= 1.5*f99))
+			fc, mc := conv(fl), conv(mg)
+			row(name+"toggle storm committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
+			row(name+"RSS idle", float64(fl.shardFP[k][0].rssEnd), float64(mg.shardFP[k][0].rssEnd), mib, "", nil)
+			row(name+"RSS peak, storms", float64(max(fl.shardFP[k][1].rssPeak, fl.shardFP[k][2].rssPeak)), float64(max(mg.shardFP[k][1].rssPeak, mg.shardFP[k][2].rssPeak)), mib, "", nil)
+			row(name+"CPU (cores), boundary storm", fl.shardFP[k][1].cores(), mg.shardFP[k][1].cores(), core, "", nil)
+			row(name+"CPU (cores), toggle storm", fl.shardFP[k][2].cores(), mg.shardFP[k][2].cores(), core, "", nil)
+		}
+		tot := func(s *stormResult, w writes) float64 { return w.total() / float64(s.n) }
+		row("all shards: API writes / in-turn toggle", tot(fl, fl.inTurn), tot(mg, mg.inTurn), num, "<= 3", b(tot(mg, mg.inTurn) <= 3+1e-9))
+		row("all shards: API writes / idle toggle", tot(fl, fl.idleToggle), tot(mg, mg.idleToggle), num, "<= 1", b(tot(mg, mg.idleToggle) <= 1+1e-9))
+		row("all shards: API writes / idle step", fl.idleStep.total()/float64(fl.idleSteps), mg.idleStep.total()/float64(mg.idleSteps), num, "0", b(mg.idleStep.total() == 0))
 	}
 	if fl, mg := r.idle["floor"], r.idle["manager"]; fl != nil && mg != nil {
 		fmt.Fprintf(tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)

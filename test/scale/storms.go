@@ -35,6 +35,11 @@ type stormResult struct {
 	fpIdle       footprint
 	fpBoundary   footprint
 	fpToggle     footprint
+	// With shards > 1: per shard (process) k, the figures of its sessions and its process.
+	shardOf  []int           // agent -> shard
+	doneAt   []time.Duration // agent -> toggle storm: when its status showed the commit
+	shardFP  [][3]footprint  // shard -> idle, boundary storm, toggle storm
+	shardCnt int
 }
 
 // writes of a phase: the manager's (AgentSession status and anything else but Events), its
@@ -121,7 +126,7 @@ func (b *bench) storeURL(ctx context.Context, backend string) (string, error) {
 }
 
 // createSessions makes a namespace with the default PlanModeConfig and n AgentSessions.
-func (b *bench) createSessions(ctx context.Context, prefix string, n int, labels map[string]string) (string, []*agent, error) {
+func (b *bench) createSessions(ctx context.Context, prefix string, n int, labels func(i int) map[string]string) (string, []*agent, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := b.user.Create(ctx, ns); err != nil {
 		return "", nil, err
@@ -136,8 +141,12 @@ func (b *bench) createSessions(ctx context.Context, prefix string, n int, labels
 	err := parallel(n, 32, func(i int) error {
 		a := &agent{name: fmt.Sprintf("s-%05d", i), id: ns.Name + "-" + strconv.Itoa(i)}
 		agents[i] = a
+		var l map[string]string
+		if labels != nil {
+			l = labels(i)
+		}
 		return b.user.Create(ctx, &v1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: a.name, Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: a.name, Labels: l},
 			Spec:       v1alpha1.AgentSessionSpec{SessionID: a.id},
 		})
 	})
@@ -254,8 +263,15 @@ func parallel(n, limit int, f func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// storms runs the boundary storm and the toggle storm with n sessions against one side.
-func (b *bench) storms(ctx context.Context, side, backend string, n int) (*stormResult, error) {
+// ShardLabel is the label of the documented sharding scheme (cmd/manager --shard-selector).
+const ShardLabel = "planmode.harness.dev/shard"
+
+func shardName(k int) string { return string(rune('a' + k)) }
+
+// storms runs the boundary storm and the toggle storm with n sessions against one side; with
+// shards > 1, session i is labelled shard i%shards and one process per shard runs with
+// --shard-selector for its label.
+func (b *bench) storms(ctx context.Context, side, backend string, n, shards int) (*stormResult, error) {
 	url, err := b.storeURL(ctx, backend)
 	if err != nil {
 		return nil, err
@@ -265,16 +281,46 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 		return nil, err
 	}
 	defer store.Close()
-	ns, agents, err := b.createSessions(ctx, "storm-"+side, n, nil)
+	r := &stormResult{n: n, shardCnt: shards, shardOf: make([]int, n), doneAt: make([]time.Duration, n), shardFP: make([][3]footprint, shards)}
+	var labels func(int) map[string]string
+	if shards > 1 {
+		labels = func(i int) map[string]string { return map[string]string{ShardLabel: shardName(i % shards)} }
+		for i := range r.shardOf {
+			r.shardOf[i] = i % shards
+		}
+	}
+	ns, agents, err := b.createSessions(ctx, "storm-"+side, n, labels)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), ns) }()
-	p, err := b.startProc(ctx, procOpts{side: side, store: url})
-	if err != nil {
-		return nil, err
+	procs := make([]*proc, shards)
+	for k := range procs {
+		po := procOpts{side: side, store: url}
+		if shards > 1 {
+			po.shard = ShardLabel + "=" + shardName(k)
+		}
+		pk, err := b.startProc(ctx, po)
+		if err != nil {
+			return nil, err
+		}
+		defer pk.stop()
+		procs[k] = pk
 	}
-	defer p.stop()
+	p := procs[0]
+	sampleAll := func() []*sampler {
+		s := make([]*sampler, len(procs))
+		for k, pk := range procs {
+			s[k] = pk.sample()
+		}
+		return s
+	}
+	stopAll := func(s []*sampler, which int) footprint {
+		for k := range s {
+			r.shardFP[k][which] = s[k].stop()
+		}
+		return r.shardFP[0][which]
+	}
 
 	agentCount := apicount.New()
 	agentCfg := agentCount.Wrap(b.cfg)
@@ -292,7 +338,6 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 	}); err != nil {
 		return nil, fmt.Errorf("start agents: %w", err)
 	}
-	r := &stormResult{n: n}
 	if err := parallel(n, 0, func(i int) error {
 		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 		defer cancel()
@@ -302,7 +347,10 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 	}
 	r.takeOn = time.Since(p.startedAt)
 	b.quiesce(ctx)
-	r.fpIdle = p.idleFootprint(3 * time.Second)
+	for k, pk := range procs {
+		r.shardFP[k][0] = pk.idleFootprint(3 * time.Second)
+	}
+	r.fpIdle = r.shardFP[0][0]
 
 	// Steps with nothing pending: no API write by anyone.
 	w0, err := b.snapWrites(ctx, agentCount)
@@ -358,7 +406,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 	release := make(chan struct{})
 	var ready sync.WaitGroup
 	ready.Add(n)
-	smp := p.sample()
+	smp := sampleAll()
 	var stormStart time.Time
 	errc := make(chan error, 1)
 	go func() {
@@ -380,7 +428,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 		return nil, fmt.Errorf("boundary storm: %w", err)
 	}
 	r.ackWall = time.Since(stormStart)
-	r.fpBoundary = smp.stop()
+	r.fpBoundary = stopAll(smp, 1)
 	b.quiesce(ctx)
 	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
 		return nil, err
@@ -395,7 +443,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 	if err != nil {
 		return nil, err
 	}
-	smp = p.sample()
+	smp = sampleAll()
 	t0 := time.Now()
 	var conv atomic.Int64
 	if err := parallel(n, 0, func(i int) error {
@@ -409,7 +457,8 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 		if err := a.c.WaitFor(wctx, committed(side, want)); err != nil {
 			return fmt.Errorf("%s: toggle to %v not committed: %w", a.name, want, err)
 		}
-		for d := int64(time.Since(t0)); ; {
+		r.doneAt[i] = time.Since(t0)
+		for d := int64(r.doneAt[i]); ; {
 			cur := conv.Load()
 			if d <= cur || conv.CompareAndSwap(cur, d) {
 				break
@@ -421,7 +470,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n int) (*storm
 		return nil, fmt.Errorf("toggle storm: %w", err)
 	}
 	r.toggleConv = time.Duration(conv.Load())
-	r.fpToggle = smp.stop()
+	r.fpToggle = stopAll(smp, 2)
 	b.quiesce(ctx)
 	if r.idleToggle, err = b.since(ctx, w0, agentCount); err != nil {
 		return nil, err
