@@ -144,34 +144,30 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "metric\t"
-	for _, n := range names {
-		head += n + "\t"
-	}
-	if len(names) == 2 {
-		head += "ratio\ttarget\t"
+	head := "metric\t" + names[0] + "\t"
+	for _, n := range names[1:] {
+		head += n + "\tratio\ttarget\t"
 	}
 	fmt.Fprintln(tw, head)
-	row := func(label string, vals []float64, format func(float64) string, target string, ok func(v []float64) bool) {
-		line := label + "\t"
-		for _, v := range vals {
-			line += format(v) + "\t"
-		}
-		if len(vals) == 2 {
+	// row prints the floor's value, then for every other side its value, its ratio to the floor
+	// and, where the metric has a target, whether that side meets it.
+	row := func(label string, vals []float64, format func(float64) string, target string, ok func(floor, v float64) bool) {
+		line := label + "\t" + format(vals[0]) + "\t"
+		for _, v := range vals[1:] {
+			t := target
 			if ok != nil {
-				verdict := "MISS"
-				if ok(vals) {
-					verdict = "ok"
+				if ok(vals[0], v) {
+					t += " ok"
+				} else {
+					t += " MISS"
 				}
-				target += " " + verdict
 			}
-			line += ratio(vals[1], vals[0]) + "\t" + target + "\t"
+			line += format(v) + "\t" + ratio(v, vals[0]) + "\t" + t + "\t"
 		}
 		fmt.Fprintln(tw, line)
 	}
-	// Targets are judged on the manager (the second column).
-	atMost := func(max float64) func([]float64) bool {
-		return func(v []float64) bool { return v[len(v)-1] <= max+1e-9 }
+	atMost := func(max float64) func(float64, float64) bool {
+		return func(_, v float64) bool { return v <= max+1e-9 }
 	}
 	msf := func(v float64) string { return ms(time.Duration(v)) }
 	num := func(v float64) string { return fmt.Sprintf("%.2f", v) }
@@ -191,7 +187,7 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 			elapsed = append(elapsed, float64(r.elapsed))
 		}
 		fmt.Fprintf(tw, "-- %d concurrent session(s)\t\n", n)
-		row("ack latency median", p50, msf, "<= 1.5x", func(v []float64) bool { return v[1] <= 1.5*v[0] })
+		row("ack latency median", p50, msf, "<= 1.5x", func(floor, v float64) bool { return v <= 1.5*floor })
 		row("ack latency p99", p99, msf, "", nil)
 		row("acked boundaries (samples)", samples, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", nil)
 		row("API writes / toggle, during a turn", tog, num, "<= 3", atMost(3))

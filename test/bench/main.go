@@ -84,8 +84,11 @@ func run() error {
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds per session count; each round runs every side once, alternating")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
 	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
-	flag.BoolVar(&managerEvents, "manager-events", managerEvents, "the manager emits events.k8s.io Events (cmd/manager --events=on)")
+	flag.StringVar(&managerEvents, "manager-events", managerEvents, "manager configurations to measure: on (cmd/manager's default --events=on), off, or both")
 	flag.Parse()
+	if managerEvents != "on" && managerEvents != "off" && managerEvents != "both" {
+		return fmt.Errorf("-manager-events is %q; use on, off or both", managerEvents)
+	}
 	for _, f := range strings.Split(*sessions, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -144,7 +147,7 @@ func run() error {
 		return err
 	}
 	b := &bench{o: o, cfg: cfg, store: store, user: userClient}
-	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %v, %s\n",
+	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %s, %s\n",
 		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
 	// Rounds alternate the sides (floor, manager, floor, manager, ...) so that drift in the

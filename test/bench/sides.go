@@ -10,9 +10,9 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// sides are the controllers measured, floor first (ratios are manager/floor).
+// sides are the controllers measured, floor first (ratios are to the floor).
 func sides() []side {
-	return []side{
+	out := []side{
 		{
 			name: "floor",
 			start: func(mgr ctrl.Manager, store sessionlog.Store) error {
@@ -25,22 +25,35 @@ func sides() []side {
 				return sel != nil && *sel == want
 			},
 		},
-		{
-			name: "manager",
-			// Wired as cmd/manager does by default: events on, the default pending poll.
-			start: func(mgr ctrl.Manager, store sessionlog.Store) error {
-				r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
-				if managerEvents {
-					r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
-				}
-				return r.SetupWithManager(mgr, controllerOptions())
-			},
-			ready: func(s *v1alpha1.AgentSession) bool {
-				return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
-			},
-			committed: func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool {
-				return t.Active == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending
-			},
+	}
+	switch managerEvents {
+	case "on", "both":
+		out = append(out, managerSide("manager", true))
+	}
+	switch managerEvents {
+	case "off", "both":
+		out = append(out, managerSide("manager-no-events", false))
+	}
+	return out
+}
+
+// managerSide is the real reconciler wired as cmd/manager does (default pending poll), with
+// cmd/manager's --events on or off.
+func managerSide(name string, events bool) side {
+	return side{
+		name: name,
+		start: func(mgr ctrl.Manager, store sessionlog.Store) error {
+			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
+			if events {
+				r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
+			}
+			return r.SetupWithManager(mgr, controllerOptions())
+		},
+		ready: func(s *v1alpha1.AgentSession) bool {
+			return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
+		},
+		committed: func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool {
+			return t.Active == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending
 		},
 	}
 }
@@ -48,8 +61,9 @@ func sides() []side {
 // workers is the MaxConcurrentReconciles both sides get (-workers); cmd/manager's default.
 var workers = 8
 
-// managerEvents is cmd/manager's --events (-manager-events).
-var managerEvents = true
+// managerEvents selects the manager configurations (-manager-events): "on" (cmd/manager's
+// default), "off" (--events=off), or "both".
+var managerEvents = "both"
 
 func controllerOptions() controller.Options {
 	return controller.Options{MaxConcurrentReconciles: workers}
