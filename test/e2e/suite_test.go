@@ -188,6 +188,19 @@ type manager struct {
 
 func startManager(name, storeURL string, events bool) *manager {
 	GinkgoHelper()
+	m := startManagerProc(name, storeURL, events)
+	Eventually(func() (int, error) {
+		if m.exited() {
+			return 0, StopTrying("the manager exited:\n" + m.output())
+		}
+		return httpStatus(m.readyURL)
+	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(Equal(http.StatusOK), "manager %s never became ready", name)
+	return m
+}
+
+// startManagerProc starts the manager without waiting for it to be ready.
+func startManagerProc(name, storeURL string, events bool) *manager {
+	GinkgoHelper()
 	mp, hp := freePort(), freePort()
 	ev := "off"
 	if events {
@@ -203,12 +216,6 @@ func startManager(name, storeURL string, events bool) *manager {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
 		"--webhook-port=-1", "--events="+ev, "--pending-poll=200ms", "--max-store-backoff=1s",
 		"--graceful-shutdown-timeout=2s")
-	Eventually(func() (int, error) {
-		if m.exited() {
-			return 0, StopTrying("the manager exited:\n" + m.output())
-		}
-		return httpStatus(m.readyURL)
-	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(Equal(http.StatusOK), "manager %s never became ready", name)
 	return m
 }
 
