@@ -218,16 +218,29 @@ func (o *Options) reselect(ctx context.Context, name string, x bool, text string
 	if o.wait <= 0 {
 		return written{}, fmt.Errorf("cannot select plan mode %s again with --wait=0: spec.planMode.active is already %v, so the manager needs to see it change; run without --wait=0, or run kubectl plan %s %s first", onOff(x), x, onOff(!x), name)
 	}
+	stillNeeded := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
 			return err
+		}
+		desired := as.Spec.PlanMode.Active
+		if desired == nil || *desired != x || planmode.Set(StateOf(as), x).Outcome == planmode.Noop {
+			stillNeeded = false // the session moved on: an ordinary selection does it now
+			return nil
 		}
 		_, err = o.patchSpec(ctx, as, map[string]any{"planMode": map[string]any{"active": !x}}, "toggle plan mode")
 		return err
 	})
 	if err != nil {
 		return written{}, err
+	}
+	if !stillNeeded {
+		w, err := o.writeSelection(ctx, name, x, text)
+		if errors.Is(err, errNeedsEdge) {
+			return written{}, fmt.Errorf("the session %q changed while selecting plan mode %s again; try again", name, onOff(x))
+		}
+		return w, err
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
 		as, err := o.get(ctx, name)
@@ -238,7 +251,20 @@ func (o *Options) reselect(ctx context.Context, name string, x bool, text string
 		return as.Status.ObservedGeneration >= as.Generation && sel != nil && *sel == !x, nil
 	})
 	if err != nil {
-		return written{}, fmt.Errorf("plan mode %s was selected before and the manager must see the selection change to take it again; it has not taken on the intermediate value within %s (is the manager running? check: kubectl plan status %s): %w", onOff(x), o.wait, name, err)
+		// Put the user's selection back (the intermediate value changed nothing in the log).
+		restore := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			as, gerr := o.get(context.WithoutCancel(ctx), name)
+			if gerr != nil {
+				return gerr
+			}
+			_, perr := o.patchSpec(context.WithoutCancel(ctx), as, map[string]any{"planMode": map[string]any{"active": x}}, "toggle plan mode")
+			return perr
+		})
+		msg := fmt.Sprintf("plan mode %s was selected before, and the manager must see the selection change to take it again; it has not taken on the intermediate value within %s (is the manager running? check: kubectl plan status %s)", onOff(x), o.wait, name)
+		if restore != nil {
+			msg += fmt.Sprintf("; spec.planMode.active is left at %v and could not be restored: %v", !x, restore)
+		}
+		return written{}, fmt.Errorf("%s: %w", msg, err)
 	}
 	w, err := o.writeSelection(ctx, name, x, text)
 	if errors.Is(err, errNeedsEdge) {

@@ -117,6 +117,10 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 			})
 		kplan("on", "demo", "-n", ns, "--wait=0").fails("cannot select plan mode on again with --wait=0", "kubectl plan off demo")
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)))
+
+		By("with no manager to take on the intermediate value, the selection is put back")
+		kplan("on", "demo", "-n", ns, "--wait=1s").fails("it has not taken on the intermediate value within 1s (is the manager running?")
+		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)))
 	})
 
 	It("warns when the PlanModeConfig in force is missing", func() {
