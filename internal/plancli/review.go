@@ -18,6 +18,7 @@ import (
 func planTitle(plan string) string { return planmode.PlanTitle(plan) }
 
 const decideHelp = `
+
 The plugin waits (--wait, default 10s) for the manager to close the review with the decision
 and fails if the review closed otherwise first (for example it expired). With --wait=0 it
 returns once the decision is written.
