@@ -107,16 +107,40 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	for {
 		for _, op := range o.Script {
 			if err := r.do(ctx, op); err != nil {
-				return r.stats, err
+				return r.stats, r.abort(ctx, err)
 			}
 		}
 		if err := r.endTurn(ctx); err != nil {
-			return r.stats, err
+			return r.stats, r.abort(ctx, err)
 		}
 		if !o.Loop || ctx.Err() != nil {
 			return r.stats, nil
 		}
 	}
+}
+
+// abort closes a turn left open when the run is cancelled (the agent is stopped): step/end
+// for an open step, then turn/end {kind:'aborted', reason:{kind:'disposed'}}, so the log has
+// no open turn and the manager commits a pending selection at once instead of waiting for a
+// boundary that will not come. Other errors are returned as they are.
+func (r *runner) abort(ctx context.Context, err error) error {
+	if ctx.Err() == nil || r.turn == 0 || r.turnFailed {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if r.stepOpen {
+		if e := r.c.EndStep(cctx, r.turn, r.step); e != nil {
+			return errors.Join(err, e)
+		}
+		r.stepOpen = false
+	}
+	reason := agentsdk.TurnEndReason{Kind: "aborted", Reason: &agentsdk.TurnEndReason{Kind: "disposed"}}
+	if e := r.c.EndTurn(cctx, r.turn, reason); e != nil {
+		return errors.Join(err, e)
+	}
+	r.turn = 0
+	return err
 }
 
 func (r *runner) do(ctx context.Context, op Op) error {

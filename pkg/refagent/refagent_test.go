@@ -1,6 +1,7 @@
 package refagent_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -381,6 +382,30 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(res2.Notice).To(Equal(agentsdk.NoticeEnter))
 				Expect(res2.NextSeq).To(Equal(a.tail().NextSeq))
 				Expect(a.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
+			})
+
+			It("closes the open turn when stopped mid-turn, so a pending selection commits at once", func() {
+				a := e.newAgent("stopped", nil)
+				s, err := refagent.ParseScript(strings.NewReader("turn forever\nstep\nstep\nstep\n"))
+				Expect(err).NotTo(HaveOccurred())
+				ctx, stop := contextWithTimeout(wait)
+				defer stop()
+				_, err = refagent.Run(ctx, refagent.Options{Client: a.c, Script: s, Loop: true, StepDelay: 20 * time.Millisecond, BoundaryTimeout: wait,
+					OnStep: func(r refagent.StepRecord) {
+						if r.Turn == 2 && r.Step == 2 {
+							a.toggle(true)
+							a.awaitPending(true)
+							stop() // the agent is stopped during turn 2, the selection still pending
+						}
+					}})
+				Expect(err).To(MatchError(context.Canceled))
+				// No boundary will come: the manager commits as soon as it sees the turn closed.
+				Eventually(func() string { return labels(a.events()) }).WithTimeout(wait).Should(
+					HaveSuffix("turn/start · step/start · user/message · step/end · step/start · step/end · turn/end · plan/mode=true"))
+				evs := a.events()
+				last := evs[len(evs)-2]
+				Expect(string(last.Data)).To(Equal(`{"turn":2,"reason":{"kind":"aborted","reason":{"kind":"disposed"}}}`))
+				Expect(a.tail().TurnOpen).To(BeFalse())
 			})
 
 			It("runs many agents at once, each toggled during a turn: one plan/mode and one notice each", func() {
