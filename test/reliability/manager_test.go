@@ -117,8 +117,9 @@ func (p *managerProc) crashedAtPoint() bool {
 	return p.exited() && strings.Contains(p.log(), "faultinject: SIGKILL at")
 }
 
+// leads: the controllers start their workers only once this manager holds the lease.
 func (p *managerProc) leads() bool {
-	return strings.Contains(p.log(), "successfully acquired lease")
+	return strings.Contains(p.log(), "Starting workers")
 }
 
 // proxy is a TCP proxy in front of the API server: cutting it makes the API server

@@ -25,7 +25,8 @@ import (
 type pgServer struct {
 	*pgtest.Server
 	mu        sync.Mutex
-	restarted *exec.Cmd // the server process after a restart (pgtest owns the first one)
+	restarted *exec.Cmd     // the server process after a restart (pgtest owns the first one)
+	exited    chan struct{} // closed when restarted has been waited for
 	dbs       int
 }
 
@@ -69,19 +70,30 @@ func (p *pgServer) Stop(timeout time.Duration) error {
 	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
 		return fmt.Errorf("signal postmaster %d: %w", pid, err)
 	}
-	deadline := time.Now().Add(timeout)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	deadline := time.After(timeout)
+	if exited != nil {
+		// Our own child: wait for it (a zombie still answers kill(pid, 0)).
+		select {
+		case <-exited:
+		case <-deadline:
 			return fmt.Errorf("postmaster %d still running after %s", pid, timeout)
 		}
-		time.Sleep(20 * time.Millisecond) // polling a foreign process's exit
+		p.mu.Lock()
+		p.restarted, p.exited = nil, nil
+		p.mu.Unlock()
+		return nil
 	}
-	p.mu.Lock()
-	if p.restarted != nil {
-		_ = p.restarted.Wait()
-		p.restarted = nil
+	// pgtest's child: pgtest waits for it, so it disappears when it exits.
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-deadline:
+			return fmt.Errorf("postmaster %d still running after %s", pid, timeout)
+		case <-time.After(20 * time.Millisecond): // polling a process we cannot wait for
+		}
 	}
-	p.mu.Unlock()
 	return nil
 }
 
@@ -113,8 +125,10 @@ func (p *pgServer) Start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("restart postgres: %w", err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	p.mu.Lock()
-	p.restarted = cmd
+	p.restarted, p.exited = cmd, exited
 	p.mu.Unlock()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -136,11 +150,11 @@ func (p *pgServer) Start(ctx context.Context) error {
 // Close stops a restarted server and lets pgtest remove everything.
 func (p *pgServer) Close() error {
 	p.mu.Lock()
-	cmd := p.restarted
+	cmd, exited := p.restarted, p.exited
 	p.mu.Unlock()
 	if cmd != nil && cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		<-exited
 	}
 	return p.Server.Stop()
 }

@@ -123,8 +123,10 @@ var _ = AfterSuite(func() {
 	if testEnv != nil {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
-	if workDir != "" {
+	if workDir != "" && os.Getenv("RELIABILITY_KEEP") == "" {
 		_ = os.RemoveAll(workDir)
+	} else if workDir != "" {
+		GinkgoWriter.Printf("kept manager logs and kubeconfigs in %s\n", workDir)
 	}
 })
 
