@@ -199,3 +199,28 @@ func sequence(evs []sessionlog.Event, seq int64) []sessionlog.Event {
 	}
 	return out
 }
+
+// CloseInterrupted repairs a log left with an open turn by an earlier process of this agent
+// (a crash): step/end for an open step, then turn/end {kind:'interrupted'}, as the harness's
+// cold load does. It reports whether it closed a turn. Call it once at start-up, before the
+// first StartTurn.
+func (c *Client) CloseInterrupted(ctx context.Context) (bool, error) {
+	t, err := c.store.Tail(ctx, c.sessionID)
+	if err != nil {
+		return false, fmt.Errorf("repair open turn: read log tail: %w", err)
+	}
+	if !t.TurnOpen {
+		return false, nil
+	}
+	c.next = t.NextSeq
+	var evs []sessionlog.Event
+	if t.StepOpen {
+		evs = append(evs, StepEnd(t.Turn, t.Step))
+	}
+	evs = append(evs, TurnEnd(t.Turn, TurnEndReason{Kind: "interrupted"}))
+	c.stepOpen = false
+	if _, err := c.Append(ctx, evs...); err != nil {
+		return false, fmt.Errorf("repair open turn %d: %w", t.Turn, err)
+	}
+	return true, nil
+}

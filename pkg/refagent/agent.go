@@ -104,6 +104,12 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 		o.System = DefaultSystem
 	}
 	r := &runner{o: o, c: o.Client}
+	// A turn an earlier process left open (a crash) is closed as interrupted first.
+	if closed, err := r.c.CloseInterrupted(ctx); err != nil {
+		return r.stats, err
+	} else if closed {
+		o.Logger.Info("closed a turn an earlier run left open (turn/end interrupted)")
+	}
 	for {
 		for _, op := range o.Script {
 			if err := r.do(ctx, op); err != nil {
