@@ -187,20 +187,20 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 
 	It("expiry: a review nobody answers within spec.reviewTimeout fails the call cleanly", func() {
 		a := inPlanMode(func(s *agentsv1alpha1.AgentSessionSpec) {
-			s.ReviewTimeout = &metav1.Duration{Duration: 2 * time.Second}
+			s.ReviewTimeout = &metav1.Duration{Duration: 5 * time.Second}
 		})
 		ch := a.callExit(plan)
 		id := a.postedReview()
 		as := a.get()
 		Expect(as.Status.Review.ExpiresAt).NotTo(BeNil())
-		Expect(as.Status.Review.ExpiresAt.Time).To(BeTemporally("~", as.Status.Agent.Review.RequestedAt.Add(2*time.Second), time.Second))
+		Expect(as.Status.Review.ExpiresAt.Time).To(BeTemporally("~", as.Status.Agent.Review.RequestedAt.Add(5*time.Second), time.Second))
 		Expect(kplan(viewer, "review", a.name).ok()).To(MatchRegexp(`Expires:\s+\d{4}-`))
 
 		ee := exitErr(receive(ch).err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitExpired))
 		Expect(ee.ReviewID).To(Equal(id))
-		Expect(ee.Message).To(Equal(controllers.ReviewExpiredText(2 * time.Second)))
-		Expect(ee.Message).To(Equal("The plan review expired after 2s without an answer; stay in plan mode, stop here, and wait for the user's message."))
+		Expect(ee.Message).To(Equal(controllers.ReviewExpiredText(5 * time.Second)))
+		Expect(ee.Message).To(Equal("The plan review expired after 5s without an answer; stay in plan mode, stop here, and wait for the user's message."))
 		kplan(reviewer, "approve", a.name).fails("was already decided: Expired")
 		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id)).
 			refused("is already closed (Expired)")
