@@ -108,6 +108,7 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(turn).To(BeEquivalentTo(1))
 		before := f.api.Writes()
+		reads := f.api.Reads() // the initial lists and watches
 		for step := int64(1); step <= 3; step++ {
 			res, err := f.agent.Boundary(suiteCtx, turn, step, 5*time.Second)
 			Expect(err).NotTo(HaveOccurred())
@@ -126,6 +127,7 @@ var _ = Describe("Boundary", func() {
 		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)).To(Succeed())
 		Expect(f.api.Writes()).To(BeZero(), "writes: %v", f.api.Breakdown())
 		Expect(f.api.Writes() - before).To(BeZero())
+		Expect(f.api.Reads()).To(Equal(reads), "no API read per step: the watch cache answers")
 		Expect(f.get().Status.Agent).To(BeNil())
 		// One header only (initial): later identical headers are not logged.
 		Expect(types_(f.events())).To(Equal([]string{
