@@ -95,6 +95,12 @@ build: ## Build the binaries into bin/.
 run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent). With KUBECONFIG set, against that cluster.
 	bin/localenv --assets "$(ENVTEST_DIR)" $(RUN_ARGS)
 
+.PHONY: build-installer
+build-installer: manifests envtest-assets ## Render config/default with the hack-built kubectl into dist/install.yaml (commit it).
+	@mkdir -p dist
+	"$(ENVTEST_DIR)/kubectl" kustomize config/default > dist/install.yaml
+	@echo "wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).
 	docker build -t $${IMG:-planmode-operator:dev} .

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -134,7 +135,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(faultinject.WrapConfig(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              leaderElectionID(fs, &o),
@@ -199,6 +200,17 @@ func run() error {
 	}
 	log.Info("manager stopped")
 	return nil
+}
+
+// metricsOptions serves /metrics; with --metrics-secure over HTTPS, and only to callers whose
+// token passes a TokenReview and who may "get" the /metrics non-resource URL (the
+// metrics-reader ClusterRole in config/rbac).
+func metricsOptions(o options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics}
+	if o.secureMetrics {
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }
 
 func checkOptions(o *options) error {
