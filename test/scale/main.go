@@ -69,6 +69,8 @@ type opts struct {
 	runs         int
 	phases       map[string]bool
 	workers      int
+	procEnv      []string // extra environment of both processes
+	managerArgs  []string // extra flags of the manager process
 	shards       int
 	timeout      time.Duration
 	profileDir   string
@@ -94,9 +96,13 @@ func run() error {
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
+	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
+	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
 	flag.Parse()
 	o.stores = splitList(*stores)
+	o.procEnv = splitList(*procEnv)
+	o.managerArgs = splitList(*managerArgs)
 	o.phases = map[string]bool{}
 	for _, p := range splitList(*phases) {
 		o.phases[p] = true
@@ -173,6 +179,9 @@ func run() error {
 		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
+	if len(o.procEnv)+len(o.managerArgs) > 0 {
+		fmt.Printf("process environment %q, manager flags %q\n", o.procEnv, o.managerArgs)
+	}
 
 	rep := &report{idle: map[string]*idleResult{}}
 	if o.phases["storm"] {

@@ -84,10 +84,11 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 			args = append(args, "--webhook-port=-1")
 		}
 		args = append(args, o.webhook...)
+		args = append(args, b.o.managerArgs...)
 	}
 	args = append(args, o.extra...)
 	p.cmd = exec.Command(b.bins[o.side], args...)
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+b.kubeconfig)
+	p.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+b.kubeconfig), b.o.procEnv...)
 	logf, err := os.Create(p.logPath)
 	if err != nil {
 		return nil, err
@@ -317,6 +318,9 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 			key += "/" + sr
 		}
 		out[key] += v
+		if labels["code"] == "409" {
+			out[key+" 409"] += v
+		}
 	}
 	return out, sc.Err()
 }

@@ -118,6 +118,9 @@ func (r *report) print(w io.Writer, o opts) {
 		v = med(mg, per(it, tot, nn))
 		row("API writes / idle toggle", med(fl, per(it, tot, nn)), v, num, "<= 1", b(v <= 1+1e-9))
 		row("  + Events (events.k8s.io)", med(fl, per(it, ev, nn)), med(mg, per(it, ev, nn)), num, "", nil)
+		cf := func(w writes) float64 { return w.conflicts }
+		row("409 conflicts / in-turn toggle (in the writes)", med(fl, per(in, cf, nn)), med(mg, per(in, cf, nn)), num, "", nil)
+		row("409 conflicts / idle toggle (in the writes)", med(fl, per(it, cf, nn)), med(mg, per(it, cf, nn)), num, "", nil)
 		v = med(mg, per(is, tot, ni))
 		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 		take := func(s *stormResult) float64 { return float64(s.takeOn) }

@@ -44,7 +44,7 @@ type stormResult struct {
 
 // writes of a phase: the manager's (AgentSession status and anything else but Events), its
 // Events, and the agents'. The user's toggles are not charged.
-type writes struct{ status, other, events, agent float64 }
+type writes struct{ status, other, events, agent, conflicts float64 }
 
 func (w writes) total() float64 { return w.status + w.other + w.agent }
 
@@ -74,6 +74,7 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	w := writes{agent: agent, events: d("events")}
 	w.status = d("agentsessions/status") - agent
 	w.other = d("agentsessions") - user
+	w.conflicts = d("agentsessions/status 409") + d("agentsessions 409")
 	return w, nil
 }
 
@@ -322,6 +323,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return r.shardFP[0][which]
 	}
 
+	logPhase("  %s: %d sessions created, %d process(es) ready", side, n, shards)
 	agentCount := apicount.New()
 	agentCfg := agentCount.Wrap(b.cfg)
 	defer func() {
@@ -346,6 +348,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return nil, fmt.Errorf("sessions not taken on by %s: %w", side, err)
 	}
 	r.takeOn = time.Since(p.startedAt)
+	logPhase("  %s: %d agents started, every session taken on", side, n)
 	b.quiesce(ctx)
 	for k, pk := range procs {
 		r.shardFP[k][0] = pk.idleFootprint(3 * time.Second)
@@ -428,6 +431,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return nil, fmt.Errorf("boundary storm: %w", err)
 	}
 	r.ackWall = time.Since(stormStart)
+	logPhase("  %s: boundary storm done in %s", side, r.ackWall.Round(time.Millisecond))
 	r.fpBoundary = stopAll(smp, 1)
 	b.quiesce(ctx)
 	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
@@ -470,6 +474,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return nil, fmt.Errorf("toggle storm: %w", err)
 	}
 	r.toggleConv = time.Duration(conv.Load())
+	logPhase("  %s: toggle storm done in %s", side, r.toggleConv.Round(time.Millisecond))
 	r.fpToggle = stopAll(smp, 2)
 	b.quiesce(ctx)
 	if r.idleToggle, err = b.since(ctx, w0, agentCount); err != nil {
@@ -509,5 +514,5 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 }
 
 func addW(a, b writes) writes {
-	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent}
+	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts}
 }
