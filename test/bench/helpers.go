@@ -172,7 +172,7 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 	msf := func(v float64) string { return ms(time.Duration(v)) }
 	num := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	for _, n := range o.sessions {
-		var p50, p99, samples, tog, togAgent, togEv, idle, between, betweenEv, elapsed []float64
+		var p50, p99, samples, tog, togAgent, togEv, idle, idleReads, between, betweenEv, elapsed []float64
 		for _, name := range names {
 			r := results[name][n]
 			p50 = append(p50, float64(percentile(r.latencies, 0.5)))
@@ -183,6 +183,7 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 			togEv = append(togEv, float64(r.toggleWrites.events)/float64(r.toggles))
 			betweenEv = append(betweenEv, float64(r.betweenW.events)/float64(r.betweenTogs))
 			idle = append(idle, float64(r.idleWrites.total())/float64(r.idleSteps))
+			idleReads = append(idleReads, float64(r.idleReads)/float64(r.idleReadSteps))
 			between = append(between, float64(r.betweenW.total())/float64(r.betweenTogs))
 			elapsed = append(elapsed, float64(r.elapsed))
 		}
@@ -196,6 +197,7 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 		row("API writes / toggle, between turns", between, num, "<= 1", atMost(1))
 		row("  + Event writes (events.k8s.io)", betweenEv, num, "", nil)
 		row("API writes / step, nothing pending", idle, num, "0", atMost(0))
+		row("agent API reads / step, nothing pending", idleReads, num, "", nil)
 		row("phase wall time", elapsed, func(v float64) string { return time.Duration(v).Round(time.Millisecond).String() }, "", nil)
 	}
 	if err := tw.Flush(); err != nil {

@@ -200,15 +200,17 @@ type bench struct {
 }
 
 type result struct {
-	latencies    []time.Duration // asked boundaries
-	toggles      int
-	toggleWrites writes // during a turn: manager + agents
-	idleSteps    int
-	idleWrites   writes
-	betweenTogs  int
-	betweenW     writes
-	failures     int
-	elapsed      time.Duration
+	latencies     []time.Duration // asked boundaries
+	toggles       int
+	toggleWrites  writes // during a turn: manager + agents
+	idleSteps     int
+	idleWrites    writes
+	idleReads     int64 // the agents' API reads during the idle phase
+	idleReadSteps int   // the steps of the idle phase
+	betweenTogs   int
+	betweenW      writes
+	failures      int
+	elapsed       time.Duration
 }
 
 // writes are the API writes of a phase: the manager's to AgentSessions (status), its
@@ -219,14 +221,16 @@ func (r *result) merge(o *result) *result {
 		return o
 	}
 	return &result{
-		latencies:    append(r.latencies, o.latencies...),
-		toggles:      r.toggles + o.toggles,
-		toggleWrites: r.toggleWrites.add(o.toggleWrites),
-		idleSteps:    r.idleSteps + o.idleSteps,
-		idleWrites:   r.idleWrites.add(o.idleWrites),
-		betweenTogs:  r.betweenTogs + o.betweenTogs,
-		betweenW:     r.betweenW.add(o.betweenW),
-		elapsed:      r.elapsed + o.elapsed,
+		latencies:     append(r.latencies, o.latencies...),
+		toggles:       r.toggles + o.toggles,
+		toggleWrites:  r.toggleWrites.add(o.toggleWrites),
+		idleSteps:     r.idleSteps + o.idleSteps,
+		idleWrites:    r.idleWrites.add(o.idleWrites),
+		idleReads:     r.idleReads + o.idleReads,
+		idleReadSteps: r.idleReadSteps + o.idleReadSteps,
+		betweenTogs:   r.betweenTogs + o.betweenTogs,
+		betweenW:      r.betweenW.add(o.betweenW),
+		elapsed:       r.elapsed + o.elapsed,
 	}
 }
 
@@ -364,6 +368,7 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 
 	// Phase 1: steps with nothing pending.
 	s0 := snap(mgrCount, agentCount)
+	reads0 := agentCount.Reads()
 	if err := parallel(sessions, func(ss *session) error {
 		turn, err := ss.agent.StartTurn(ctx)
 		if err != nil {
@@ -381,6 +386,8 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 	quiesce(mgrCount, agentCount)
 	r.idleSteps = n * b.o.idleSteps
 	r.idleWrites = s0.since(mgrCount, agentCount)
+	r.idleReads = agentCount.Reads() - reads0
+	r.idleReadSteps = r.idleSteps
 
 	// Phase 2: toggles during a turn; the timed boundary is the one that applies them.
 	cycles := b.o.cycles
