@@ -81,6 +81,13 @@ bench-log: postgres ## Session-log benchmarks on SQLite and PostgreSQL (append; 
 	@grep -E '^\s+bench_test' bin/bench-log.txt
 	go run ./pkg/sessionlog/internal/benchmedian < bin/bench-log.txt
 
+.PHONY: soak
+soak: envtest-assets postgres ## Reliability soak: 1,000 manager crash injections, 30 s outages, 10 patchers x 1,000 toggles (test/reliability; figures to bin/reliability-soak.jsonl).
+	@mkdir -p bin; : > bin/reliability-soak.jsonl
+	RELIABILITY_SOAK=1 RELIABILITY_REPORT=$(CURDIR)/bin/reliability-soak.jsonl KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" \
+		go test ./test/reliability -count=1 -timeout 6h -v $(if $(GINKGO_FLAGS),-args $(GINKGO_FLAGS))
+	@cat bin/reliability-soak.jsonl
+
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }

@@ -92,7 +92,7 @@ var _ = Describe("conflicts", func() {
 		w := newWorkload("conflicts", 3, url, nil)
 		startManager(managerOpts{store: url})
 		w.startAgents()
-		w.startDriver(10, sizes.toggles, 20*time.Millisecond)
+		w.startDriver(10, sizes.toggles, 100*time.Millisecond)
 		w.waitDriver()
 		Expect(w.toggles.Load()).To(Equal(int64(10 * sizes.toggles)))
 		recover := w.settle(time.Minute)
@@ -109,7 +109,10 @@ var _ = Describe("PostgreSQL outage", func() {
 		startManager(managerOpts{store: url})
 		w.startAgents()
 		w.startDriver(1, 0, 150*time.Millisecond)
-		eventually(time.Minute, func(g Gomega) { g.Expect(w.steps.Load()).To(BeNumerically(">", 20)) })
+		eventually(time.Minute, func(g Gomega) {
+			g.Expect(w.steps.Load()).To(BeNumerically(">", 20))
+			g.Expect(w.toggles.Load()).To(BeNumerically(">", 15))
+		})
 
 		Expect(pg.Stop(30 * time.Second)).To(Succeed())
 		down := time.Now()
