@@ -195,16 +195,16 @@ func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []s
 func FuzzBoundaryReport(f *testing.F) {
 	e := newFzEnv(f)
 	// ops, spec selection, prev pending, boundary turn/step/seq, whether a report is present.
-	f.Add([]byte{0, 1}, byte(1), byte(0), int64(1), int64(2), int64(5), true, false)         // valid: toggle on at (1,2)
-	f.Add([]byte{0, 1}, byte(1), byte(1), int64(1), int64(2), int64(5), true, false)         // already pending
-	f.Add([]byte{0, 1, 4}, byte(2), byte(0), int64(1), int64(2), int64(5), true, false)      // turn not open
-	f.Add([]byte{0, 1, 1}, byte(1), byte(0), int64(1), int64(1), int64(8), true, false)      // step backwards
+	f.Add([]byte{0, 1}, byte(1), byte(0), int64(1), int64(2), int64(5), true, false)          // valid: toggle on at (1,2)
+	f.Add([]byte{0, 1}, byte(1), byte(1), int64(1), int64(2), int64(5), true, false)          // already pending
+	f.Add([]byte{0, 1, 4}, byte(2), byte(0), int64(1), int64(2), int64(5), true, false)       // turn not open
+	f.Add([]byte{0, 1, 1}, byte(1), byte(0), int64(1), int64(1), int64(8), true, false)       // step backwards
 	f.Add([]byte{0, 1, 4, 0, 1}, byte(1), byte(0), int64(1), int64(2), int64(9), true, false) // turn backwards
-	f.Add([]byte{0, 2}, byte(1), byte(0), int64(1), int64(2), int64(4), true, false)         // step still open
+	f.Add([]byte{0, 2}, byte(1), byte(0), int64(1), int64(2), int64(4), true, false)          // step still open
 	f.Add([]byte{0, 1}, byte(1), byte(0), int64(1), int64(2), int64(math.MaxInt64), true, false)
 	f.Add([]byte{0, 1}, byte(1), byte(0), int64(math.MinInt64), int64(-1), int64(-7), true, true)
-	f.Add([]byte{5, 0, 1, 5}, byte(2), byte(0), int64(1), int64(2), int64(6), true, false)   // own plan/mode, unacked
-	f.Add([]byte{}, byte(1), byte(0), int64(0), int64(0), int64(0), false, false)            // between turns
+	f.Add([]byte{5, 0, 1, 5}, byte(2), byte(0), int64(1), int64(2), int64(6), true, false) // own plan/mode, unacked
+	f.Add([]byte{}, byte(1), byte(0), int64(0), int64(0), int64(0), false, false)          // between turns
 	f.Fuzz(func(t *testing.T, ops []byte, spec, pending byte, bt, bs, bseq int64, report, noConfig bool) {
 		ns := "fz"
 		if noConfig {
