@@ -112,6 +112,7 @@ var _ = Describe("PostgreSQL outage", func() {
 		eventually(time.Minute, func(g Gomega) {
 			g.Expect(w.steps.Load()).To(BeNumerically(">", 20))
 			g.Expect(w.toggles.Load()).To(BeNumerically(">", 15))
+			g.Expect(w.planModes(g)).To(BeNumerically(">=", 2))
 		})
 
 		Expect(pg.Stop(30 * time.Second)).To(Succeed())
@@ -235,7 +236,12 @@ var _ = Describe("leader failover", func() {
 				}
 				g.Expect(leader).NotTo(BeNil(), "no leader")
 			})
-			eventually(time.Minute, func(g Gomega) { g.Expect(w.steps.Load()).To(BeNumerically(">", int64(20*(k+1)))) })
+			// Mid-workload: this leader has committed selections.
+			commits := 0
+			eventually(time.Minute, func(g Gomega) {
+				commits = w.planModes(g)
+				g.Expect(commits).To(BeNumerically(">=", 2*(k+1)))
+			})
 			leader.kill()
 			killed := time.Now()
 			var next *managerProc
@@ -249,6 +255,9 @@ var _ = Describe("leader failover", func() {
 				g.Expect(next).NotTo(BeNil(), "no manager took over")
 			})
 			took := time.Since(killed)
+			eventually(time.Minute, func(g Gomega) {
+				g.Expect(w.planModes(g)).To(BeNumerically(">", commits), "the new leader commits nothing")
+			})
 			if took > worst {
 				worst = took
 			}

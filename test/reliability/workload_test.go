@@ -302,6 +302,21 @@ func (w *workload) dump() {
 	}
 }
 
+// planModes counts the plan/mode events in every session's log (commits so far).
+func (w *workload) planModes(g Gomega) int {
+	n := 0
+	for _, name := range w.names {
+		evs, err := w.store.ReadFrom(suiteCtx, w.sessionID(name), 0, 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, e := range evs {
+			if e.Type == sessionlog.TypePlanMode {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // outcome is what the checker found over every session of a workload.
 type outcome struct {
 	Violations int      `json:"violations"`
