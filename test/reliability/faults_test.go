@@ -261,8 +261,9 @@ var _ = Describe("leader failover", func() {
 			if took > worst {
 				worst = took
 			}
-			// controller-runtime's defaults: lease 15s, retry period 2s.
-			Expect(took).To(BeNumerically("<", 15*time.Second+2*time.Second+3*time.Second), "takeover after %s", took)
+			// controller-runtime's defaults: lease 15s, retry period 2s (jittered by up to 1.2x);
+			// the lease may have been renewed just before the kill. Plus slack for 2 busy cores.
+			Expect(took).To(BeNumerically("<", 15*time.Second+2400*time.Millisecond+5*time.Second), "takeover after %s", took)
 			ms = append(ms, startManager(managerOpts{store: url, leaderElect: true, leaseID: lease})) // a new standby
 		}
 		recover := w.settle(time.Minute)
