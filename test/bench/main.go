@@ -66,7 +66,6 @@ type opts struct {
 	cycles     int // toggle cycles per session with 1 session
 	cyclesMany int // toggle cycles per session with more sessions
 	idleSteps  int
-	rounds     int
 	timeout    time.Duration
 	root       string
 }
@@ -77,11 +76,10 @@ func run() error {
 		sessions = flag.String("sessions", "1,100", "comma-separated concurrent session counts")
 		storeURL = flag.String("store", "", "session log URL (default: a SQLite file in a temp dir)")
 	)
-	flag.IntVar(&o.cycles, "cycles", 50, "toggle cycles (turns) per session when running 1 session")
-	flag.IntVar(&o.cyclesMany, "cycles-many", 3, "toggle cycles per session when running many sessions")
+	flag.IntVar(&o.cycles, "cycles", 100, "toggle cycles (turns) per session when running 1 session")
+	flag.IntVar(&o.cyclesMany, "cycles-many", 6, "toggle cycles per session when running many sessions")
 	flag.IntVar(&o.idleSteps, "idle-steps", 5, "steps with nothing pending per session")
 	flag.BoolVar(&traceWrites, "trace-writes", false, "print every API write of the controllers and agents to stderr (diagnosis)")
-	flag.IntVar(&o.rounds, "rounds", 2, "rounds per session count; each round runs every side once, alternating")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
 	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
 	flag.StringVar(&managerEvents, "manager-events", managerEvents, "manager configurations to measure: on (cmd/manager's default --events=on), off, or both")
@@ -150,22 +148,27 @@ func run() error {
 	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %s, %s\n",
 		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
-	// Rounds alternate the sides (floor, manager, floor, manager, ...) so that drift in the
-	// machine's load is shared by both; samples and counts of the rounds are pooled.
+	// All sides run at once, each on its own namespace, sessions and counted clients, and the
+	// measured work alternates between them cycle by cycle (floor, manager, ..., then the
+	// reverse order): drift in the machine's load is shared by every side instead of landing on
+	// whichever ran during a burst. A side is idle while another runs its cycle.
 	results := map[string]map[int]*result{}
 	for _, n := range o.sessions {
-		for round := 1; round <= o.rounds; round++ {
-			for _, s := range sides() {
-				fmt.Fprintf(os.Stderr, "round %d/%d: %s with %d session(s)...\n", round, o.rounds, s.name, n)
-				r, err := b.runSide(ctx, s, n)
-				if err != nil {
-					return fmt.Errorf("%s, %d sessions: %w", s.name, n, err)
-				}
-				if results[s.name] == nil {
-					results[s.name] = map[int]*result{}
-				}
-				results[s.name][n] = results[s.name][n].merge(r)
+		fmt.Fprintf(os.Stderr, "%d session(s): setting up %d sides...\n", n, len(sides()))
+		runs, err := b.setup(ctx, n)
+		if err != nil {
+			return err
+		}
+		err = b.measure(ctx, runs)
+		for _, rn := range runs {
+			rn.close()
+			if results[rn.side.name] == nil {
+				results[rn.side.name] = map[int]*result{}
 			}
+			results[rn.side.name][n] = rn.r
+		}
+		if err != nil {
+			return fmt.Errorf("%d sessions: %w", n, err)
 		}
 	}
 	if err := report(os.Stdout, o, results); err != nil {
@@ -215,25 +218,6 @@ type result struct {
 
 // writes are the API writes of a phase: the manager's to AgentSessions (status), its
 // events.k8s.io Events, anything else it wrote, and the agents' (all status.agent).
-// merge pools two rounds (r may be nil).
-func (r *result) merge(o *result) *result {
-	if r == nil {
-		return o
-	}
-	return &result{
-		latencies:     append(r.latencies, o.latencies...),
-		toggles:       r.toggles + o.toggles,
-		toggleWrites:  r.toggleWrites.add(o.toggleWrites),
-		idleSteps:     r.idleSteps + o.idleSteps,
-		idleWrites:    r.idleWrites.add(o.idleWrites),
-		idleReads:     r.idleReads + o.idleReads,
-		idleReadSteps: r.idleReadSteps + o.idleReadSteps,
-		betweenTogs:   r.betweenTogs + o.betweenTogs,
-		betweenW:      r.betweenW.add(o.betweenW),
-		elapsed:       r.elapsed + o.elapsed,
-	}
-}
-
 type writes struct{ manager, events, other, agent, conflicts int64 }
 
 // total is every write but the Events.
@@ -279,8 +263,54 @@ type session struct {
 	active   bool
 }
 
-func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
-	mgrCount, agentCount := apicount.New(), apicount.New()
+// run is one side's controller, namespace, sessions and counters.
+type sideRun struct {
+	side                 side
+	ns                   string
+	sessions             []*session
+	mgrCount, agentCount *apicount.Counter
+	r                    *result
+	close                func()
+}
+
+// setup starts every side's controller and sessions, and waits until each controller has
+// taken its sessions on.
+func (b *bench) setup(ctx context.Context, n int) ([]*sideRun, error) {
+	var runs []*sideRun
+	fail := func(err error) ([]*sideRun, error) {
+		for _, rn := range runs {
+			rn.close()
+		}
+		return nil, err
+	}
+	for _, s := range sides() {
+		rn, err := b.setupSide(ctx, s, n)
+		if err != nil {
+			return fail(fmt.Errorf("%s, %d sessions: %w", s.name, n, err))
+		}
+		runs = append(runs, rn)
+	}
+	counters := []*apicount.Counter{}
+	for _, rn := range runs {
+		counters = append(counters, rn.mgrCount, rn.agentCount)
+	}
+	quiesce(counters...)
+	return runs, nil
+}
+
+func (b *bench) setupSide(ctx context.Context, s side, n int) (*sideRun, error) {
+	rn := &sideRun{side: s, mgrCount: apicount.New(), agentCount: apicount.New(), r: &result{}}
+	var cleanups []func()
+	rn.close = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		cleanups = nil
+	}
+	fail := func(err error) (*sideRun, error) {
+		rn.close()
+		return nil, err
+	}
 	if traceWrites {
 		start := time.Now()
 		trace := func(who string) func(string, string, []byte, int, time.Time, time.Time) {
@@ -289,18 +319,18 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 					float64(answered.Sub(sent).Microseconds())/1000, status, who, method, apicount.Resource(path), body)
 			}
 		}
-		mgrCount.Trace, agentCount.Trace = trace(s.name), trace("agent")
+		rn.mgrCount.Trace, rn.agentCount.Trace = trace(s.name), trace("agent("+s.name+")")
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-" + s.name + "-"}}
 	if err := b.user.Create(ctx, ns); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	// Each run's controller sees only its own namespace: sessions of earlier runs (another
-	// controller's status on them) must not load it.
-	defer func() {
+	rn.ns = ns.Name
+	// Each controller sees only its own namespace.
+	cleanups = append(cleanups, func() {
 		_ = b.user.DeleteAllOf(context.WithoutCancel(ctx), &v1alpha1.AgentSession{}, client.InNamespace(ns.Name))
-	}()
-	mgr, err := ctrl.NewManager(mgrCount.Wrap(b.cfg), ctrl.Options{
+	})
+	mgr, err := ctrl.NewManager(rn.mgrCount.Wrap(b.cfg), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -312,92 +342,130 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := s.start(mgr, b.store); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	mctx, stop := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mctx) }()
-	defer func() { stop(); <-mgrDone }()
+	cleanups = append(cleanups, func() { stop(); <-mgrDone })
 
 	if err := b.user.Create(ctx, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
 		Spec:       v1alpha1.PlanModeConfigSpec{Section: "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."},
 	}); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	sessions := make([]*session, n)
-	for i := range sessions {
+	rn.sessions = make([]*session, n)
+	for i := range rn.sessions {
 		ss := &session{name: fmt.Sprintf("agent-%03d", i), id: ns.Name + "-" + strconv.Itoa(i)}
 		if err := b.user.Create(ctx, &v1alpha1.AgentSession{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: ss.name},
 			Spec:       v1alpha1.AgentSessionSpec{SessionID: ss.id},
 		}); err != nil {
-			return nil, err
+			return fail(err)
 		}
-		sessions[i] = ss
+		rn.sessions[i] = ss
 	}
-	agentCfg := agentCount.Wrap(b.cfg)
-	if err := parallel(sessions, func(ss *session) error {
+	agentCfg := rn.agentCount.Wrap(b.cfg)
+	err = parallel(rn.sessions, func(ss *session) error {
 		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns.Name, Name: ss.name, Store: b.store})
 		ss.agent = c
 		return err
-	}); err != nil {
-		return nil, err
-	}
-	defer func() {
-		for _, ss := range sessions {
+	})
+	cleanups = append(cleanups, func() {
+		for _, ss := range rn.sessions {
 			if ss.agent != nil {
 				ss.agent.Close()
 			}
 		}
-	}()
+	})
+	if err != nil {
+		return fail(err)
+	}
 	// The controller has taken every session on (the manager writes an initial status).
-	if err := parallel(sessions, func(ss *session) error {
+	if err := parallel(rn.sessions, func(ss *session) error {
 		wctx, cancel := context.WithTimeout(ctx, 2*b.o.timeout)
 		defer cancel()
 		return ss.agent.WaitFor(wctx, s.ready)
 	}); err != nil {
-		return nil, fmt.Errorf("sessions not taken on by %s: %w", s.name, err)
+		return fail(fmt.Errorf("sessions not taken on by %s: %w", s.name, err))
 	}
-	quiesce(mgrCount, agentCount)
-	r := &result{}
-	start := time.Now()
+	return rn, nil
+}
 
-	// Phase 1: steps with nothing pending.
-	s0 := snap(mgrCount, agentCount)
-	reads0 := agentCount.Reads()
-	if err := parallel(sessions, func(ss *session) error {
-		turn, err := ss.agent.StartTurn(ctx)
-		if err != nil {
-			return err
+// phase runs f for every side, cycles times, alternating the order of the sides each cycle,
+// and charges each side's writes (and wall time) in the phase to it.
+func (b *bench) phase(ctx context.Context, runs []*sideRun, cycles int, f func(rn *sideRun) error, charge func(rn *sideRun, w writes, d time.Duration)) error {
+	snaps := make([]snapshot, len(runs))
+	spent := make([]time.Duration, len(runs))
+	for i, rn := range runs {
+		snaps[i] = snap(rn.mgrCount, rn.agentCount)
+	}
+	for c := 0; c < cycles; c++ {
+		for k := range runs {
+			i := k
+			if c%2 == 1 {
+				i = len(runs) - 1 - k
+			}
+			start := time.Now()
+			if err := f(runs[i]); err != nil {
+				return fmt.Errorf("%s: %w", runs[i].side.name, err)
+			}
+			spent[i] += time.Since(start)
 		}
-		for step := int64(1); step <= int64(b.o.idleSteps); step++ {
-			if err := b.step(ctx, ss, turn, step, nil); err != nil {
+	}
+	counters := []*apicount.Counter{}
+	for _, rn := range runs {
+		counters = append(counters, rn.mgrCount, rn.agentCount)
+	}
+	quiesce(counters...)
+	for i, rn := range runs {
+		charge(rn, snaps[i].since(rn.mgrCount, rn.agentCount), spent[i])
+	}
+	return nil
+}
+
+func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
+	n := len(runs[0].sessions)
+	// Phase 1: steps with nothing pending (no toggle at all).
+	reads := make(map[*sideRun]int64)
+	for _, rn := range runs {
+		reads[rn] = rn.agentCount.Reads()
+	}
+	if err := b.phase(ctx, runs, 1, func(rn *sideRun) error {
+		return parallel(rn.sessions, func(ss *session) error {
+			turn, err := ss.agent.StartTurn(ctx)
+			if err != nil {
 				return err
 			}
-		}
-		return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+			for step := int64(1); step <= int64(b.o.idleSteps); step++ {
+				if err := b.step(ctx, ss, turn, step, nil); err != nil {
+					return err
+				}
+			}
+			return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+		})
+	}, func(rn *sideRun, w writes, d time.Duration) {
+		rn.r.idleSteps += n * b.o.idleSteps
+		rn.r.idleWrites = rn.r.idleWrites.add(w)
+		rn.r.idleReads += rn.agentCount.Reads() - reads[rn]
+		rn.r.idleReadSteps += n * b.o.idleSteps
+		rn.r.elapsed += d
 	}); err != nil {
-		return nil, fmt.Errorf("idle steps: %w", err)
+		return fmt.Errorf("idle steps: %w", err)
 	}
-	quiesce(mgrCount, agentCount)
-	r.idleSteps = n * b.o.idleSteps
-	r.idleWrites = s0.since(mgrCount, agentCount)
-	r.idleReads = agentCount.Reads() - reads0
-	r.idleReadSteps = r.idleSteps
 
 	// Phase 2: toggles during a turn; the timed boundary is the one that applies them.
 	cycles := b.o.cycles
 	if n > 1 {
 		cycles = b.o.cyclesMany
 	}
-	var mu sync.Mutex
-	s0 = snap(mgrCount, agentCount)
-	if err := parallel(sessions, func(ss *session) error {
-		for range cycles {
+	if err := b.phase(ctx, runs, cycles, func(rn *sideRun) error {
+		var mu sync.Mutex
+		return parallel(rn.sessions, func(ss *session) error {
 			turn, err := ss.agent.StartTurn(ctx)
 			if err != nil {
 				return err
@@ -406,10 +474,10 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 				return err
 			}
 			want := !ss.active
-			if err := b.toggle(ctx, ns.Name, ss.name, want); err != nil {
+			if err := b.toggle(ctx, rn.ns, ss.name, want); err != nil {
 				return err
 			}
-			// The manager has marked it pending and the agent's watch has seen it.
+			// The controller has marked it pending and the agent's watch has seen it.
 			wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 			err = ss.agent.WaitFor(wctx, func(s *v1alpha1.AgentSession) bool {
 				return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
@@ -423,62 +491,64 @@ func (b *bench) runSide(ctx context.Context, s side, n int) (*result, error) {
 				return err
 			}
 			mu.Lock()
-			r.latencies = append(r.latencies, lat)
+			rn.r.latencies = append(rn.r.latencies, lat)
 			mu.Unlock()
 			ss.active = want
-			if err := ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted); err != nil {
+			return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+		})
+	}, func(rn *sideRun, w writes, d time.Duration) {
+		rn.r.toggles += n * cycles
+		rn.r.toggleWrites = rn.r.toggleWrites.add(w)
+		rn.r.elapsed += d
+	}); err != nil {
+		return fmt.Errorf("toggles during a turn: %w", err)
+	}
+
+	// Phase 3: toggles between turns (no turn open).
+	if err := b.phase(ctx, runs, 1, func(rn *sideRun) error {
+		return parallel(rn.sessions, func(ss *session) error {
+			want := !ss.active
+			if err := b.toggle(ctx, rn.ns, ss.name, want); err != nil {
 				return err
 			}
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("toggles during a turn: %w", err)
-	}
-	quiesce(mgrCount, agentCount)
-	r.toggles = n * cycles
-	r.toggleWrites = s0.since(mgrCount, agentCount)
-
-	// Phase 3: toggles between turns (no turn open), then one turn to record the owed notice.
-	s0 = snap(mgrCount, agentCount)
-	if err := parallel(sessions, func(ss *session) error {
-		want := !ss.active
-		if err := b.toggle(ctx, ns.Name, ss.name, want); err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
-		defer cancel()
-		// Re-checked on every watched change: the commit ends with a status write.
-		return ss.agent.WaitFor(wctx, func(as *v1alpha1.AgentSession) bool {
-			t, err := b.store.Tail(wctx, ss.id)
-			if err == nil && s.committed(as, t, want) {
-				ss.active = want
-				return true
-			}
-			return false
+			wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+			defer cancel()
+			// Re-checked on every watched change: the commit ends with a status write.
+			return ss.agent.WaitFor(wctx, func(as *v1alpha1.AgentSession) bool {
+				t, err := b.store.Tail(wctx, ss.id)
+				if err == nil && rn.side.committed(as, t, want) {
+					ss.active = want
+					return true
+				}
+				return false
+			})
 		})
+	}, func(rn *sideRun, w writes, d time.Duration) {
+		rn.r.betweenTogs += n
+		rn.r.betweenW = rn.r.betweenW.add(w)
+		rn.r.elapsed += d
 	}); err != nil {
-		return nil, fmt.Errorf("toggles between turns: %w", err)
+		return fmt.Errorf("toggles between turns: %w", err)
 	}
-	quiesce(mgrCount, agentCount)
-	r.betweenTogs = n
-	r.betweenW = s0.since(mgrCount, agentCount)
-	// The owed notice (if any) is recorded at the next turn's first step, with no API write.
-	s1 := snap(mgrCount, agentCount)
-	if err := parallel(sessions, func(ss *session) error {
-		turn, err := ss.agent.StartTurn(ctx)
-		if err != nil {
-			return err
-		}
-		if err := b.step(ctx, ss, turn, 1, nil); err != nil {
-			return err
-		}
-		return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+
+	// Then one turn each: its first step records the owed notice, with no API write.
+	if err := b.phase(ctx, runs, 1, func(rn *sideRun) error {
+		return parallel(rn.sessions, func(ss *session) error {
+			turn, err := ss.agent.StartTurn(ctx)
+			if err != nil {
+				return err
+			}
+			if err := b.step(ctx, ss, turn, 1, nil); err != nil {
+				return err
+			}
+			return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+		})
+	}, func(rn *sideRun, w writes, d time.Duration) {
+		rn.r.idleSteps += n
+		rn.r.idleWrites = rn.r.idleWrites.add(w)
+		rn.r.elapsed += d
 	}); err != nil {
-		return nil, fmt.Errorf("turn after a between-turns toggle: %w", err)
+		return fmt.Errorf("turn after a between-turns toggle: %w", err)
 	}
-	quiesce(mgrCount, agentCount)
-	r.idleSteps += n
-	r.idleWrites = r.idleWrites.add(s1.since(mgrCount, agentCount))
-	r.elapsed = time.Since(start)
-	return r, nil
+	return nil
 }
