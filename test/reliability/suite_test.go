@@ -42,6 +42,7 @@ var (
 	cancel     context.CancelFunc
 	pg         *pgServer
 	managerBin string
+	plancheckBin string
 	kubeconfig string // cluster admin kubeconfig for the manager processes
 	workDir    string
 	soak       = os.Getenv("RELIABILITY_SOAK") != ""
@@ -92,6 +93,11 @@ var _ = BeforeSuite(func() {
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build -tags faultinject ./cmd/manager:\n%s", out)
+	plancheckBin = filepath.Join(workDir, "plancheck")
+	build = exec.Command("go", "build", "-o", plancheckBin, "./cmd/plancheck")
+	build.Dir = root
+	out, err = build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/plancheck:\n%s", out)
 
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
