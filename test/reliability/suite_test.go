@@ -34,18 +34,18 @@ import (
 )
 
 var (
-	testEnv    *envtest.Environment
-	cfg        *rest.Config // cluster admin, straight to the API server
-	k8s        client.Client
-	scheme     = k8sruntime.NewScheme()
-	suiteCtx   context.Context
-	cancel     context.CancelFunc
-	pg         *pgServer
-	managerBin string
+	testEnv      *envtest.Environment
+	cfg          *rest.Config // cluster admin, straight to the API server
+	k8s          client.Client
+	scheme       = k8sruntime.NewScheme()
+	suiteCtx     context.Context
+	cancel       context.CancelFunc
+	pg           *pgServer
+	managerBin   string
 	plancheckBin string
-	kubeconfig string // cluster admin kubeconfig for the manager processes
-	workDir    string
-	soak       = os.Getenv("RELIABILITY_SOAK") != ""
+	kubeconfig   string // cluster admin kubeconfig for the manager processes
+	workDir      string
+	soak         = os.Getenv("RELIABILITY_SOAK") != ""
 )
 
 // sizes of the runs: short (make test) and soak (make soak); each can be overridden by env.
