@@ -56,7 +56,8 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 	r := &idleResult{n: n}
 	if side == "manager" {
 		ok := taken(side)
-		deadline := time.Now().Add(b.o.timeout)
+		// Taking a session on is one status write: allow for 20 writes/s at least.
+		deadline := time.Now().Add(max(b.o.timeout, time.Duration(n/20)*time.Second))
 		for {
 			done, err := b.countSessions(ctx, idleNS, ok)
 			if err != nil {

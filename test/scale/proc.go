@@ -156,7 +156,13 @@ func (p *proc) stop() {
 }
 
 // rssBytes is VmRSS of the process.
-func (p *proc) rssBytes() int64 {
+func (p *proc) rssBytes() int64 { return p.status("VmRSS:") }
+
+// anonBytes is RssAnon: VmRSS without the file-backed pages (the binary's text and read-only
+// data, which the kernel maps in by fault-around and can drop at any time).
+func (p *proc) anonBytes() int64 { return p.status("RssAnon:") }
+
+func (p *proc) status(field string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0
@@ -164,7 +170,7 @@ func (p *proc) rssBytes() int64 {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if l := s.Text(); strings.HasPrefix(l, "VmRSS:") {
+		if l := s.Text(); strings.HasPrefix(l, field) {
 			kb, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
 			return kb << 10
 		}
@@ -190,6 +196,7 @@ func (p *proc) cpu() time.Duration {
 type footprint struct {
 	rssPeak int64
 	rssEnd  int64
+	anonEnd int64
 	cpu     time.Duration
 	wall    time.Duration
 }
@@ -240,7 +247,7 @@ func (s *sampler) stop() footprint {
 	if end > s.peak {
 		s.peak = end
 	}
-	return footprint{rssPeak: s.peak, rssEnd: end, cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
+	return footprint{rssPeak: s.peak, rssEnd: end, anonEnd: s.p.anonBytes(), cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
 }
 
 // idleFootprint waits until the process's CPU use settles (<5% of a core over 1s, at most

@@ -135,6 +135,8 @@ func (r *report) print(w io.Writer, o opts) {
 		bs := func(s *stormResult) footprint { return s.fpBoundary }
 		ts := func(s *stormResult) footprint { return s.fpToggle }
 		row(fmt.Sprintf("RSS, %d sessions idle", n), med(fl, rss(idle)), med(mg, rss(idle)), mib, "", nil)
+		anon := func(s *stormResult) float64 { return float64(s.fpIdle.anonEnd) }
+		row("  of which anonymous (RssAnon)", med(fl, anon), med(mg, anon), mib, "", nil)
 		row("RSS peak, boundary storm", med(fl, rss(bs)), med(mg, rss(bs)), mib, "", nil)
 		row("RSS peak, toggle storm", med(fl, rss(ts)), med(mg, rss(ts)), mib, "", nil)
 		row(fmt.Sprintf("CPU (cores), %d sessions idle", n), med(fl, cpu(idle)), med(mg, cpu(idle)), core, "", nil)
@@ -183,7 +185,8 @@ func (r *report) print(w io.Writer, o opts) {
 	if fl, mg := r.idle["floor"], r.idle["manager"]; fl != nil && mg != nil {
 		fmt.Fprintf(tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
 		row("start -> every session taken on", float64(fl.takeOn), float64(mg.takeOn), sec, "", nil)
-		row("RSS", float64(fl.fp.rssEnd), float64(mg.fp.rssEnd), mib, "< 64MiB", b(mg.n < 10000 || mg.fp.rssEnd < 64<<20))
+		row("RSS (VmRSS)", float64(fl.fp.rssEnd), float64(mg.fp.rssEnd), mib, "< 64MiB", b(mg.n < 10000 || mg.fp.rssEnd < 64<<20))
+		row("  of which anonymous (RssAnon)", float64(fl.fp.anonEnd), float64(mg.fp.anonEnd), mib, "", nil)
 		row("CPU (cores), idle", fl.fp.cores(), mg.fp.cores(), core, "", nil)
 	}
 	if len(r.appends) > 0 {
