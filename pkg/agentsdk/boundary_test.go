@@ -9,8 +9,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -533,5 +536,54 @@ var _ = Describe("CloseInterrupted", func() {
 		turn, err = again.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(turn).To(BeEquivalentTo(2))
+	})
+})
+
+var _ = Describe("least privilege", func() {
+	It("works under a per-agent Role limited to its own AgentSession by resourceNames", func() {
+		f := setup(true)
+		f.agent.Close()
+		sa := "planmode-agent-" + f.name
+		Expect(k8s.Create(suiteCtx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: sa}})).To(Succeed())
+		Expect(k8s.Create(suiteCtx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: sa},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentsessions"}, ResourceNames: []string{f.name}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentsessions/status"}, ResourceNames: []string{f.name}, Verbs: []string{"patch"}},
+				{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"planmodeconfigs"}, Verbs: []string{"get", "list", "watch"}},
+			},
+		})).To(Succeed())
+		Expect(k8s.Create(suiteCtx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: sa},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: f.ns, Name: sa}},
+		})).To(Succeed())
+		as := rest.CopyConfig(cfg)
+		as.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + f.ns + ":" + sa}
+		var agent *agentsdk.Client
+		// RBAC bindings take effect asynchronously in the authorizer's cache.
+		Eventually(func() error {
+			c, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: as, Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 3 * time.Second})
+			agent = c
+			return err
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		defer agent.Close()
+		turn, err := agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := agent.Boundary(suiteCtx, turn, 1, 5*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+		Expect(agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		f.select_(true)
+		Eventually(func() bool { s := agent.Session(); return s != nil && s.Spec.PlanMode.Active != nil }).WithTimeout(10 * time.Second).Should(BeTrue())
+		res, err = agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Asked).To(BeTrue())
+
+		// The same identity cannot read another session.
+		other := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "other"}, Spec: v1alpha1.AgentSessionSpec{SessionID: "other-" + f.sessionID}}
+		Expect(k8s.Create(suiteCtx, other)).To(Succeed())
+		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: as, Namespace: f.ns, Name: "other", Store: store, SyncTimeout: 2 * time.Second})
+		Expect(err).To(HaveOccurred())
 	})
 })
