@@ -141,9 +141,13 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, ev := range out.events {
-		r.event(&s, ev)
-	}
+	// Events go out after the status write: the acknowledgement the agent waits for must not
+	// queue behind them at the API server.
+	defer func() {
+		for _, ev := range out.events {
+			r.event(&s, ev)
+		}
+	}()
 	if out.changed {
 		if err := r.WriteStatus(ctx, &s, out.status); err != nil {
 			if errors.Is(err, ErrStaleStatus) {
@@ -297,11 +301,12 @@ func (r *AgentSessionReconciler) event(s *agentsv1alpha1.AgentSession, e event) 
 
 // step carries one reconcile's working state between the named steps.
 type step struct {
-	r    *AgentSessionReconciler
-	s    *agentsv1alpha1.AgentSession
-	prev agentsv1alpha1.PlanModeStatus // the stored status.planMode, read-only
-	st   agentsv1alpha1.PlanModeStatus // the status being computed
-	tail sessionlog.Tail
+	r        *AgentSessionReconciler
+	s        *agentsv1alpha1.AgentSession
+	prev     agentsv1alpha1.PlanModeStatus // the stored status.planMode, read-only
+	st       agentsv1alpha1.PlanModeStatus // the status being computed
+	tail     sessionlog.Tail
+	tailRead bool
 	// seedLength is the number of events a fork seeded (plan/modes below it are inherited).
 	seedLength int64
 	// holdEntry: the config is missing, so a selection entering plan mode is kept pending.
@@ -341,7 +346,12 @@ func (r *AgentSessionReconciler) Compute(ctx context.Context, s *agentsv1alpha1.
 	st.reviewStep(&status) // plan review (review.go)
 	st.conditions(&status)
 	out := &Outcome{status: status, events: st.events, storeErr: st.storeErr}
-	out.changed = statusChanged(s.Status, status)
+	old := s.Status.DeepCopy()
+	if n := old.PlanMode.Notice; n != nil && st.tailRead && n.Seq < st.tail.LastStepStartSeq {
+		// A delivered notice is dropped with the next write, but is no reason to write.
+		old.PlanMode.Notice = nil
+	}
+	out.changed = statusChanged(*old, status)
 	return out, nil
 }
 
@@ -439,6 +449,7 @@ func (st *step) readTail(ctx context.Context) bool {
 		return false
 	}
 	st.tail = t
+	st.tailRead = true
 	return true
 }
 
@@ -607,6 +618,12 @@ func (st *step) answerBoundary(ctx context.Context, log logr.Logger) {
 	if d.Append != nil && *d.Append && st.holdEntry {
 		d = planmode.FlushDecision{Active: t.Active} // the entry waits for its config
 	}
+	if d.Append != nil && t.Step >= 1 && t.LastPlanModeSeq > t.LastStepStartSeq {
+		// A plan/mode already landed at this boundary and no step started since (only an
+		// agent that broke the protocol gets here): a second one would leave two at one
+		// boundary. Admit the step with the logged state; the selection waits for the next.
+		d = planmode.FlushDecision{Active: t.Active}
+	}
 	if d.Append == nil {
 		if d.ClearPending {
 			st.setPending(nil)
@@ -642,6 +659,10 @@ func (st *step) checkBoundary(b *agentsv1alpha1.StepBoundary) string {
 		return fmt.Sprintf("status.agent.boundary reported while step %d is still open in the log; a boundary comes after step/end", t.Step)
 	case b.Step <= t.Step:
 		return fmt.Sprintf("status.agent.boundary.step is %d, but step %d already started in turn %d; steps only go forward", b.Step, t.Step, t.Turn)
+	case st.prev.LastBoundary != nil && st.prev.LastBoundary.Result == agentsv1alpha1.BoundaryAdmitted &&
+		st.prev.LastBoundary.Turn == b.Turn && st.prev.LastBoundary.Step == b.Step && st.prev.LastBoundary.Seq != b.Seq:
+		return fmt.Sprintf("status.agent.boundary.step %d of turn %d was already admitted at seq %d; report each step's boundary once and append its step/start at the acknowledged nextSeq",
+			b.Step, b.Turn, st.prev.LastBoundary.Seq)
 	case b.Seq == t.NextSeq:
 		return ""
 	case b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq && b.Seq >= st.prev.NextSeq:

@@ -283,6 +283,19 @@ func reconcilerSpecs(be func() *backend) {
 			r := a.boundary(1, 1)
 			Expect(r.committed).To(BeTrue())
 			Eventually(func() string { return readyReason(a.get()) }, timeout, interval).Should(Equal("True/InSync"))
+
+			// A step reported again at a later seq (the agent appended something else instead
+			// of its step/start) is refused: it was admitted already.
+			a.endStep(1, 1)
+			first := a.tail().NextSeq
+			a.report(1, 2, first)
+			Expect(a.awaitAck(1, 2, first).Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
+			a.header(true, sessionlog.HeaderReasonChange)
+			a.report(1, 2, first+1)
+			again := a.awaitAck(1, 2, first+1)
+			Expect(again.Result).To(Equal(agentsv1alpha1.BoundaryFailed))
+			Expect(again.Message).To(ContainSubstring("already admitted"))
+			Expect(a.planModes()).To(HaveLen(1))
 		})
 	})
 
