@@ -3,7 +3,10 @@
 // drive plan mode end to end.
 //
 //	refagent --namespace team-a --name demo --store sqlite:///var/lib/planmode/log.db --turns 3 --steps 2 --step-delay 200ms
-//	refagent ... --script demo.txt --loop
+//	refagent ... --script cmd/refagent/demo.txt --loop
+//
+// Script lines: turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end
+// (pkg/refagent.ParseScript). The protocol it follows is docs/protocol.md.
 package main
 
 import (

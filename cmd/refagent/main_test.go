@@ -24,6 +24,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -174,5 +175,21 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The shipped demo script parses.
+func TestDemoScript(t *testing.T) {
+	f, err := os.Open("demo.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := refagent.ParseScript(f)
+	if err != nil {
+		t.Fatalf("demo.txt: %v", err)
+	}
+	if len(s) == 0 || s[0].Kind != refagent.OpTurn {
+		t.Fatalf("demo.txt does not start with a turn: %+v", s)
 	}
 }
