@@ -144,6 +144,9 @@ func backendSpecs(backend string, storeURL func() string, events bool) {
 
 		By("committed at the next boundary")
 		settled("toggle", true)
+		out, err := kube("wait", "--for=condition=Ready", "agentsession/toggle", "-n", ns, "--timeout=30s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("agentsession.agents.harness.dev/toggle condition met"))
 		a.waitExit(90 * time.Second)
 
 		evs := checkLog("toggle", sid)

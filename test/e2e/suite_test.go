@@ -186,9 +186,9 @@ type manager struct {
 	metricsURL, readyURL string
 }
 
-func startManager(name, storeURL string, events bool) *manager {
+func startManager(name, storeURL string, events bool, extra ...string) *manager {
 	GinkgoHelper()
-	m := startManagerProc(name, storeURL, events)
+	m := startManagerProc(name, storeURL, events, extra...)
 	Eventually(func() (int, error) {
 		if m.exited() {
 			return 0, StopTrying("the manager exited:\n" + m.output())
@@ -199,7 +199,7 @@ func startManager(name, storeURL string, events bool) *manager {
 }
 
 // startManagerProc starts the manager without waiting for it to be ready.
-func startManagerProc(name, storeURL string, events bool) *manager {
+func startManagerProc(name, storeURL string, events bool, extra ...string) *manager {
 	GinkgoHelper()
 	mp, hp := freePort(), freePort()
 	ev := "off"
@@ -211,11 +211,12 @@ func startManagerProc(name, storeURL string, events bool) *manager {
 		readyURL:   fmt.Sprintf("http://127.0.0.1:%d/readyz", hp),
 	}
 	// The store URL goes in the environment: it may hold a password.
-	m.proc = startProc(name, []string{"PLANMODE_LOG_STORE=" + storeURL}, filepath.Join(binDir, "manager"),
+	args := append([]string{
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
-		"--webhook-port=-1", "--events="+ev, "--pending-poll=200ms", "--max-store-backoff=1s",
-		"--graceful-shutdown-timeout=2s")
+		"--webhook-port=-1", "--events=" + ev, "--pending-poll=200ms", "--max-store-backoff=1s",
+		"--graceful-shutdown-timeout=2s"}, extra...)
+	m.proc = startProc(name, []string{"PLANMODE_LOG_STORE=" + storeURL}, filepath.Join(binDir, "manager"), args...)
 	return m
 }
 
