@@ -95,7 +95,7 @@ type Recorder struct {
 
 // New builds a Recorder; register it with Register (or MustRegister) before use.
 func New() *Recorder {
-	return &Recorder{
+	r := &Recorder{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "transitions_total",
 			Help: "Committed plan-mode transitions (plan/mode events the manager recorded), by cause and the state entered.",
@@ -149,6 +149,47 @@ func New() *Recorder {
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 		}, []string{"operation"}),
 		pendingSince: map[types.UID]time.Time{},
+	}
+	r.initSeries()
+	return r
+}
+
+// initSeries creates every known label combination at zero, so dashboards and alerts see a
+// series (and rate() works) before the first event of its kind.
+func (r *Recorder) initSeries() {
+	for _, cause := range []string{CauseUserBetweenTurns, CauseUserAtBoundary, CauseExitAtBoundary, CauseExitBetweenTurns, CauseFork} {
+		for _, active := range []string{"true", "false"} {
+			if (cause == CauseExitAtBoundary || cause == CauseExitBetweenTurns) && active == "true" {
+				continue // an exit only ever leaves plan mode
+			}
+			r.transitions.WithLabelValues(cause, active)
+		}
+	}
+	for _, o := range []string{SelectionCommitted, SelectionQueued, SelectionCancelled, SelectionNoop} {
+		r.selections.WithLabelValues(o)
+	}
+	for _, src := range []string{"user", "exit"} {
+		r.pendingToCommit.WithLabelValues(src)
+	}
+	r.boundaryAcks.WithLabelValues(string(agentsv1alpha1.BoundaryAdmitted), AckCommitted)
+	r.boundaryAcks.WithLabelValues(string(agentsv1alpha1.BoundaryAdmitted), AckUnchanged)
+	for _, reason := range []string{AckInvalidReport, AckLogStore, AckOther} {
+		r.boundaryAcks.WithLabelValues(string(agentsv1alpha1.BoundaryFailed), reason)
+	}
+	for _, o := range []agentsv1alpha1.ReviewPhase{agentsv1alpha1.ReviewApproved, agentsv1alpha1.ReviewKeptPlanning,
+		agentsv1alpha1.ReviewDismissed, agentsv1alpha1.ReviewExpired, agentsv1alpha1.ReviewRejected} {
+		r.reviews.WithLabelValues(string(o))
+		if o != agentsv1alpha1.ReviewRejected {
+			r.reviewLatency.WithLabelValues(string(o))
+		}
+	}
+	r.reviews.WithLabelValues("Withdrawn")
+	for _, op := range []string{OpTail, OpAppend, OpInfo, OpFork} { // what the reconciler calls
+		r.storeErrors.WithLabelValues(op)
+		r.storeOpDurations.WithLabelValues(op)
+		for _, res := range []string{"ok", "conflict", "error"} {
+			r.storeOps.WithLabelValues(op, res)
+		}
 	}
 }
 

@@ -298,3 +298,19 @@ func TestInstrumentStore(t *testing.T) {
 		}
 	}
 }
+
+// Every known series exists at zero before anything happens.
+func TestSeriesStartAtZero(t *testing.T) {
+	r, _ := newRecorder(t)
+	for _, c := range []struct {
+		v    prometheus.Collector
+		want int
+	}{{r.transitions, 8}, {r.selections, 4}, {r.boundaryAcks, 5}, {r.reviews, 6}, {r.storeOps, 12}, {r.storeErrors, 4}} {
+		if got := testutil.CollectAndCount(c.v); got != c.want {
+			t.Errorf("%d series at start, want %d", got, c.want)
+		}
+	}
+	if got := count(t, r.transitions.WithLabelValues(CauseUserAtBoundary, "true")); got != 0 {
+		t.Errorf("transitions at start = %v", got)
+	}
+}
