@@ -31,6 +31,10 @@ manifests: ## Generate CRDs, RBAC and webhook manifests with controller-gen.
 generate: ## Generate deepcopy code with controller-gen.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
+.PHONY: docs
+docs: manifests ## Render docs/api.md from the generated CRDs.
+	go run ./hack/apidocs config/crd/bases docs/api.md
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
@@ -89,8 +93,8 @@ soak: envtest-assets postgres ## Reliability soak: 1,000 manager crash injection
 	@cat bin/reliability-soak.jsonl
 
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail if generated files differ from what is committed.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
+verify-generated: manifests generate docs ## Fail if generated files differ from what is committed.
+	@git diff --exit-code -- api config docs/api.md || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
 
 ##@ Build
 
