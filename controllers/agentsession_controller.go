@@ -290,13 +290,30 @@ func (o *Outcome) Changed() bool { return o.changed }
 
 type event struct {
 	typ, reason, action, note string
+	// series: repeats aggregate into one Event (see AgentSessionReconciler.event).
+	series bool
 }
 
 func (r *AgentSessionReconciler) event(s *agentsv1alpha1.AgentSession, e event) {
 	if r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(s, nil, e.typ, e.reason, e.action, "%s", e.note)
+	regarding := s
+	if e.series {
+		// The frequent plan-mode transitions name the session without its resourceVersion, so
+		// repeats of one (reason, action) join an events.k8s.io series (a count on one Event,
+		// rewritten every few minutes at most) instead of costing an API write per toggle.
+		regarding = &agentsv1alpha1.AgentSession{TypeMeta: s.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID}}
+	}
+	r.Recorder.Eventf(regarding, nil, e.typ, e.reason, e.action, "%s", e.note)
+}
+
+// transitionAction names the direction of a plan-mode transition event.
+func transitionAction(active bool) string {
+	if active {
+		return "EnterPlanMode"
+	}
+	return "LeavePlanMode"
 }
 
 // step carries one reconcile's working state between the named steps.
@@ -515,12 +532,12 @@ func (st *step) applySelection(ctx context.Context) bool {
 		return true
 	case planmode.Queued:
 		st.setPending(d.Pending)
-		st.emit(corev1.EventTypeNormal, EventReasonQueued, "Select",
+		st.emitSeries(corev1.EventTypeNormal, EventReasonQueued, transitionAction(sel),
 			fmt.Sprintf("plan mode %s queued: applies at the agent's next step boundary", onOff(sel)))
 		return true
 	case planmode.Cancelled:
 		st.setPending(d.Pending)
-		st.emit(corev1.EventTypeNormal, EventReasonCancelled, "Select",
+		st.emitSeries(corev1.EventTypeNormal, EventReasonCancelled, transitionAction(sel),
 			fmt.Sprintf("pending selection cancelled: the log already has plan mode %s", onOff(sel)))
 		return true
 	}
@@ -720,7 +737,7 @@ func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool
 		return false
 	}
 	st.tail = t
-	st.emit(corev1.EventTypeNormal, EventReasonCommitted, "Append", fmt.Sprintf("plan mode %s committed at seq %d", onOff(active), seq))
+	st.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), fmt.Sprintf("plan mode %s committed to the session log", onOff(active)))
 	return true
 }
 
@@ -747,6 +764,10 @@ func (st *step) project() {
 
 func (st *step) emit(typ, reason, action, note string) {
 	st.events = append(st.events, event{typ: typ, reason: reason, action: action, note: note})
+}
+
+func (st *step) emitSeries(typ, reason, action, note string) {
+	st.events = append(st.events, event{typ: typ, reason: reason, action: action, note: note, series: true})
 }
 
 // conditions sets Ready (with the API's reasons) plus the kstatus Reconciling/Stalled pair.
