@@ -12,7 +12,7 @@
 // selection pending and copies the report into lastBoundary with the current tail. The ratio
 // manager/floor is the cost of plan mode itself.
 //
-//	go run ./test/bench [-sessions 1,100] [-cycles 40] [-cycles-many 3] [-store URL]
+//	go run ./test/bench [-sessions 1,100] [-cycles 100] [-cycles-many 6] [-store sqlite|postgres|URL]
 package main
 
 import (
@@ -44,6 +44,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -74,7 +75,7 @@ func run() error {
 	var (
 		o        opts
 		sessions = flag.String("sessions", "1,100", "comma-separated concurrent session counts")
-		storeURL = flag.String("store", "", "session log URL (default: a SQLite file in a temp dir)")
+		storeURL = flag.String("store", "sqlite", "session log: sqlite (a file in a temp dir), postgres (a throwaway PostgreSQL server, as the tests start one), or a store URL")
 	)
 	flag.IntVar(&o.cycles, "cycles", 100, "toggle cycles (turns) per session when running 1 session")
 	flag.IntVar(&o.cyclesMany, "cycles-many", 6, "toggle cycles per session when running many sessions")
@@ -130,8 +131,18 @@ func run() error {
 	}
 	defer os.RemoveAll(tmp)
 	url := *storeURL
-	if url == "" {
+	switch url {
+	case "sqlite":
 		url = "sqlite://" + filepath.Join(tmp, "log.db")
+	case "postgres":
+		pg, err := pgtest.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("start a throwaway PostgreSQL (make postgres installs it): %w", err)
+		}
+		defer func() { _ = pg.Stop() }()
+		if url, err = pg.CreateDatabase(ctx, "bench"); err != nil {
+			return err
+		}
 	}
 	store, err := sessionlog.Open(ctx, url)
 	if err != nil {
