@@ -6,6 +6,8 @@ ETCD_VERSION ?= 3.7.3
 ENVTEST_DIR ?= $(CURDIR)/bin/k8s/$(K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 CONTROLLER_GEN ?= go tool controller-gen
 GINKGO_FLAGS ?=
+# Extra go test flags for make test, e.g. TEST_FLAGS=-v (ginkgo flags go with a single package: TEST_PKGS=./controllers TEST_FLAGS='-args -ginkgo.v').
+TEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 # Packages the unit and envtest suites cover. test/e2e runs with the same command.
 TEST_PKGS ?= ./...
@@ -54,7 +56,7 @@ postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages
 .PHONY: test
 test: manifests generate fmt vet envtest-assets postgres ## Run every test suite (unit, envtest, both log stores, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
-		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(if $(GINKGO_FLAGS),-args $(GINKGO_FLAGS))
+		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
 
 .PHONY: bench
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
