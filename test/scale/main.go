@@ -69,6 +69,7 @@ type opts struct {
 	runs         int
 	phases       map[string]bool
 	workers      int
+	sides        []string
 	procEnv      []string // extra environment of both processes
 	managerArgs  []string // extra flags of the manager process
 	shards       int
@@ -89,6 +90,7 @@ func run() error {
 	var o opts
 	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
 	phases := flag.String("phases", "storm,shards,idle,webhook,log,tail", "phases to run (comma-separated)")
+	sides := flag.String("sides", "floor,manager", "processes measured (floor first: ratios are manager/floor)")
 	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
 	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
@@ -101,6 +103,7 @@ func run() error {
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
 	flag.Parse()
 	o.stores = splitList(*stores)
+	o.sides = splitList(*sides)
 	o.procEnv = splitList(*procEnv)
 	o.managerArgs = splitList(*managerArgs)
 	o.phases = map[string]bool{}
@@ -187,7 +190,7 @@ func run() error {
 	if o.phases["storm"] {
 		for run := 1; run <= o.runs; run++ {
 			for _, st := range o.stores {
-				for _, side := range []string{"floor", "manager"} {
+				for _, side := range o.sides {
 					logPhase("run %d/%d: storms, %s, %s, %d sessions", run, o.runs, st, side, o.sessions)
 					r, err := b.storms(ctx, side, st, o.sessions, 1)
 					if err != nil {
@@ -200,7 +203,7 @@ func run() error {
 	}
 	if o.phases["shards"] && o.shards > 1 {
 		st := o.stores[0]
-		for _, side := range []string{"floor", "manager"} {
+		for _, side := range o.sides {
 			logPhase("shards: %d %s processes, %s, %d sessions", o.shards, side, st, o.sessions)
 			r, err := b.storms(ctx, side, st, o.sessions, o.shards)
 			if err != nil {
@@ -211,7 +214,7 @@ func run() error {
 		}
 	}
 	if o.phases["idle"] {
-		for _, side := range []string{"floor", "manager"} {
+		for _, side := range o.sides {
 			logPhase("idle footprint: %s, %d sessions", side, o.idleSessions)
 			r, err := b.idle(ctx, side, o.idleSessions)
 			if err != nil {
