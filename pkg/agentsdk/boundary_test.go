@@ -587,3 +587,40 @@ var _ = Describe("least privilege", func() {
 		Expect(err).To(HaveOccurred())
 	})
 })
+
+// racingStore lets the "manager" commit a plan/mode between the agent's tail read and its
+// append, once, to make the turn/start race deterministic.
+type racingStore struct {
+	sessionlog.Store
+	race func()
+}
+
+func (r *racingStore) Append(ctx context.Context, id string, evs []sessionlog.Event) (sessionlog.Tail, error) {
+	if r.race != nil && len(evs) > 0 && evs[0].Type == agentsdk.TypeTurnStart {
+		race := r.race
+		r.race = nil
+		race()
+	}
+	return r.Store.Append(ctx, id, evs)
+}
+
+var _ = Describe("turn/start racing a between-turns commit", func() {
+	It("re-reads the tail and re-sequences turn/start after the manager's plan/mode", func() {
+		f := setup(false)
+		rs := &racingStore{Store: store}
+		agent, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: f.ns, Name: f.name, Store: rs})
+		Expect(err).NotTo(HaveOccurred())
+		defer agent.Close()
+		rs.race = func() {
+			t := f.tail()
+			_, err := store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: t.NextSeq, Data: json.RawMessage(`{"active":true}`)}})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		turn, err := agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(turn).To(BeEquivalentTo(1))
+		Expect(rs.race).To(BeNil(), "the race ran")
+		Expect(types_(f.events())).To(Equal([]string{"plan/mode", "turn/start"}))
+		Expect(agent.NextSeq()).To(BeEquivalentTo(2))
+	})
+})
