@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,16 +47,35 @@ func checkShard(o *options) []string {
 	return nil
 }
 
-// cacheOptions is the manager's cache: managedFields are dropped from every cached object
-// (they are never read here and grow with every field manager that writes the object), and
-// with a shard selector only that shard's AgentSessions are listed and watched.
+// cacheOptions is the manager's cache: managedFields and last-applied-configuration are
+// dropped from every cached object (stripForCache), and with a shard selector only that
+// shard's AgentSessions are listed and watched.
 func cacheOptions(o *options) cache.Options {
-	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	opts := cache.Options{DefaultTransform: stripForCache}
 	if o.shardSelector != "" {
 		sel, _ := labels.Parse(o.shardSelector) // checked by checkShard
 		opts.ByObject = map[client.Object]cache.ByObject{&agentsv1alpha1.AgentSession{}: {Label: sel}}
 	}
 	return opts
+}
+
+// stripForCache drops what the manager never reads from every object before it is cached:
+// managedFields, and kubectl's last-applied-configuration annotation (a full copy of the
+// object's applied spec on every session created with kubectl apply).
+func stripForCache(in any) (any, error) {
+	in, err := cache.TransformStripManagedFields()(in)
+	if err != nil {
+		return in, err
+	}
+	if obj, ok := in.(metav1.Object); ok {
+		if a := obj.GetAnnotations(); a != nil {
+			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+				delete(a, corev1.LastAppliedConfigAnnotation)
+				obj.SetAnnotations(a)
+			}
+		}
+	}
+	return in, nil
 }
 
 // leaderElectionID is the Lease name: the flag's value when set explicitly; otherwise the

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -69,5 +71,31 @@ func TestBadShardSelectorNamesTheFlag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--shard-selector") {
 			t.Errorf("--shard-selector %q: error %v", bad, err)
 		}
+	}
+}
+
+func TestCacheTransformDropsWhatTheManagerNeverReads(t *testing.T) {
+	_, o := parseFlags(t)
+	s := &agentsv1alpha1.AgentSession{}
+	s.Name = "s"
+	s.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: `{"spec":{"sessionID":"x"}}`, "team": "a"}
+	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	out, err := cacheOptions(o).DefaultTransform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*agentsv1alpha1.AgentSession)
+	if len(got.ManagedFields) != 0 {
+		t.Errorf("managedFields kept: %v", got.ManagedFields)
+	}
+	if _, ok := got.Annotations[corev1.LastAppliedConfigAnnotation]; ok || got.Annotations["team"] != "a" {
+		t.Errorf("annotations after the transform: %v (want only team=a)", got.Annotations)
+	}
+	// Objects without annotations, and tombstones, pass through.
+	if _, err := cacheOptions(o).DefaultTransform(&agentsv1alpha1.PlanModeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cacheOptions(o).DefaultTransform("not an object"); err != nil {
+		t.Fatal(err)
 	}
 }
