@@ -291,8 +291,8 @@ func (w *workload) dump() {
 			Status v1alpha1.AgentSessionStatus
 		}{s.Spec, s.Status}, "", "  ")
 		evs, _ := w.store.ReadFrom(suiteCtx, w.sessionID(name), 0, 0)
-		if len(evs) > 25 {
-			evs = evs[len(evs)-25:]
+		if len(evs) > 40 {
+			evs = evs[len(evs)-40:]
 		}
 		var lines []string
 		for i := range evs {
@@ -406,6 +406,9 @@ func (w *workload) reportAllowing(fault string, runs int, recover time.Duration,
 		if !ok {
 			unexpected = append(unexpected, d)
 		}
+	}
+	if len(unexpected) > 0 {
+		w.dump()
 	}
 	Expect(unexpected).To(BeEmpty(), "the invariant checker found violations")
 	Expect(w.steps.Load()).To(BeNumerically(">", 0), "the agents ran no step: the run exercised nothing")
