@@ -95,6 +95,7 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 		if err := v.checkApproval(ctx, req, obj); err != nil {
 			return warnings, err
 		}
+		errs = append(errs, validateApprovalLeavesPlanMode(&obj.Spec)...)
 	}
 	return warnings, invalidAgentSession(obj.Name, errs)
 }
@@ -136,6 +137,8 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 		if err := v.checkApproval(ctx, req, obj); err != nil {
 			return warnings, err
 		}
+		// Only a new or changed decision: a later selection of plan mode stays possible.
+		return warnings, invalidAgentSession(obj.Name, validateApprovalLeavesPlanMode(&obj.Spec))
 	}
 	return warnings, nil
 }
@@ -259,6 +262,21 @@ func validateReviewTransition(oldObj, obj *agentsv1alpha1.AgentSession) field.Er
 			fmt.Sprintf("the plan under review is %q (status.agent.review.id): a decision must quote that id", posted.Review.ID))}
 	}
 	return nil
+}
+
+// validateApprovalLeavesPlanMode: an approval (decision Approve without feedback, the only
+// consent) takes the session out of plan mode, so it must also record that the user no longer
+// selects plan mode. The manager reacts only to a changed spec.planMode.active; were it left at
+// true after the approved exit, a later "active: true" would change nothing and the user's
+// selection would be lost. Unset is fine (a fork that inherited plan mode selected nothing).
+// Called only when spec.review is new or changed, after the approval permission check.
+func validateApprovalLeavesPlanMode(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorList {
+	r, active := spec.Review, spec.PlanMode.Active
+	if r == nil || r.Decision != agentsv1alpha1.ReviewApprove || r.Feedback != "" || active == nil || !*active {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "planMode", "active"), true,
+		"approving a plan leaves plan mode: set spec.planMode.active to false in the same patch (kubectl plan approve does)")}
 }
 
 // validateSteerTransition: each steer id is delivered once, so new text needs a new id, and an
