@@ -137,6 +137,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !s.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	if r.settled(ctx, &s) {
+		return ctrl.Result{}, nil
+	}
 	out, err := r.Compute(ctx, &s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -162,6 +165,45 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.observe(&s, s.Status, out.status) // s still holds the status as read
 	}
 	return r.withReviewDeadline(r.result(req.NamespacedName, out), out), nil
+}
+
+// settled reports, from the cache alone, that a reconcile has nothing to do: the status took on
+// the current spec, nothing is pending, no boundary waits, no review is open, the config in
+// force is unchanged and the last reconcile found everything in order. Most reconciles are the
+// echo of the manager's own status write or of an agent write that needs no answer; they then
+// cost no log-store read. Anything else runs the full Compute.
+func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.AgentSession) bool {
+	pm := &s.Status.PlanMode
+	if s.Status.ObservedGeneration != s.Generation || pm.PendingActive != nil || pm.Config == nil {
+		return false
+	}
+	if x := s.Spec.PlanMode.Active; x != nil && (pm.Selection == nil || *pm.Selection != *x) {
+		return false
+	}
+	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil ||
+		c.Status != metav1.ConditionTrue || c.ObservedGeneration != s.Generation {
+		return false
+	}
+	if a := s.Status.Agent; a != nil {
+		if b := a.Boundary; b != nil {
+			if lb := pm.LastBoundary; lb == nil || lb.Turn != b.Turn || lb.Step != b.Step || lb.Seq != b.Seq {
+				return false
+			}
+		}
+		if a.Review != nil || s.Status.Review != nil {
+			return false // the review step decides (opens, decides, expires, withdraws)
+		}
+	} else if s.Status.Review != nil {
+		return false
+	}
+	if s.Spec.Review != nil && s.Status.Review == nil {
+		return false
+	}
+	var cfg agentsv1alpha1.PlanModeConfig
+	if err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: configName(s)}, &cfg); err != nil {
+		return false
+	}
+	return cfg.Name == pm.Config.Name && cfg.Generation == pm.Config.Generation
 }
 
 // ErrStaleStatus: the status changed since it was read; recompute from a fresh read.
@@ -522,6 +564,9 @@ func (st *step) applySelection(ctx context.Context) bool {
 	}
 	sel := *x
 	st.st.Selection = &sel
+	if !sel && st.approvalExits() {
+		return true // the review step records it as the approved exit: silent, at the next boundary
+	}
 	d := planmode.Set(st.state(), sel)
 	if d.Append != nil && *d.Append && st.holdEntry {
 		// No guidance to render: keep the entry pending until the config exists.
