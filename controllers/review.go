@@ -57,6 +57,22 @@ func (st *step) reviewStep(status *agentsv1alpha1.AgentSessionStatus) {
 	st.expireReview(status, req, now)
 }
 
+// approvalExits reports that this generation's spec carries an approval that reviewStep will
+// turn into the silent exit: an exact Approve naming the plan under review, whose review is
+// still open (or is opened now, in committed plan mode). The webhook makes an approval set
+// spec.planMode.active to false in the same write; that false is the same exit, so it must not
+// also become a narrated user selection (queued, or appended between turns with a notice).
+func (st *step) approvalExits() bool {
+	d, req := st.s.Spec.Review, agentReview(st.s)
+	if d == nil || d.Decision != agentsv1alpha1.ReviewApprove || d.Feedback != "" || req == nil || req.ID != d.ReviewID {
+		return false
+	}
+	if rs := st.s.Status.Review; rs != nil && rs.ID == req.ID {
+		return rs.Phase == agentsv1alpha1.ReviewPending
+	}
+	return st.tail.Active // openReview admits the plan only in committed plan mode
+}
+
 func agentReview(s *agentsv1alpha1.AgentSession) *agentsv1alpha1.PlanReviewRequest {
 	if s.Status.Agent == nil {
 		return nil
