@@ -138,7 +138,12 @@ func newApproveCommand(o *Options) *cobra.Command {
 		Short: "Approve the plan under review: the agent leaves plan mode at its next step",
 		Long: `Approve the plan under review (spec.review.decision=Approve). The agent's exit_plan_mode call
 returns {approved: true}, and the manager records a silent exit that is applied at the agent's
-next step boundary (no notice: the tool result tells the model).` + decideHelp,
+next step boundary (no notice: the tool result tells the model).
+
+The same write sets spec.planMode.active=false: approving leaves plan mode, so
+the selection in spec says so too, and a later "kubectl plan on" (or a plain patch of
+spec.planMode.active to true) selects plan mode again. The admission webhook refuses an approval
+that leaves spec.planMode.active at true.` + decideHelp,
 		Example: `  kubectl plan approve demo
   kubectl plan approve demo --review-id 3f1c9a2e`,
 		Args: exactSession("approve SESSION"),
@@ -221,7 +226,14 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		if d == v1alpha1.ReviewKeepPlanning && f.feedback != "" {
 			review["feedback"] = f.feedback
 		}
-		_, err = o.patchSpec(ctx, as, map[string]any{"review": review}, "decide the plan review")
+		spec := map[string]any{"review": review}
+		if d == v1alpha1.ReviewApprove {
+			// Approving leaves plan mode, so the user's selection becomes false in the same
+			// write (the webhook requires it unless unset): the manager reacts only to a
+			// changed spec.planMode.active, and a later "on" must be one.
+			spec["planMode"] = map[string]any{"active": false}
+		}
+		_, err = o.patchSpec(ctx, as, spec, "decide the plan review")
 		return err
 	})
 	if err != nil {

@@ -126,11 +126,6 @@ type written struct {
 	warned bool
 }
 
-// errNeedsEdge: spec already holds x, which the manager has taken on, but the state moved away
-// from it without a user selection (an approved exit). The manager treats only a changed value
-// as a new selection, so the same value must be preceded by its opposite.
-var errNeedsEdge = errors.New("spec already holds the selection")
-
 // toggle is set(x) followed, for a message, by steer(text): it reads the session, runs the
 // harness's decision against the state the manager will see, writes spec.planMode.active (and
 // spec.steer) in one resourceVersion-guarded merge patch (a conflict re-reads and decides
@@ -141,9 +136,6 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 	}
 	text := strings.TrimSpace(message)
 	w, err := o.writeSelection(ctx, name, x, text)
-	if errors.Is(err, errNeedsEdge) {
-		w, err = o.reselect(ctx, name, x, text)
-	}
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			return fmt.Errorf("the session %q kept changing while writing the selection; try again: %w", name, err)
@@ -182,7 +174,11 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 		desired := as.Spec.PlanMode.Active
 		sameSpec := desired != nil && *desired == x
 		if sameSpec && w.predicted != planmode.Noop {
-			return errNeedsEdge
+			// The state moved away from the selection spec records without a new one. An
+			// approval sets spec.planMode.active to false with the decision, so only a plan
+			// approved before that rule (webhooks) leaves spec at true after the exit.
+			return fmt.Errorf("spec.planMode.active is already %v, but the session's plan mode moved away from it without a new selection (a plan approved while spec kept the selection): the manager acts only on a changed value, so run: kubectl plan %s %s && kubectl plan %s %s",
+				x, onOff(!x), name, onOff(x), name)
 		}
 		if x && w.predicted != planmode.Noop {
 			w.warned = o.warnMissingConfig(ctx, as)
@@ -208,68 +204,6 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 		w.gen = out.Generation
 		return nil
 	})
-	return w, err
-}
-
-// reselect selects x again when spec already holds x: it first writes the opposite value (a
-// noop for the manager, whose target already is the opposite), waits for the manager to take
-// it on, then writes x, which the manager now sees as a new selection.
-func (o *Options) reselect(ctx context.Context, name string, x bool, text string) (written, error) {
-	if o.wait <= 0 {
-		return written{}, fmt.Errorf("cannot select plan mode %s again with --wait=0: spec.planMode.active is already %v, so the manager needs to see it change; run without --wait=0, or run kubectl plan %s %s first", onOff(x), x, onOff(!x), name)
-	}
-	stillNeeded := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		as, err := o.get(ctx, name)
-		if err != nil {
-			return err
-		}
-		desired := as.Spec.PlanMode.Active
-		if desired == nil || *desired != x || planmode.Set(StateOf(as), x).Outcome == planmode.Noop {
-			stillNeeded = false // the session moved on: an ordinary selection does it now
-			return nil
-		}
-		_, err = o.patchSpec(ctx, as, map[string]any{"planMode": map[string]any{"active": !x}}, "toggle plan mode")
-		return err
-	})
-	if err != nil {
-		return written{}, err
-	}
-	if !stillNeeded {
-		w, err := o.writeSelection(ctx, name, x, text)
-		if errors.Is(err, errNeedsEdge) {
-			return written{}, fmt.Errorf("the session %q changed while selecting plan mode %s again; try again", name, onOff(x))
-		}
-		return w, err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
-		as, err := o.get(ctx, name)
-		if err != nil {
-			return false, err
-		}
-		sel := as.Status.PlanMode.Selection
-		return as.Status.ObservedGeneration >= as.Generation && sel != nil && *sel == !x, nil
-	})
-	if err != nil {
-		// Put the user's selection back (the intermediate value changed nothing in the log).
-		restore := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			as, gerr := o.get(context.WithoutCancel(ctx), name)
-			if gerr != nil {
-				return gerr
-			}
-			_, perr := o.patchSpec(context.WithoutCancel(ctx), as, map[string]any{"planMode": map[string]any{"active": x}}, "toggle plan mode")
-			return perr
-		})
-		msg := fmt.Sprintf("plan mode %s was selected before, and the manager must see the selection change to take it again; it has not taken on the intermediate value within %s (is the manager running? check: kubectl plan status %s)", onOff(x), o.wait, name)
-		if restore != nil {
-			msg += fmt.Sprintf("; spec.planMode.active is left at %v and could not be restored: %v", !x, restore)
-		}
-		return written{}, fmt.Errorf("%s: %w", msg, err)
-	}
-	w, err := o.writeSelection(ctx, name, x, text)
-	if errors.Is(err, errNeedsEdge) {
-		return written{}, fmt.Errorf("the session %q changed while selecting plan mode %s again; try again", name, onOff(x))
-	}
 	return w, err
 }
 

@@ -108,19 +108,21 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 		Expect(get(ns, "demo").Spec.Steer).To(BeNil())
 	})
 
-	It("refuses to re-select a value spec already holds without waiting for the manager", func() {
+	It("refuses to re-select a value spec already holds when the state moved away from it, naming the fix, and writes nothing", func() {
 		ns := newNamespace()
-		// An approved exit is pending: spec and the taken-on selection still say true.
-		newSession(ns, "demo", func(s *agentsv1alpha1.AgentSessionSpec) { s.PlanMode.Active = bp(true) },
+		// A plan approved before approvals deselected plan mode: the exit is pending, and spec
+		// and the taken-on selection still say true, so "on" alone would change nothing.
+		before := newSession(ns, "demo", func(s *agentsv1alpha1.AgentSessionSpec) { s.PlanMode.Active = bp(true) },
 			func(s *agentsv1alpha1.AgentSessionStatus) {
 				s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true), TurnOpen: true, Pending: true, PendingActive: bp(false), PendingSource: agentsv1alpha1.PendingSourceExit}
 			})
-		kplan("on", "demo", "-n", ns, "--wait=0").fails("cannot select plan mode on again with --wait=0", "kubectl plan off demo")
-		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)))
-
-		By("with no manager to take on the intermediate value, the selection is put back")
-		kplan("on", "demo", "-n", ns, "--wait=1s").fails("it has not taken on the intermediate value within 1s (is the manager running?")
-		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)))
+		for _, wait := range []string{"--wait=0", "--wait=1s"} {
+			kplan("on", "demo", "-n", ns, wait).fails("spec.planMode.active is already true", "the manager acts only on a changed value",
+				"kubectl plan off demo && kubectl plan on demo")
+			after := get(ns, "demo")
+			Expect(after.Spec.PlanMode.Active).To(Equal(bp(true)))
+			Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "no intermediate write: the plugin no longer writes false then true")
+		}
 	})
 
 	It("warns when the PlanModeConfig in force is missing", func() {
@@ -316,6 +318,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 
 		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove}))
+		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "approving deselects plan mode in the same write")
 		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
 		kplan("dismiss", "demo", "-n", ns).fails("already decided")
 		Expect(kplan("review", "demo", "-n", ns).ok()).To(ContainSubstring("State:      decided Approve, waiting for the manager\n"))
@@ -333,6 +336,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		post("r3", "no heading at all")
 		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stays in plan mode and stops its turn.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss}))
+		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "only an approval deselects plan mode")
 	})
 
 	It("refuses a decision from a user without patch permission", func() {
