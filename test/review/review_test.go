@@ -109,7 +109,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode off \(active=false\)\n\S+\s+\S+\s+step/start\s+turn 1 step 2\n\S+\s+\S+\s+request/header\s+reason=change plan guidance=no tools=\[read,write\]\n`))
 		Expect(log).NotTo(ContainSubstring("notice"))
 
-		By("entering plan mode again after the approved exit (spec still says true)")
+		By("entering plan mode again after the approved exit (the approval set spec.planMode.active to false)")
+		Expect(a.get().Spec.PlanMode.Active).To(Equal(bp(false)))
 		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
 		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(10 * time.Second).Should(BeTrue())
 		last := a.events()

@@ -1,0 +1,135 @@
+package review_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// The manager is edge-triggered on spec.planMode.active, so an approval records the user's wish
+// to leave plan mode in the same write (the webhook requires it, kubectl plan approve does it).
+// Otherwise spec would still say true after the approved exit, and a later plain
+// `kubectl patch ... active: true` would change nothing: the selection would be lost.
+
+const leaveMsg = "spec.planMode.active: Invalid value: true: approving a plan leaves plan mode: set spec.planMode.active to false in the same patch (kubectl plan approve does)"
+
+// planModes are the plan/mode events of the log, as types() prints them.
+func planModes(evs []sessionlog.Event) []string {
+	var out []string
+	for _, t := range types(evs) {
+		if strings.HasPrefix(t, sessionlog.TypePlanMode) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func patchActive(user, name string, active bool) result {
+	GinkgoHelper()
+	return run(user, "patch", "agentsession", name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"planMode":{"active":%v}}}`, active))
+}
+
+var _ = Describe("approving a plan deselects plan mode, so plain kubectl can select it again", func() {
+	It("approve: one silent plan/mode{false} at the next boundary, spec and selection false; then a plain patch of active:true enters plan mode again", func() {
+		a := inPlanMode(nil)
+		ch := a.callExit(plan)
+		id := a.postedReview()
+
+		By("a raw approval that leaves spec.planMode.active at true is refused and changes nothing")
+		before := a.get()
+		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id)).
+			refused(leaveMsg)
+		after := a.get()
+		Expect(after.Generation).To(Equal(before.Generation))
+		Expect(after.Spec.Review).To(BeNil())
+		Expect(after.Spec.PlanMode.Active).To(Equal(bp(true)))
+		Consistently(ch).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "no decision, no answer")
+
+		By("kubectl plan approve writes the decision and active:false in one patch")
+		Expect(kplan(reviewer, "approve", a.name).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
+		e := receive(ch)
+		Expect(e.err).NotTo(HaveOccurred())
+		Expect(e.res.Approved).To(BeTrue())
+		as := a.get()
+		Expect(as.Spec.PlanMode.Active).To(Equal(bp(false)))
+		Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))
+		Expect(as.Status.PlanMode.Selection).To(Equal(bp(false)), "the deselection is taken on")
+		Expect(as.Status.PlanMode.PendingActive).To(Equal(bp(false)))
+		Expect(as.Status.PlanMode.PendingSource).To(Equal(agentsv1alpha1.PendingSourceExit), "the approved exit, not a user selection")
+		Expect(as.Status.PlanMode.Notice).To(BeNil())
+
+		By("the next boundary appends exactly one plan/mode{false}, with no notice")
+		r := a.nextStep()
+		Expect(r.Active).To(BeFalse())
+		Expect(r.Notice).To(BeEmpty(), "an approved exit is never narrated")
+		evs := a.events()
+		Expect(planModes(evs)).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`}))
+		Expect(types(evs[len(evs)-3:])).To(Equal([]string{`plan/mode {"active":false}`, "step/start", "request/header"}))
+		Expect(kplan(viewer, "log", a.name, "--store", storeURL).ok()).NotTo(ContainSubstring("notice"))
+
+		By("plain kubectl, no plugin: active:true during the turn is a new selection, queued for the next step")
+		patchActive(toggler, a.name, true).ok()
+		Eventually(func(g Gomega) {
+			as := a.get()
+			g.Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))
+			g.Expect(as.Status.PlanMode.Selection).To(Equal(bp(true)))
+			g.Expect(as.Status.PlanMode.PendingActive).To(Equal(bp(true)))
+			g.Expect(as.Status.PlanMode.PendingSource).To(Equal(agentsv1alpha1.PendingSourceUser))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		r = a.nextStep()
+		Expect(r.Active).To(BeTrue(), "plan mode entered again")
+		Expect(r.Notice).To(Equal(planmode.NoticePlanOn))
+		a.endTurn()
+		Expect(planModes(a.events())).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`, `plan/mode {"active":true}`}))
+	})
+
+	It("approve between turns: the exit is committed silently (no narrated selection), and active:true commits plan mode again", func() {
+		By("a turn in plan mode tells the model plan mode is on, then ends")
+		a := inPlanMode(nil)
+		a.endTurn()
+		By("a plan is under review while no turn is open (posted as the agent's service account)")
+		agentC, err := client.New(impersonate(agentUser), client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		body := `{"status":{"agent":{"review":{"id":"r-idle","plan":"# Idle plan\n","turn":0}}}}`
+		Expect(agentC.Status().Patch(ctx, a.get(), client.RawPatch(k8stypes.MergePatchType, []byte(body)))).To(Succeed())
+		Expect(a.postedReview()).To(Equal("r-idle"))
+
+		Expect(kplan(reviewer, "approve", a.name).ok()).To(Equal(`Approved "Idle plan" (review r-idle): the agent leaves plan mode at its next step.` + "\n"))
+		Eventually(func(g Gomega) {
+			as := a.get()
+			g.Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
+			g.Expect(as.Status.PlanMode.Active).To(BeFalse())
+			g.Expect(as.Status.PlanMode.PendingActive).To(BeNil())
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		as := a.get()
+		Expect(as.Status.PlanMode.Selection).To(Equal(bp(false)))
+		Expect(as.Status.PlanMode.Notice).To(BeNil(), "the approved exit owes no notice")
+		Expect(planModes(a.events())).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`}))
+
+		By("the next turn's first step carries no notice")
+		a.startTurn()
+		r := a.nextStep("go")
+		Expect(r.Active).To(BeFalse())
+		Expect(r.Notice).To(BeEmpty())
+		a.endTurn()
+
+		By("plain kubectl, no plugin: active:true between turns commits plan mode at once")
+		patchActive(toggler, a.name, true).ok()
+		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(10 * time.Second).Should(BeTrue())
+		Expect(a.get().Status.PlanMode.Selection).To(Equal(bp(true)))
+		evs := a.events()
+		Expect(planModes(evs)).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`, `plan/mode {"active":true}`}))
+		Expect(types(evs[len(evs)-1:])).To(Equal([]string{`plan/mode {"active":true}`}))
+		Expect(a.get().Status.PlanMode.Notice).To(HaveField("Text", planmode.NoticePlanOn))
+	})
+})
+
