@@ -264,8 +264,9 @@ var _ = Describe("leader failover", func() {
 				worst = took
 			}
 			// controller-runtime's defaults: lease 15s, retry period 2s (jittered by up to 1.2x);
-			// the lease may have been renewed just before the kill. Plus slack for 2 busy cores.
-			Expect(took).To(BeNumerically("<", 15*time.Second+2400*time.Millisecond+5*time.Second), "takeover after %s", took)
+			// the lease may have been renewed just before the kill. Plus slack for 2 busy cores
+			// (the soak's slowest takeover was 20.5 s with fuzzers on the same cores).
+			Expect(took).To(BeNumerically("<", 15*time.Second+2400*time.Millisecond+8*time.Second), "takeover after %s", took)
 			ms = append(ms, startManager(managerOpts{store: url, leaderElect: true, leaseID: lease})) // a new standby
 		}
 		recover := w.settle(time.Minute)
