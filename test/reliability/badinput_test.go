@@ -1,0 +1,106 @@
+package reliability
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+var _ = Describe("malformed boundary reports", func() {
+	It("answers each with Failed, a condition and a Warning Event, and never appends; a valid report then commits", func() {
+		url, err := pg.NewDatabase(suiteCtx, "badreport")
+		Expect(err).NotTo(HaveOccurred())
+		w := newWorkload("badreport", 1, url, nil)
+		startManager(managerOpts{store: url})
+		id := w.sessionID("s0")
+		// The agent's side by hand: turn 1 with step 1 done, so the next boundary is (1, 2).
+		evs := sessionlog.Sequence(0, agentsdk.TurnStart(1), agentsdk.StepStart(1, 1),
+			agentsdk.RequestHeader(agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}}, agentsdk.HeaderInitial),
+			agentsdk.StepEnd(1, 1))
+		_, err = w.store.Append(suiteCtx, id, evs)
+		Expect(err).NotTo(HaveOccurred())
+		next := int64(len(evs))
+		// A selection waits for the boundary.
+		Expect(k8s.Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s0"}},
+			mergePatch(`{"spec":{"planMode":{"active":true}}}`))).To(Succeed())
+		eventually(30*time.Second, func(g Gomega) { g.Expect(w.get("s0").Status.PlanMode.Pending).To(BeTrue()) })
+
+		report := func(turn, step, seq int64) error {
+			return k8s.Status().Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s0"}},
+				mergePatch(fmt.Sprintf(`{"status":{"agent":{"boundary":{"turn":%d,"step":%d,"seq":%d}}}}`, turn, step, seq)))
+		}
+		bad := []struct {
+			name            string
+			turn, step, seq int64
+		}{
+			{"turn going backwards", 0, 2, next},
+			{"turn ahead of the log", 2, 1, next},
+			{"step going backwards", 1, 1, next},
+			{"seq behind the log", 1, 2, next - 1},
+			{"seq ahead of the log", 1, 2, next + 5},
+			{"huge seq", 1, 2, math.MaxInt64},
+			{"huge step", 1, math.MaxInt64, next + 1},
+		}
+		refused := 0
+		for _, b := range bad {
+			if err := report(b.turn, b.step, b.seq); err != nil {
+				// The API's own validation refused it: nothing reaches the manager, also fine.
+				GinkgoWriter.Printf("%s: refused by the API server: %v\n", b.name, err)
+				continue
+			}
+			refused++
+			eventually(30*time.Second, func(g Gomega) {
+				s := w.get("s0")
+				lb := s.Status.PlanMode.LastBoundary
+				g.Expect(lb).NotTo(BeNil())
+				g.Expect([]int64{lb.Turn, lb.Step, lb.Seq}).To(Equal([]int64{b.turn, b.step, b.seq}), b.name)
+				g.Expect(lb.Result).To(Equal(v1alpha1.BoundaryFailed), b.name)
+				g.Expect(lb.Message).To(ContainSubstring("status.agent.boundary"), b.name)
+				ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
+				g.Expect(ready).NotTo(BeNil())
+				g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonInvalidBoundary), b.name)
+				g.Expect(s.Status.PlanMode.Pending).To(BeTrue(), "%s: the selection must stay pending", b.name)
+			})
+			t, err := w.store.Tail(suiteCtx, id)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(t.NextSeq).To(Equal(next), "%s: the log moved", b.name)
+		}
+		Expect(refused).To(BeNumerically(">=", 5), "the manager saw too few of the bad reports")
+		var events eventsv1.EventList
+		Expect(k8s.List(suiteCtx, &events, client.InNamespace(w.ns))).To(Succeed())
+		warned := 0
+		for _, e := range events.Items {
+			if e.Type == "Warning" && e.Reason == v1alpha1.ReasonInvalidBoundary {
+				warned++
+			}
+		}
+		Expect(warned).To(BeNumerically(">", 0), "no Warning Event for a malformed report")
+
+		// The valid report commits the pending selection at its seq, once.
+		Expect(report(1, 2, next)).To(Succeed())
+		eventually(30*time.Second, func(g Gomega) {
+			lb := w.get("s0").Status.PlanMode.LastBoundary
+			g.Expect(lb).NotTo(BeNil())
+			g.Expect(lb.Result).To(Equal(v1alpha1.BoundaryAdmitted))
+			g.Expect(lb.NextSeq).To(Equal(next + 1))
+			g.Expect(lb.Active).To(BeTrue())
+		})
+		_, err = w.store.Append(suiteCtx, id, sessionlog.Sequence(next+1, agentsdk.StepStart(1, 2),
+			agentsdk.Notice(agentsdk.NoticeEnter), agentsdk.StepEnd(1, 2), agentsdk.TurnEnd(1, agentsdk.TurnCompleted)))
+		Expect(err).NotTo(HaveOccurred())
+		w.steps.Add(2) // the two steps written by hand above
+		w.settle(time.Minute)
+		w.report("malformed boundary reports", refused, 0, "each answered Failed with a condition and a Warning Event; no append; the valid report then committed once")
+	})
+})
