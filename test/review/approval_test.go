@@ -132,4 +132,3 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		Expect(a.get().Status.PlanMode.Notice).To(HaveField("Text", planmode.NoticePlanOn))
 	})
 })
-
