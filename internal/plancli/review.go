@@ -140,10 +140,10 @@ func newApproveCommand(o *Options) *cobra.Command {
 returns {approved: true}, and the manager records a silent exit that is applied at the agent's
 next step boundary (no notice: the tool result tells the model).
 
-The same write sets spec.planMode.active=false: approving leaves plan mode, so
-the selection in spec says so too, and a later "kubectl plan on" (or a plain patch of
-spec.planMode.active to true) selects plan mode again. The admission webhook refuses an approval
-that leaves spec.planMode.active at true.` + decideHelp,
+The same write sets spec.planMode.active=false: approving leaves plan mode, so the selection in
+spec says so too, and a later "kubectl plan on" (or a plain patch of spec.planMode.active to
+true) selects plan mode again. The admission webhook refuses an approval that leaves
+spec.planMode.active at true.` + decideHelp,
 		Example: `  kubectl plan approve demo
   kubectl plan approve demo --review-id 3f1c9a2e`,
 		Args: exactSession("approve SESSION"),

@@ -42,7 +42,8 @@ Command shapes (SESSION is the AgentSession's metadata.name):
   kubectl plan status SESSION             committed, pending, desired, config, last change, review
   kubectl plan log SESSION                the plan-relevant events of the session log
   kubectl plan review SESSION             the plan under review
-  kubectl plan approve SESSION            approve it (the agent leaves plan mode at its next step)
+  kubectl plan approve SESSION            approve it (the agent leaves plan mode at its next step;
+                                          the same write sets spec.planMode.active=false)
   kubectl plan revise SESSION --feedback TEXT   keep planning, with feedback for the agent
   kubectl plan dismiss SESSION            dismiss the review (the agent stops its turn)
 
