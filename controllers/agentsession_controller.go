@@ -79,6 +79,11 @@ type AgentSessionReconciler struct {
 	MaxStoreBackoff time.Duration
 	// Now is the clock (tests may pin it). Nil: time.Now.
 	Now func() time.Time
+	// APIReader reads the AgentSession past the cache before a plan/mode append, so an append
+	// is never decided on a cached object that lacks a newer write (our own last status, or a
+	// user's selection). SetupWithManager defaults it to the manager's API reader; nil skips
+	// the check (tests that drive Compute alone).
+	APIReader client.Reader
 
 	failures sync.Map // types.NamespacedName -> int: consecutive store errors, for backoff
 	rvLocked sync.Map // types.NamespacedName -> true: the next status write is resourceVersion-locked
@@ -92,6 +97,9 @@ type AgentSessionReconciler struct {
 
 // SetupWithManager registers the reconciler and its watches.
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, configRefIndexKey,
 		func(o client.Object) []string { return []string{configName(o.(*agentsv1alpha1.AgentSession))} }); err != nil {
 		return fmt.Errorf("index AgentSessions by config: %w", err)
@@ -143,6 +151,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	out, err := r.Compute(ctx, &s)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if out.basis != nil {
+		s = *out.basis // Compute moved to a fresher read of the object than the cache had
 	}
 	// Events go out after the status write: the acknowledgement the agent waits for must not
 	// queue behind them at the API server.
@@ -322,6 +333,8 @@ type Outcome struct {
 	changed  bool
 	events   []event
 	storeErr error
+	// basis is the object the status was computed from when it is not the one passed in.
+	basis *agentsv1alpha1.AgentSession
 }
 
 // Status is the computed status.
@@ -375,6 +388,11 @@ type step struct {
 	events     []event
 	conflict   bool
 	invalidMsg string
+	// fresh is set when the live object differs from the one being computed (a stale cache);
+	// the computation restarts from it, before anything is appended.
+	fresh        *agentsv1alpha1.AgentSession
+	freshChecked bool
+	apiErr       error
 }
 
 // Compute runs the reconcile steps for one session and returns the status it would write. It
@@ -383,11 +401,20 @@ type step struct {
 // crashes between the append and the status write.
 func (r *AgentSessionReconciler) Compute(ctx context.Context, s *agentsv1alpha1.AgentSession) (*Outcome, error) {
 	log := logf.FromContext(ctx).WithValues("session", s.Spec.SessionID)
+	orig := s
 	var st *step
 	for attempt := 0; ; attempt++ {
 		st = &step{r: r, s: s, prev: s.Status.PlanMode, st: *s.Status.PlanMode.DeepCopy()}
 		if err := st.run(ctx, log); err != nil {
 			return nil, err
+		}
+		if st.apiErr != nil {
+			return nil, st.apiErr
+		}
+		if st.fresh != nil && attempt < maxConflictRetries {
+			log.V(1).Info("the cached object is older than the API server's: recomputing from a live read before appending")
+			s = st.fresh
+			continue
 		}
 		if !st.conflict {
 			break
@@ -405,6 +432,9 @@ func (r *AgentSessionReconciler) Compute(ctx context.Context, s *agentsv1alpha1.
 	st.reviewStep(&status) // plan review (review.go)
 	st.conditions(&status)
 	out := &Outcome{status: status, events: st.events, storeErr: st.storeErr}
+	if s != orig {
+		out.basis = s
+	}
 	old := s.Status.DeepCopy()
 	if n := old.PlanMode.Notice; n != nil && st.tailRead && n.Seq < st.tail.LastStepStartSeq {
 		// A delivered notice is dropped with the next write, but is no reason to write.
@@ -771,6 +801,9 @@ func (st *step) owe(text string) {
 // appendPlanMode appends plan/mode{active} at seq with compare-and-swap. On a conflict it
 // marks the reconcile for a recompute from a fresh tail; other failures are store failures.
 func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool {
+	if !st.checkFresh(ctx) {
+		return false
+	}
 	t, err := st.r.Store.Append(ctx, st.s.Spec.SessionID, []sessionlog.Event{planmode.PlanModeEvent(seq, active)})
 	if err != nil {
 		if sessionlog.IsConflict(err) {
@@ -783,6 +816,31 @@ func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool
 	}
 	st.tail = t
 	st.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), fmt.Sprintf("plan mode %s committed to the session log", onOff(active)))
+	return true
+}
+
+// checkFresh makes sure an append is decided on the newest object. The cache can lag behind
+// the manager's own last status write (a pending selection already settled, or a selection
+// already taken on) or a user's newest selection; appending on such a read would log a state
+// the user no longer wants. Appends are rare (transitions only), so one live read each is cheap.
+// It reports whether the append may go ahead; otherwise st.fresh holds the object to recompute
+// from, or st.apiErr why it could not be read.
+func (st *step) checkFresh(ctx context.Context) bool {
+	if st.r.APIReader == nil || st.freshChecked {
+		return true
+	}
+	var live agentsv1alpha1.AgentSession
+	if err := st.r.APIReader.Get(ctx, client.ObjectKeyFromObject(st.s), &live); err != nil {
+		st.apiErr = fmt.Errorf("read AgentSession %s/%s before appending: %w", st.s.Namespace, st.s.Name, err)
+		st.conflict = true // record nothing from this attempt
+		return false
+	}
+	if live.ResourceVersion != st.s.ResourceVersion {
+		st.fresh = &live
+		st.conflict = true // record nothing from this attempt
+		return false
+	}
+	st.freshChecked = true
 	return true
 }
 
