@@ -28,7 +28,8 @@ type AgentSessionSpec struct {
 
 	// Review is a reviewer's decision on the plan the agent posted in status.agent.review.
 	// Setting it needs the "approve" permission on agentsessions/review, separate from the
-	// permission to toggle plan mode.
+	// permission to toggle plan mode. Approve must come with spec.planMode.active false or
+	// unset in the same write (approving leaves plan mode; `kubectl plan approve` does both).
 	// +optional
 	Review *ReviewDecision `json:"review,omitempty"`
 
@@ -88,7 +89,8 @@ type ReviewDecisionType string
 
 const (
 	// ReviewApprove leaves plan mode silently at the next step boundary; the tool returns
-	// {approved: true}.
+	// {approved: true}. The approving write must also set spec.planMode.active to false (or
+	// leave it unset), so the user's next selection of plan mode is a change the manager sees.
 	ReviewApprove ReviewDecisionType = "Approve"
 	// ReviewKeepPlanning fails the tool call with the reviewer's feedback; plan mode stays on.
 	ReviewKeepPlanning ReviewDecisionType = "KeepPlanning"
