@@ -56,7 +56,7 @@ func main() {
 	flag.StringVar(&o.namespace, "namespace", "default", "namespace of the sample session")
 	flag.StringVar(&o.session, "session", "demo", "name of the sample AgentSession")
 	flag.BoolVar(&o.noAgent, "no-agent", false, "do not start the reference agent")
-	flag.StringVar(&o.agentArgs, "agent-args", "--loop --step-delay=3s", "extra arguments for the reference agent")
+	flag.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --loop", "extra arguments for the reference agent (the demo script toggles nothing itself; it leaves time to toggle mid-turn and presents a plan while in plan mode)")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "extra arguments for the manager")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "how long to wait for the control plane and the manager")
 	flag.Parse()
