@@ -5,38 +5,41 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// Event types the agent appends. The manager appends only plan/mode.
+// Event types the agent appends (the manager appends only plan/mode), re-exported from
+// pkg/sessionlog so an agent needs one import.
 const (
-	TypeTurnStart     = "turn/start"
-	TypeTurnEnd       = "turn/end"
-	TypeStepStart     = "step/start"
-	TypeStepEnd       = "step/end"
-	TypeUserMessage   = "user/message"
-	TypeRequestHeader = "request/header"
+	TypeTurnStart     = sessionlog.TypeTurnStart
+	TypeTurnEnd       = sessionlog.TypeTurnEnd
+	TypeStepStart     = sessionlog.TypeStepStart
+	TypeStepEnd       = sessionlog.TypeStepEnd
+	TypeUserMessage   = sessionlog.TypeUserMessage
+	TypeRequestHeader = sessionlog.TypeRequestHeader
 	TypeToolCall      = "tool/call"
 	TypeToolResult    = "tool/result"
-	TypePlanMode      = "plan/mode"
+	TypePlanMode      = sessionlog.TypePlanMode
 )
 
-// Notice texts of the harness (reference spec §4.7). The manager chooses the text; these are
-// here so agents and tests can recognise them.
+// Notice texts of the harness (reference spec §4.7), from pkg/planmode. The manager chooses the
+// text; these are here so agents and tests can recognise them.
 const (
-	NoticeEnter = "The user switched this session to plan mode."
-	NoticeLeave = "The user switched this session back to the default mode."
+	NoticeEnter = planmode.NoticePlanOn
+	NoticeLeave = planmode.NoticeDefault
 )
 
-// Exit tool of the harness (reference spec §4.9). It is declared only while plan mode is
-// committed (the newest seed: "admitted only while the committed plan state is active").
+// Exit tool of the harness (reference spec §4.9), from pkg/planmode. It is declared only while
+// plan mode is committed (the newest seed: "admitted only while the committed plan state is
+// active").
 const (
-	ExitToolName        = "exit_plan_mode"
-	ExitToolDescription = "Use only in plan mode. Present your plan for the user's review and, on approval, leave plan mode. Send the COMPLETE plan as markdown, starting with a # heading that names it. The user may approve (carry out the plan from your next step) or keep planning — their feedback comes back in the tool result; revise and present again."
+	ExitToolName        = planmode.ExitToolName
+	ExitToolDescription = planmode.ExitToolDescription
 )
 
 // ExitToolParameters is the exit tool's JSON schema, byte for byte as the harness declares it.
-var ExitToolParameters = json.RawMessage(`{"type":"object","properties":{"plan":{"type":"string","description":"The complete plan, as markdown, starting with a # heading that names it."}},"required":["plan"]}`)
+var ExitToolParameters = json.RawMessage(planmode.ExitToolParameters)
 
 // TurnEndReason is the harness's TurnEndReason ({kind: ...}).
 type TurnEndReason struct {
@@ -108,18 +111,9 @@ const (
 	HeaderChange  = "change"
 )
 
-type turnData struct {
-	Turn int64 `json:"turn"`
-}
-
 type turnEndData struct {
 	Turn   int64         `json:"turn"`
 	Reason TurnEndReason `json:"reason"`
-}
-
-type stepData struct {
-	Turn int64 `json:"turn"`
-	Step int64 `json:"step"`
 }
 
 type headerData struct {
@@ -152,17 +146,13 @@ type toolResultData struct {
 
 var surfaceAppend = json.RawMessage(`"append"`)
 
-func mustEvent(typ string, data any) sessionlog.Event {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		// Only SDK-defined structs reach here; they always marshal.
-		panic(fmt.Sprintf("agentsdk: marshal %s: %v", typ, err))
-	}
-	return sessionlog.Event{Type: typ, Data: raw}
-}
+// mustEvent builds an event from an SDK-defined payload struct, which always marshals.
+func mustEvent(typ string, data any) sessionlog.Event { return sessionlog.MustEvent(typ, data) }
 
 // TurnStart is turn/start {turn}.
-func TurnStart(turn int64) sessionlog.Event { return mustEvent(TypeTurnStart, turnData{Turn: turn}) }
+func TurnStart(turn int64) sessionlog.Event {
+	return mustEvent(TypeTurnStart, sessionlog.TurnStart{Turn: turn})
+}
 
 // TurnEnd is turn/end {turn, reason}.
 func TurnEnd(turn int64, reason TurnEndReason) sessionlog.Event {
@@ -171,12 +161,12 @@ func TurnEnd(turn int64, reason TurnEndReason) sessionlog.Event {
 
 // StepStart is step/start {turn, step}.
 func StepStart(turn, step int64) sessionlog.Event {
-	return mustEvent(TypeStepStart, stepData{Turn: turn, Step: step})
+	return mustEvent(TypeStepStart, sessionlog.StepStart{Turn: turn, Step: step})
 }
 
 // StepEnd is step/end {turn, step}.
 func StepEnd(turn, step int64) sessionlog.Event {
-	return mustEvent(TypeStepEnd, stepData{Turn: turn, Step: step})
+	return mustEvent(TypeStepEnd, sessionlog.StepEnd{Turn: turn, Step: step})
 }
 
 // UserText is a user/message with source {kind:'user'} (a prompt or steered input).
