@@ -87,6 +87,7 @@ type AgentSessionReconciler struct {
 
 	failures sync.Map // types.NamespacedName -> int: consecutive store errors, for backoff
 	rvLocked sync.Map // types.NamespacedName -> true: the next status write is resourceVersion-locked
+	written  sync.Map // types.NamespacedName -> PlanModeStatus: our last status.planMode as stored
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -140,6 +141,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	log := logf.FromContext(ctx)
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
@@ -273,6 +277,9 @@ func (r *AgentSessionReconciler) WriteStatus(ctx context.Context, orig *agentsv1
 		return fmt.Errorf("patch status of AgentSession %s: %w", key, err)
 	}
 	r.rvLocked.Delete(key)
+	// What the server stored, in its wire form: the cache shows exactly this once it has
+	// caught up with our write (checkFresh).
+	r.written.Store(key, *obj.Status.PlanMode.DeepCopy())
 	return nil
 }
 
@@ -821,12 +828,20 @@ func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool
 
 // checkFresh makes sure an append is decided on the newest object. The cache can lag behind
 // the manager's own last status write (a pending selection already settled, or a selection
-// already taken on) or a user's newest selection; appending on such a read would log a state
-// the user no longer wants. Appends are rare (transitions only), so one live read each is cheap.
-// It reports whether the append may go ahead; otherwise st.fresh holds the object to recompute
-// from, or st.apiErr why it could not be read.
+// already taken on); appending on such a read would log a state the user no longer wants.
+// When the cached status.planMode is the one this process last wrote, the cache has our write
+// and nothing else writes that field (the webhook keeps it the manager's), so no read is
+// needed. Otherwise (a first reconcile after start, or a lagging cache) one live read decides.
+// A user's spec change the cache has not shown yet is harmless: it is taken on next, as if it
+// had arrived just after this append. It reports whether the append may go ahead; otherwise
+// st.fresh holds the object to recompute from, or st.apiErr why it could not be read.
 func (st *step) checkFresh(ctx context.Context) bool {
 	if st.r.APIReader == nil || st.freshChecked {
+		return true
+	}
+	if w, ok := st.r.written.Load(client.ObjectKeyFromObject(st.s)); ok &&
+		equality.Semantic.DeepEqual(w.(agentsv1alpha1.PlanModeStatus), st.s.Status.PlanMode) {
+		st.freshChecked = true
 		return true
 	}
 	var live agentsv1alpha1.AgentSession
