@@ -192,8 +192,8 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 	if s.Status.ObservedGeneration != s.Generation || pm.PendingActive != nil || pm.Config == nil {
 		return false
 	}
-	if x := s.Spec.PlanMode.Active; x != nil && (pm.Selection == nil || *pm.Selection != *x) {
-		return false
+	if x := s.Spec.PlanMode.Active; x != nil && (pm.Selection == nil || *pm.Selection != *x || *x != pm.Active) {
+		return false // a new selection, or one the log does not hold yet (reassertSelection)
 	}
 	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil ||
 		c.Status != metav1.ConditionTrue || c.ObservedGeneration != s.Generation {
@@ -468,6 +468,7 @@ func (st *step) run(ctx context.Context, log logr.Logger) error {
 	if !st.applySelection(ctx) {
 		return nil
 	}
+	st.reassertSelection(log)
 	if !st.flushBetweenTurns(ctx) {
 		return nil
 	}
@@ -635,6 +636,28 @@ func (st *step) applySelection(ctx context.Context) bool {
 	st.setPending(nil)
 	st.owe(d.Notice)
 	return true
+}
+
+// reassertSelection is the safety net under the edge-triggered selection: a selection the
+// status has taken on (spec.planMode.active equals status.planMode.selection) that the log does
+// not hold, with nothing pending, can only be one that was lost (for example decided on a
+// cached object that lacked the user's newest spec before a crash). The user's desired state
+// wins: it becomes pending again, and the between-turns flush or the next boundary commits it,
+// narrated like any user selection. An approval's own active:false is left to the review step.
+func (st *step) reassertSelection(log logr.Logger) {
+	x := st.s.Spec.PlanMode.Active
+	if x == nil || st.st.PendingActive != nil || *x == st.tail.Active || st.approvalExits() {
+		return
+	}
+	if st.st.Selection == nil || *st.st.Selection != *x {
+		return // not taken on yet: applySelection decides it
+	}
+	if *x && st.holdEntry {
+		st.setPending(&planmode.Pending{Active: true, Narrate: true})
+		return
+	}
+	log.Info("the log does not hold the selection the status took on; selecting it again", "selection", *x, "logged", st.tail.Active)
+	st.setPending(&planmode.Pending{Active: *x, Narrate: true})
 }
 
 // flushBetweenTurns appends a selection queued during a turn that has ended since (or one whose
