@@ -9,13 +9,13 @@ import (
 
 // Event types plan mode reads or writes (reference spec §2.2).
 const (
-	EventPlanMode      = "plan/mode"
-	EventTurnStart     = "turn/start"
-	EventTurnEnd       = "turn/end"
-	EventStepStart     = "step/start"
-	EventStepEnd       = "step/end"
-	EventUserMessage   = "user/message"
-	EventRequestHeader = "request/header"
+	EventPlanMode      = sessionlog.TypePlanMode
+	EventTurnStart     = sessionlog.TypeTurnStart
+	EventTurnEnd       = sessionlog.TypeTurnEnd
+	EventStepStart     = sessionlog.TypeStepStart
+	EventStepEnd       = sessionlog.TypeStepEnd
+	EventUserMessage   = sessionlog.TypeUserMessage
+	EventRequestHeader = sessionlog.TypeRequestHeader
 )
 
 // PlanModeData is the exact plan/mode payload: {active: bool}.
@@ -94,54 +94,4 @@ func HasOpenTurn(events []sessionlog.Event) bool {
 		}
 	}
 	return false
-}
-
-type turnStep struct {
-	Turn int64 `json:"turn"`
-	Step int64 `json:"step"`
-}
-
-// FoldTail folds a whole log into the Tail a Store maintains incrementally. Tests use it to
-// check a store's tail against the events it holds; tools use it on exported logs.
-func FoldTail(events []sessionlog.Event) sessionlog.Tail {
-	t := sessionlog.Tail{LastPlanModeSeq: -1, LastStepStartSeq: -1}
-	for _, e := range events {
-		t = ApplyTail(t, e)
-	}
-	return t
-}
-
-// ApplyTail advances a Tail by one event (the fold step of FoldTail).
-func ApplyTail(t sessionlog.Tail, e sessionlog.Event) sessionlog.Tail {
-	t.NextSeq = e.Seq + 1
-	switch e.Type {
-	case EventPlanMode:
-		if a, err := DecodePlanMode(e.Data); err == nil {
-			t.Active = a
-			t.LastPlanModeSeq = e.Seq
-		}
-	case EventRequestHeader:
-		told := t.Active
-		t.Told = &told
-	case EventTurnStart:
-		var ts turnStep
-		_ = json.Unmarshal(e.Data, &ts)
-		t.TurnOpen = true
-		t.Turn = ts.Turn
-		t.Step = 0
-		t.StepOpen = false
-	case EventTurnEnd:
-		t.TurnOpen = false
-		t.Step = 0
-		t.StepOpen = false
-	case EventStepStart:
-		var ts turnStep
-		_ = json.Unmarshal(e.Data, &ts)
-		t.Step = ts.Step
-		t.StepOpen = true
-		t.LastStepStartSeq = e.Seq
-	case EventStepEnd:
-		t.StepOpen = false
-	}
-	return t
 }

@@ -160,7 +160,11 @@ func TestPlanModeAtLastHeaderAndOpenTurn(t *testing.T) {
 	if HasOpenTurn(b.events) {
 		t.Fatal("turn must be closed")
 	}
-	tail := FoldTail(b.events)
+	// The store's own fold (pkg/sessionlog) agrees with the folds above.
+	tail, err := sessionlog.FoldTail("s", b.events)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if tail.NextSeq != int64(len(b.events)) || tail.Active || tail.LastPlanModeSeq != 3 || tail.Told == nil || !*tail.Told || tail.TurnOpen || tail.Turn != 1 {
 		t.Fatalf("FoldTail = %+v", tail)
 	}
