@@ -22,13 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
+	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
@@ -208,7 +208,7 @@ func run() error {
 func metricsOptions(o options) metricsserver.Options {
 	m := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics}
 	if o.secureMetrics {
-		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.FilterProvider = metricsauth.New
 	}
 	return m
 }
