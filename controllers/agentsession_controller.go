@@ -87,7 +87,7 @@ type AgentSessionReconciler struct {
 
 	failures sync.Map // types.NamespacedName -> int: consecutive store errors, for backoff
 	rvLocked sync.Map // types.NamespacedName -> true: the next status write is resourceVersion-locked
-	written  sync.Map // types.NamespacedName -> PlanModeStatus: our last status.planMode as stored
+	written  sync.Map // types.NamespacedName -> planModeDigest of our last status.planMode as stored
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -279,7 +279,7 @@ func (r *AgentSessionReconciler) WriteStatus(ctx context.Context, orig *agentsv1
 	r.rvLocked.Delete(key)
 	// What the server stored, in its wire form: the cache shows exactly this once it has
 	// caught up with our write (checkFresh).
-	r.written.Store(key, *obj.Status.PlanMode.DeepCopy())
+	r.written.Store(key, digestPlanMode(obj.Status.PlanMode))
 	return nil
 }
 
@@ -862,8 +862,7 @@ func (st *step) checkFresh(ctx context.Context) bool {
 	if st.r.APIReader == nil || st.freshChecked {
 		return true
 	}
-	if w, ok := st.r.written.Load(client.ObjectKeyFromObject(st.s)); ok &&
-		equality.Semantic.DeepEqual(w.(agentsv1alpha1.PlanModeStatus), st.s.Status.PlanMode) {
+	if w, ok := st.r.written.Load(client.ObjectKeyFromObject(st.s)); ok && w.(planModeDigest) == digestPlanMode(st.s.Status.PlanMode) {
 		st.freshChecked = true
 		return true
 	}
@@ -880,6 +879,19 @@ func (st *step) checkFresh(ctx context.Context) bool {
 	}
 	st.freshChecked = true
 	return true
+}
+
+// planModeDigest identifies a status.planMode by the SHA-256 of its JSON (truncated to 128
+// bits): the written map holds one per session, and at 10,000 sessions a digest instead of a
+// copy of the struct is 2.5 MB less live heap. Both sides of a comparison are decoded from the
+// API server's JSON (our write's response, the cache's watch event), so equal values encode
+// equally.
+type planModeDigest [16]byte
+
+func digestPlanMode(pm agentsv1alpha1.PlanModeStatus) planModeDigest {
+	b, _ := json.Marshal(pm) // plain fields, pointers and metav1.Time: cannot fail
+	sum := sha256.Sum256(b)
+	return planModeDigest(sum[:16])
 }
 
 func (st *step) storeFailure(err error) {

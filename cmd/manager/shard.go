@@ -61,11 +61,15 @@ func cacheOptions(o *options) cache.Options {
 
 // stripForCache drops what the manager never reads from every object before it is cached:
 // managedFields, and kubectl's last-applied-configuration annotation (a full copy of the
-// object's applied spec on every session created with kubectl apply).
+// object's applied spec on every session created with kubectl apply); and it shares the
+// strings that repeat across AgentSessions (intern.go).
 func stripForCache(in any) (any, error) {
 	in, err := cache.TransformStripManagedFields()(in)
 	if err != nil {
 		return in, err
+	}
+	if s, ok := in.(*agentsv1alpha1.AgentSession); ok {
+		cacheStrings.internSession(s)
 	}
 	if obj, ok := in.(metav1.Object); ok {
 		if a := obj.GetAnnotations(); a != nil {

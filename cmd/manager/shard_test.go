@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,5 +100,67 @@ func TestCacheTransformDropsWhatTheManagerNeverReads(t *testing.T) {
 	}
 	if _, err := cacheOptions(o).DefaultTransform("not an object"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// decodeSession decodes like the informer does: every string is a fresh copy.
+func decodeSession(t *testing.T, doc string) *agentsv1alpha1.AgentSession {
+	t.Helper()
+	var s agentsv1alpha1.AgentSession
+	if err := json.Unmarshal([]byte(doc), &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func TestCacheTransformSharesStringsThatRepeatAcrossSessions(t *testing.T) {
+	_, o := parseFlags(t)
+	doc := func(name string) string {
+		return `{"apiVersion":"agents.harness.dev/v1alpha1","kind":"AgentSession",
+		"metadata":{"name":"` + name + `","namespace":"team-a","labels":{"planmode.harness.dev/shard":"a"}},
+		"spec":{"sessionID":"` + name + `","planMode":{"configRef":{"name":"default"}}},
+		"status":{"planMode":{"config":{"name":"default","sectionSHA256":"a8f1e11ffea37a9aeadcc6371df9c1fcba5995ed8e3420f7c5b9a15ecd963f5f"},
+		"notice":{"seq":3,"text":"The user switched this session back to the default mode."}},
+		"conditions":[{"type":"Ready","status":"True","reason":"InSync","message":"plan mode off is committed in the session log","lastTransitionTime":"2026-11-30T09:00:00Z"}]}}`
+	}
+	var got []*agentsv1alpha1.AgentSession
+	for _, name := range []string{"s-1", "s-2"} {
+		out, err := cacheOptions(o).DefaultTransform(decodeSession(t, doc(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, out.(*agentsv1alpha1.AgentSession))
+	}
+	a, b := got[0], got[1]
+	shared := map[string][2]string{
+		"namespace":         {a.Namespace, b.Namespace},
+		"kind":              {a.Kind, b.Kind},
+		"configRef":         {a.Spec.PlanMode.ConfigRef.Name, b.Spec.PlanMode.ConfigRef.Name},
+		"config digest":     {a.Status.PlanMode.Config.SectionSHA256, b.Status.PlanMode.Config.SectionSHA256},
+		"notice":            {a.Status.PlanMode.Notice.Text, b.Status.PlanMode.Notice.Text},
+		"condition message": {a.Status.Conditions[0].Message, b.Status.Conditions[0].Message},
+		"shard label value": {a.Labels["planmode.harness.dev/shard"], b.Labels["planmode.harness.dev/shard"]},
+	}
+	for what, p := range shared {
+		if p[0] != p[1] || unsafe.StringData(p[0]) != unsafe.StringData(p[1]) {
+			t.Errorf("%s: %q and %q are two copies, want one shared", what, p[0], p[1])
+		}
+	}
+	// What identifies a session stays its own (and intact).
+	if a.Name != "s-1" || b.Name != "s-2" || a.Spec.SessionID != "s-1" || b.Spec.SessionID != "s-2" {
+		t.Errorf("names after the transform: %q %q, sessionIDs %q %q", a.Name, b.Name, a.Spec.SessionID, b.Spec.SessionID)
+	}
+}
+
+func TestInternTableIsBounded(t *testing.T) {
+	in := &interner{m: map[string]string{}}
+	for i := 0; i < internMaxEntries+100; i++ {
+		s := fmt.Sprintf("message %d", i)
+		in.intern(&s)
+	}
+	long := strings.Repeat("x", internMaxLen+1)
+	in.intern(&long)
+	if len(in.m) != internMaxEntries {
+		t.Errorf("table holds %d strings, want at most %d", len(in.m), internMaxEntries)
 	}
 }
