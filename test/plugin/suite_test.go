@@ -114,7 +114,10 @@ func kubectlRun(env []string, args ...string) result {
 	defer stop()
 	cmd := exec.CommandContext(c, kubectl, args...)
 	cmd.Env = append(os.Environ(),
-		"PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// Only the plugin built for this run: another kubectl-plan on the caller's PATH (make
+		// test puts bin/ there, where make build writes one) would shadow it, and kubectl
+		// plugin list fails on the warning. kubectl itself runs by its absolute path.
+		"PATH="+pluginDir,
 		"KUBECONFIG="+kubeconfig,
 		"HOME="+GinkgoT().TempDir(), // no ~/.kube cache shared between runs
 	)
