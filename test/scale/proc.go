@@ -289,7 +289,9 @@ func (p *proc) profile(dir, path, file string) error {
 }
 
 // apiWrites reads the API server's own write counters (apiserver_request_total) per
-// resource[/subresource]: POST, PUT, PATCH, APPLY and DELETE with any code.
+// resource[/subresource]: POST, PUT, PATCH, APPLY and DELETE with any code; and, under
+// "sec <key>" and "n <key>", the sum and count of its apiserver_request_duration_seconds
+// histogram for those writes (the time the API server took to serve them).
 func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -304,12 +306,23 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
-		if !strings.HasPrefix(l, "apiserver_request_total{") {
+		name, rest, ok := strings.Cut(l, "{")
+		var prefix string
+		switch name {
+		case "apiserver_request_total":
+		case "apiserver_request_duration_seconds_sum":
+			prefix = "sec "
+		case "apiserver_request_duration_seconds_count":
+			prefix = "n "
+		default:
 			continue
 		}
-		end := strings.LastIndexByte(l, '}')
+		if !ok {
+			continue
+		}
+		end := strings.LastIndexByte(rest, '}')
 		labels := map[string]string{}
-		for _, kv := range strings.Split(l[len("apiserver_request_total{"):end], ",") {
+		for _, kv := range strings.Split(rest[:end], ",") {
 			if k, v, ok := strings.Cut(kv, "="); ok {
 				labels[k] = strings.Trim(v, `"`)
 			}
@@ -319,10 +332,14 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 		default:
 			continue
 		}
-		v, _ := strconv.ParseFloat(strings.TrimSpace(l[end+1:]), 64)
+		v, _ := strconv.ParseFloat(strings.TrimSpace(rest[end+1:]), 64)
 		key := labels["resource"]
 		if sr := labels["subresource"]; sr != "" {
 			key += "/" + sr
+		}
+		if prefix != "" {
+			out[prefix+key] += v
+			continue
 		}
 		out[key] += v
 		if labels["code"] == "409" {

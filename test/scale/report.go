@@ -121,6 +121,11 @@ func (r *report) print(w io.Writer, o opts) {
 		cf := func(w writes) float64 { return w.conflicts }
 		row("409 conflicts / in-turn toggle (in the writes)", med(fl, per(in, cf, nn)), med(mg, per(in, cf, nn)), num, "", nil)
 		row("409 conflicts / idle toggle (in the writes)", med(fl, per(it, cf, nn)), med(mg, per(it, cf, nn)), num, "", nil)
+		serve := func(get func(*stormResult) writes) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return get(s).statusServeTime() }
+		}
+		row("API server time / status write, in-turn toggles", med(fl, serve(in)), med(mg, serve(in)), msf, "", nil)
+		row("API server time / status write, idle toggles", med(fl, serve(it)), med(mg, serve(it)), msf, "", nil)
 		v = med(mg, per(is, tot, ni))
 		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 		take := func(s *stormResult) float64 { return float64(s.takeOn) }

@@ -44,9 +44,22 @@ type stormResult struct {
 
 // writes of a phase: the manager's (AgentSession status and anything else but Events), its
 // Events, and the agents'. The user's toggles are not charged.
-type writes struct{ status, other, events, agent, conflicts float64 }
+type writes struct {
+	status, other, events, agent, conflicts float64
+	// statusSec, statusN: the API server's time serving the agentsessions/status writes of
+	// the phase (the agents' and the controller's), from its request-duration histogram.
+	statusSec, statusN float64
+}
 
 func (w writes) total() float64 { return w.status + w.other + w.agent }
+
+// statusServeTime is the API server's mean time per status write, in nanoseconds.
+func (w writes) statusServeTime() float64 {
+	if w.statusN == 0 {
+		return 0
+	}
+	return w.statusSec / w.statusN * 1e9
+}
 
 type wsnap struct {
 	api         map[string]float64
@@ -75,6 +88,7 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	w.status = d("agentsessions/status") - agent
 	w.other = d("agentsessions") - user
 	w.conflicts = d("agentsessions/status 409") + d("agentsessions 409")
+	w.statusSec, w.statusN = d("sec agentsessions/status"), d("n agentsessions/status")
 	return w, nil
 }
 
@@ -514,5 +528,6 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 }
 
 func addW(a, b writes) writes {
-	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts}
+	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts,
+		a.statusSec + b.statusSec, a.statusN + b.statusN}
 }
