@@ -63,7 +63,8 @@ bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
 
 # make bench-scale: storms with SESSIONS sessions (SESSIONS=10000 for the large run), idle
-# footprint with IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof").
+# footprint with IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof",
+# or "-phases all" to add the two-shard storms).
 SESSIONS ?= 1000
 IDLE_SESSIONS ?= 10000
 SCALE_FLAGS ?=
