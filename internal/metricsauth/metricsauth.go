@@ -180,9 +180,12 @@ func (g *guard) authorize(ctx context.Context, user *authenticationv1.UserInfo, 
 	return d, nil
 }
 
-// review calls the API server, retrying what a retry can fix.
+// review calls the API server, retrying what a retry can fix while the scrape still waits: once
+// the request's own context is done (the scraper hung up, or its deadline passed, which makes
+// the call fail with a DeadlineExceeded that looks transient), retrying only holds the handler.
 func review(ctx context.Context, call func(context.Context) error) error {
-	return retry.OnError(reviewBackoff, transient, func() error {
+	retriable := func(err error) bool { return ctx.Err() == nil && transient(err) }
+	return retry.OnError(reviewBackoff, retriable, func() error {
 		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 		defer cancel()
 		return call(ctx)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
@@ -125,5 +126,20 @@ var _ = Describe("the /metrics guard", func() {
 		Expect(code).To(Equal(http.StatusOK), "served from the %s allow cache", metricsauth.AllowCacheTTL)
 		code, _ = scrape(http.MethodGet, "Bearer "+tokenFor("uncached"))
 		Expect(code).To(Equal(http.StatusForbidden))
+	})
+})
+
+var _ = Describe("a scrape whose deadline has passed", func() {
+	It("is answered at once, without retrying the review for a request nobody waits for", func() {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tokenFor("late"))
+		c, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		defer cancel()
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		handler.ServeHTTP(rec, req.WithContext(c))
+		Expect(rec.Code).To(Equal(http.StatusInternalServerError))
+		// Retrying would sleep through the backoff (0.5 s, then x1.5 for 5 steps: about 4 s).
+		Expect(time.Since(start)).To(BeNumerically("<", 400*time.Millisecond))
 	})
 })
