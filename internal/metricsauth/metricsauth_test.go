@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,24 @@ func bindReader(sa string) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
+	// The API server's RBAC authorizer learns of bindings through an informer, so a review
+	// straight after Create may still deny, and the guard would cache that deny for 30 s. Wait
+	// until the API server itself answers allow, asking it directly so the guard caches nothing.
+	Eventually(apiServerAllows).WithArguments(sa).WithTimeout(10*time.Second).Should(BeTrue(),
+		"the API server never allowed %s after its binding was created", sa)
+}
+
+// apiServerAllows asks the API server, bypassing the guard and its caches, whether sa may get /metrics.
+func apiServerAllows(sa string) (bool, error) {
+	res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  "system:serviceaccount:" + ns + ":" + sa,
+		Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return res.Status.Allowed, nil
 }
 
 func scrape(method, authorization string) (int, string) {
@@ -122,6 +141,8 @@ var _ = Describe("the /metrics guard", func() {
 		code, _ := scrape(http.MethodGet, "Bearer "+token)
 		Expect(code).To(Equal(http.StatusOK))
 		Expect(cs.RbacV1().ClusterRoleBindings().Delete(ctx, "metrics-reader-cached", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(apiServerAllows).WithArguments("cached").WithTimeout(10*time.Second).Should(BeFalse(),
+			"the API server still allows after the binding was deleted")
 		code, _ = scrape(http.MethodGet, "Bearer "+token)
 		Expect(code).To(Equal(http.StatusOK), "served from the %s allow cache", metricsauth.AllowCacheTTL)
 		code, _ = scrape(http.MethodGet, "Bearer "+tokenFor("uncached"))

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,8 +99,21 @@ var _ = Describe("secure metrics (--metrics-secure)", Ordered, func() {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "prometheus"}},
 		})).To(Succeed())
-		Eventually(func() int { code, _ := scrape(token); return code }).WithTimeout(settle).WithPolling(200 * time.Millisecond).
-			Should(Equal(http.StatusOK))
+		// Ask the API server, not the manager, until the binding is in force: its RBAC authorizer
+		// sees bindings through an informer, and a deny the manager saw first it would cache for 30 s.
+		cs, err := kubernetes.NewForConfig(testEnv.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (bool, error) {
+			res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:                  "system:serviceaccount:" + ns + ":prometheus",
+				Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+			}}, metav1.CreateOptions{})
+			return err == nil && res.Status.Allowed, err
+		}).WithTimeout(settle).WithPolling(100*time.Millisecond).Should(BeTrue(), "the API server allows the bound identity")
+		// Eventually only for the HTTPS listener, which comes up after /readyz when this spec runs alone.
+		Eventually(func() (int, error) { code, _, err := scrapeErr(token); return code, err }).
+			WithTimeout(settle).WithPolling(100 * time.Millisecond).Should(Equal(http.StatusOK))
 		_, body := scrape(token)
 		Expect(body).To(ContainSubstring("# TYPE planmode_sessions gauge"))
 		Expect(body).To(ContainSubstring("planmode_sessions_scrape_error 0"), "the session gauges read the manager's cache")
