@@ -288,6 +288,27 @@ func (p *proc) profile(dir, path, file string) error {
 	return err
 }
 
+// apiProfileWindow is the length of the API server's CPU profile of a boundary storm: longer
+// than either side's storm at the default size, so each profile holds a whole storm.
+const apiProfileWindow = 10 * time.Second
+
+// apiServerProfile fetches a CPU profile of kube-apiserver (its --profiling endpoint) into dir.
+func apiServerProfile(ctx context.Context, cfg *rest.Config, window time.Duration, dir, file string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(window.Seconds()))).Timeout(window + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, file), raw, 0o644)
+}
+
 // apiWrites reads the API server's own write counters (apiserver_request_total) per
 // resource[/subresource]: POST, PUT, PATCH, APPLY and DELETE with any code; and, under
 // "sec <key>" and "n <key>", the sum and count of its apiserver_request_duration_seconds

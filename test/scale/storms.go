@@ -439,6 +439,16 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		})
 	}()
 	ready.Wait()
+	apiProfile := make(chan error, 1)
+	if b.o.profileDir != "" {
+		// The API server's side of the same storm, for both sides: where its time per write goes.
+		go func() {
+			apiProfile <- apiServerProfile(ctx, b.cfg, apiProfileWindow, b.o.profileDir,
+				fmt.Sprintf("apiserver-boundary-%s-%s-%d.pprof", side, backend, b.seq))
+		}()
+	} else {
+		apiProfile <- nil
+	}
 	stormStart = time.Now()
 	close(release)
 	if err := <-errc; err != nil {
@@ -446,6 +456,10 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}
 	r.ackWall = time.Since(stormStart)
 	logPhase("  %s: boundary storm done in %s", side, r.ackWall.Round(time.Millisecond))
+	// Nothing else runs until the window closes, so the profile holds the storm and quiet only.
+	if err := <-apiProfile; err != nil {
+		return nil, fmt.Errorf("profile the API server: %w", err)
+	}
 	r.fpBoundary = stopAll(smp, 1)
 	b.quiesce(ctx)
 	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
