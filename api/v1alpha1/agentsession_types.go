@@ -139,8 +139,16 @@ type AgentSessionStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// planMode and review are atomic: only the manager writes them (the status webhook keeps
+	// agents to status.agent), always as whole values, so the API server need not track their
+	// ownership field by field. That keeps managedFields short and costs it less CPU on every
+	// status write (docs/performance.md). status.agent stays granular: the protocol lets an
+	// agent server-side apply status.agent.boundary alone, which an atomic struct would turn
+	// into replacing all of status.agent.
+
 	// PlanMode is the manager's projection of the session log plus the pending selection.
 	// +optional
+	// +structType=atomic
 	PlanMode PlanModeStatus `json:"planMode,omitempty"`
 
 	// Agent is written only by the agent pod, with its own field manager.
@@ -149,6 +157,7 @@ type AgentSessionStatus struct {
 
 	// Review is the manager's view of the plan under review.
 	// +optional
+	// +structType=atomic
 	Review *ReviewStatus `json:"review,omitempty"`
 
 	// Conditions: Ready, plus reasons that explain a stuck selection.

@@ -88,6 +88,51 @@ var _ = Describe("AgentSession", func() {
 		Expect(json.Marshal(got.Status)).To(MatchJSON(mustJSON(*want)))
 	})
 
+	It("tracks the manager's status.planMode and status.review as one field each, the agent's status.agent field by field", func() {
+		ns := newNamespace()
+		s := session(ns, "atomic", "sess-atomic")
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		s.Status.ObservedGeneration = 1
+		s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, NextSeq: 7, Selection: ptr.To(true),
+			Config:       &agentsv1alpha1.ConfigInForce{Name: "default", Generation: 1},
+			LastBoundary: &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 6, Result: agentsv1alpha1.BoundaryAdmitted, Active: true, NextSeq: 7, Time: metav1.Now().Rfc3339Copy()}}
+		s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: agentsv1alpha1.ReviewPending}
+		Expect(k8sClient.Status().Update(ctx, s, client.FieldOwner("planmode-manager"))).To(Succeed())
+		patch := []byte(`{"status":{"agent":{"boundary":{"turn":1,"step":3,"seq":7}}}}`)
+		Expect(k8sClient.Status().Patch(ctx, s, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("planmode-agent"))).To(Succeed())
+
+		owned := map[string]map[string]any{}
+		for _, mf := range s.ManagedFields {
+			if mf.Subresource != "status" {
+				continue
+			}
+			var set struct {
+				Status map[string]any `json:"f:status"`
+			}
+			Expect(json.Unmarshal(mf.FieldsV1.Raw, &set)).To(Succeed())
+			delete(set.Status, ".")
+			owned[mf.Manager] = set.Status
+		}
+		// Field by field, the manager's entry would list f:active, f:nextSeq, f:lastBoundary ...
+		Expect(owned["planmode-manager"]).To(Equal(map[string]any{
+			"f:observedGeneration": map[string]any{}, "f:planMode": map[string]any{}, "f:review": map[string]any{}}))
+		// An agent may server-side apply status.agent.boundary alone (docs/protocol.md), so
+		// status.agent must not be atomic: its owner holds the boundary's fields, not the struct.
+		Expect(owned["planmode-agent"]).To(HaveKeyWithValue("f:agent", HaveKeyWithValue("f:boundary",
+			HaveKey("f:step"))))
+
+		// And the protocol's promise itself: a posted review survives an apply of the boundary alone.
+		review := []byte(`{"status":{"agent":{"review":{"id":"r1","plan":"# Plan"}}}}`)
+		Expect(k8sClient.Status().Patch(ctx, s, client.RawPatch(types.MergePatchType, review), client.FieldOwner("planmode-agent"))).To(Succeed())
+		apply := []byte(fmt.Sprintf(`{"apiVersion":"agents.harness.dev/v1alpha1","kind":"AgentSession","metadata":{"namespace":%q,"name":"atomic"},`+
+			`"status":{"agent":{"boundary":{"turn":1,"step":4,"seq":8}}}}`, ns))
+		Expect(k8sClient.Status().Patch(ctx, s, client.RawPatch(types.ApplyPatchType, apply), client.FieldOwner("planmode-agent"), client.ForceOwnership)).To(Succeed())
+		Expect(s.Status.Agent.Boundary.Step).To(BeEquivalentTo(4))
+		Expect(s.Status.Agent.Review).NotTo(BeNil(), "applying status.agent.boundary alone must not drop status.agent.review")
+		Expect(s.Status.Agent.Review.ID).To(Equal("r1"))
+		Expect(s.Status.PlanMode.NextSeq).To(BeEquivalentTo(7), "nor touch the manager's planMode")
+	})
+
 	It("keeps spec.sessionID immutable", func() {
 		ns := newNamespace()
 		s := session(ns, "s1", "sess-1")
