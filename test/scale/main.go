@@ -75,6 +75,7 @@ type opts struct {
 	shards       int
 	timeout      time.Duration
 	profileDir   string
+	requestMix   bool
 	tailTime     string
 	root, tmp    string
 }
@@ -102,6 +103,7 @@ func run() error {
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
 	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
+	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
 	flag.Parse()
 	o.stores = splitList(*stores)
@@ -271,6 +273,20 @@ type bench struct {
 	env        *envtest.Environment
 	pg         *pgtest.Server
 	seq        int
+	apiPID     int // kube-apiserver, for its CPU time (apiCPU)
+}
+
+// apiCPU is the CPU time kube-apiserver has used so far: the work a storm costs the API server,
+// whatever the queueing on this machine made of its latency.
+func (b *bench) apiCPU() (time.Duration, error) {
+	if b.apiPID == 0 {
+		pid, err := apiServerPID(b.cfg)
+		if err != nil {
+			return 0, err
+		}
+		b.apiPID = pid
+	}
+	return pidCPU(b.apiPID), nil
 }
 
 func logPhase(format string, args ...any) {

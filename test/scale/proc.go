@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,8 +181,11 @@ func (p *proc) status(field string) int64 {
 }
 
 // cpu is the process's user+system CPU time so far.
-func (p *proc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *proc) cpu() time.Duration { return pidCPU(p.cmd.Process.Pid) }
+
+// pidCPU is the CPU time (user + system) a process has used so far.
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -288,6 +293,35 @@ func (p *proc) profile(dir, path, file string) error {
 	return err
 }
 
+// apiServerPID finds the envtest kube-apiserver serving cfg: the process whose command line
+// names that secure port.
+func apiServerPID(cfg *rest.Config) (int, error) {
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return 0, fmt.Errorf("API server address %q: %w", cfg.Host, err)
+	}
+	want := "--secure-port=" + u.Port()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		if strings.HasSuffix(args[0], "kube-apiserver") && slices.Contains(args, want) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
+}
+
 // apiProfileWindow is the length of the API server's CPU profile of a boundary storm: longer
 // than either side's storm at the default size, so each profile holds a whole storm.
 const apiProfileWindow = 10 * time.Second
@@ -347,6 +381,14 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 			if k, v, ok := strings.Cut(kv, "="); ok {
 				labels[k] = strings.Trim(v, `"`)
 			}
+		}
+		if name == "apiserver_request_total" {
+			key := labels["verb"] + " " + labels["resource"]
+			if sr := labels["subresource"]; sr != "" {
+				key += "/" + sr
+			}
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest[end+1:]), 64)
+			out["req "+key] += v // every request, reads included (-request-mix)
 		}
 		switch labels["verb"] {
 		case "POST", "PUT", "PATCH", "APPLY", "DELETE":

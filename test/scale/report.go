@@ -126,6 +126,13 @@ func (r *report) print(w io.Writer, o opts) {
 		}
 		row("API server time / status write, in-turn toggles", med(fl, serve(in)), med(mg, serve(in)), msf, "", nil)
 		row("API server time / status write, idle toggles", med(fl, serve(it)), med(mg, serve(it)), msf, "", nil)
+		apiCPU := func(get func(*stormResult) time.Duration) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return float64(get(s)) / float64(s.n) }
+		}
+		row("API server CPU / session, boundary storm", med(fl, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUBoundary })),
+			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUBoundary })), msf, "", nil)
+		row("API server CPU / session, toggle storm", med(fl, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })),
+			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })), msf, "", nil)
 		v = med(mg, per(is, tot, ni))
 		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 		take := func(s *stormResult) float64 { return float64(s.takeOn) }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,17 +27,19 @@ import (
 
 // stormResult is one side's figures from one storm run.
 type stormResult struct {
-	takeOn       time.Duration // process start -> every session taken on
-	ackLat       []time.Duration
-	ackWall      time.Duration // boundary storm: release -> last ack
-	toggleConv   time.Duration // toggle storm: first toggle -> every status committed
-	inTurn       writes
-	idleToggle   writes
-	idleStep     writes
-	n, idleSteps int
-	fpIdle       footprint
-	fpBoundary   footprint
-	fpToggle     footprint
+	takeOn  time.Duration // process start -> every session taken on
+	ackLat  []time.Duration
+	ackWall time.Duration // boundary storm: release -> last ack
+	// kube-apiserver CPU time over each storm, until the API counters stand still afterwards.
+	apiCPUBoundary, apiCPUToggle time.Duration
+	toggleConv                   time.Duration // toggle storm: first toggle -> every status committed
+	inTurn                       writes
+	idleToggle                   writes
+	idleStep                     writes
+	n, idleSteps                 int
+	fpIdle                       footprint
+	fpBoundary                   footprint
+	fpToggle                     footprint
 	// With shards > 1: per shard (process) k, the figures of its sessions and its process.
 	shardOf  []int           // agent -> shard
 	doneAt   []time.Duration // agent -> toggle storm: when its status showed the commit
@@ -92,6 +97,30 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	return w, nil
 }
 
+// printRequestMix prints (with -request-mix) every request the API server served since s, by
+// verb and resource, reads included, with the agents' own requests counted client-side.
+func (b *bench) printRequestMix(ctx context.Context, what string, s wsnap, agents *apicount.Counter) error {
+	if !b.o.requestMix {
+		return nil
+	}
+	now, err := b.snapWrites(ctx, agents)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for k := range now.api {
+		if strings.HasPrefix(k, "req ") && now.api[k] > s.api[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(os.Stderr, "request mix, %s (the agents' writes: %d):\n", what, now.agent-s.agent)
+	for _, k := range keys {
+		fmt.Fprintf(os.Stderr, "  %8.0f  %s\n", now.api[k]-s.api[k], strings.TrimPrefix(k, "req "))
+	}
+	return nil
+}
+
 // quiesce waits until the API server's write counters stand still for 600ms (at most 15s), so
 // trailing writes are charged to the phase that caused them.
 func (b *bench) quiesce(ctx context.Context) {
@@ -102,7 +131,8 @@ func (b *bench) quiesce(ctx context.Context) {
 		}
 		var t float64
 		for k, v := range m {
-			if k != "leases" { // the API server's own identity lease
+			// Not the API server's own identity lease, nor the reads (our own scrapes are some).
+			if k != "leases" && !strings.HasPrefix(k, "req ") {
 				t += v
 			}
 		}
@@ -419,6 +449,11 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}); err != nil {
 		return nil, fmt.Errorf("selections not pending: %w", err)
 	}
+	// Start from the steady state the storm is about: every agent at its boundary with a
+	// selection pending and the API server idle. The manager's Events for the selections (one
+	// goroutine each) can otherwise still be queued at the API server at release, a load the
+	// floor never has, and they would land in the storm's figures.
+	b.quiesce(ctx)
 	r.ackLat = make([]time.Duration, n)
 	release := make(chan struct{})
 	var ready sync.WaitGroup
@@ -449,6 +484,14 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	} else {
 		apiProfile <- nil
 	}
+	apiCPU0, err := b.apiCPU()
+	if err != nil {
+		return nil, err
+	}
+	mix0, err := b.snapWrites(ctx, agentCount)
+	if err != nil {
+		return nil, err
+	}
 	stormStart = time.Now()
 	close(release)
 	if err := <-errc; err != nil {
@@ -462,6 +505,13 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}
 	r.fpBoundary = stopAll(smp, 1)
 	b.quiesce(ctx)
+	if r.apiCPUBoundary, err = b.apiCPU(); err != nil {
+		return nil, err
+	}
+	r.apiCPUBoundary -= apiCPU0
+	if err := b.printRequestMix(ctx, side+"/"+backend+": boundary storm", mix0, agentCount); err != nil {
+		return nil, err
+	}
 	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
 		return nil, err
 	}
@@ -476,6 +526,12 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return nil, err
 	}
 	smp = sampleAll()
+	if apiCPU0, err = b.apiCPU(); err != nil {
+		return nil, err
+	}
+	if mix0, err = b.snapWrites(ctx, agentCount); err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	var conv atomic.Int64
 	if err := parallel(n, 0, func(i int) error {
@@ -505,6 +561,13 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	logPhase("  %s: toggle storm done in %s", side, r.toggleConv.Round(time.Millisecond))
 	r.fpToggle = stopAll(smp, 2)
 	b.quiesce(ctx)
+	if r.apiCPUToggle, err = b.apiCPU(); err != nil {
+		return nil, err
+	}
+	r.apiCPUToggle -= apiCPU0
+	if err := b.printRequestMix(ctx, side+"/"+backend+": toggle storm", mix0, agentCount); err != nil {
+		return nil, err
+	}
 	if r.idleToggle, err = b.since(ctx, w0, agentCount); err != nil {
 		return nil, err
 	}
