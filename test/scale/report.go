@@ -133,6 +133,10 @@ func (r *report) print(w io.Writer, o opts) {
 			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUBoundary })), msf, "", nil)
 		row("API server CPU / session, toggle storm", med(fl, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })),
 			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })), msf, "", nil)
+		term := func(w writes) float64 { return w.terminated }
+		one := func(*stormResult) int { return 1 }
+		row("watchers closed by the API server (too slow), in-turn", med(fl, per(in, term, one)), med(mg, per(in, term, one)), num, "", nil)
+		row("watchers closed by the API server (too slow), idle", med(fl, per(it, term, one)), med(mg, per(it, term, one)), num, "", nil)
 		v = med(mg, per(is, tot, ni))
 		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 		take := func(s *stormResult) float64 { return float64(s.takeOn) }

@@ -54,6 +54,8 @@ type writes struct {
 	// statusSec, statusN: the API server's time serving the agentsessions/status writes of
 	// the phase (the agents' and the controller's), from its request-duration histogram.
 	statusSec, statusN float64
+	// terminated: watchers the API server closed in the phase because they fell behind.
+	terminated float64
 }
 
 func (w writes) total() float64 { return w.status + w.other + w.agent }
@@ -94,6 +96,7 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	w.other = d("agentsessions") - user
 	w.conflicts = d("agentsessions/status 409") + d("agentsessions 409")
 	w.statusSec, w.statusN = d("sec agentsessions/status"), d("n agentsessions/status")
+	w.terminated = d("terminated watchers")
 	return w, nil
 }
 
@@ -132,7 +135,7 @@ func (b *bench) quiesce(ctx context.Context) {
 		var t float64
 		for k, v := range m {
 			// Not the API server's own identity lease, nor the reads (our own scrapes are some).
-			if k != "leases" && !strings.HasPrefix(k, "req ") {
+			if k != "leases" && k != "terminated watchers" && !strings.HasPrefix(k, "req ") {
 				t += v
 			}
 		}
@@ -606,5 +609,5 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 
 func addW(a, b writes) writes {
 	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts,
-		a.statusSec + b.statusSec, a.statusN + b.statusN}
+		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated}
 }
