@@ -100,6 +100,15 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	return w, nil
 }
 
+// mixSnapshot is the counters printRequestMix starts from; without -request-mix it scrapes
+// nothing, so the storm's release is not preceded by a /metrics read.
+func (b *bench) mixSnapshot(ctx context.Context, agents *apicount.Counter) (wsnap, error) {
+	if !b.o.requestMix {
+		return wsnap{}, nil
+	}
+	return b.snapWrites(ctx, agents)
+}
+
 // printRequestMix prints (with -request-mix) every request the API server served since s, by
 // verb and resource, reads included, with the agents' own requests counted client-side.
 func (b *bench) printRequestMix(ctx context.Context, what string, s wsnap, agents *apicount.Counter) error {
@@ -491,7 +500,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if err != nil {
 		return nil, err
 	}
-	mix0, err := b.snapWrites(ctx, agentCount)
+	mix0, err := b.mixSnapshot(ctx, agentCount)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +541,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if apiCPU0, err = b.apiCPU(); err != nil {
 		return nil, err
 	}
-	if mix0, err = b.snapWrites(ctx, agentCount); err != nil {
+	if mix0, err = b.mixSnapshot(ctx, agentCount); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
