@@ -347,7 +347,9 @@ func apiServerProfile(ctx context.Context, cfg *rest.Config, window time.Duratio
 // apiWrites reads the API server's own write counters (apiserver_request_total) per
 // resource[/subresource]: POST, PUT, PATCH, APPLY and DELETE with any code; and, under
 // "sec <key>" and "n <key>", the sum and count of its apiserver_request_duration_seconds
-// histogram for those writes (the time the API server took to serve them).
+// histogram for those writes (the time the API server took to serve them). It also returns
+// every request of any verb under "req <VERB> <key>" (-request-mix), and the watchers the API
+// server closed as too slow under "terminated watchers"; quiesce leaves both out.
 func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
