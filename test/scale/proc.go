@@ -322,7 +322,7 @@ func apiServerPID(cfg *rest.Config) (int, error) {
 	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
 }
 
-// apiProfileWindow is the length of the API server's CPU profile of a boundary storm, from its
+// apiProfileWindow is the length of the API server's CPU profile of each storm, from its
 // release: the storm's densest part. On a slow machine a storm lasts longer (up to 28 s at
 // 1,000 sessions); both sides' profiles then cover the same first 10 s.
 const apiProfileWindow = 10 * time.Second

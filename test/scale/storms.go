@@ -548,6 +548,14 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if mix0, err = b.mixSnapshot(ctx, agentCount); err != nil {
 		return nil, err
 	}
+	if b.o.profileDir != "" {
+		go func() {
+			apiProfile <- apiServerProfile(ctx, b.cfg, apiProfileWindow, b.o.profileDir,
+				fmt.Sprintf("apiserver-toggle-%s-%s-%d.pprof", side, backend, b.seq))
+		}()
+	} else {
+		apiProfile <- nil
+	}
 	t0 := time.Now()
 	var conv atomic.Int64
 	if err := parallel(n, 0, func(i int) error {
@@ -575,6 +583,9 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}
 	r.toggleConv = time.Duration(conv.Load())
 	logPhase("  %s: toggle storm done in %s", side, r.toggleConv.Round(time.Millisecond))
+	if err := <-apiProfile; err != nil {
+		return nil, fmt.Errorf("profile the API server: %w", err)
+	}
 	r.fpToggle = stopAll(smp, 2)
 	b.quiesce(ctx)
 	if r.apiCPUToggle, err = b.apiCPU(); err != nil {
