@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -88,7 +89,11 @@ type AgentSessionReconciler struct {
 	failures sync.Map       // types.NamespacedName -> int: consecutive store errors, for backoff
 	rvLocked sync.Map       // types.NamespacedName -> true: the next status write is resourceVersion-locked
 	written  writtenDigests // our last status.planMode per session, as stored
+	inFlight atomic.Int64   // reconciles running now
 }
+
+// Busy reports whether a reconcile is running (internal/eventqueue holds Events meanwhile).
+func (r *AgentSessionReconciler) Busy() bool { return r.inFlight.Load() > 0 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions/status,verbs=get;update;patch
@@ -138,6 +143,8 @@ func configName(s *agentsv1alpha1.AgentSession) string {
 // Reconcile reads (session, config, log tail), computes the new status in small named steps
 // (appending plan/mode only where the protocol says so), and patches the status once.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.inFlight.Add(1)
+	defer r.inFlight.Add(-1)
 	log := logf.FromContext(ctx)
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {

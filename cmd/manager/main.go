@@ -28,6 +28,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
+	"github.com/harness-dev/planmode-operator/internal/eventqueue"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -46,6 +47,7 @@ type options struct {
 	leaderElectionID        string
 	leaderElectionNamespace string
 	events                  string
+	eventMaxHold            time.Duration
 	pendingPoll             time.Duration
 	maxStoreBackoff         time.Duration
 	concurrency             int
@@ -75,6 +77,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
+	fs.DurationVar(&o.eventMaxHold, "event-max-hold", 30*time.Second,
+		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
 		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
@@ -181,6 +185,14 @@ func run() error {
 	}
 	if o.events == "on" {
 		r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
+		if o.eventMaxHold > 0 {
+			// Under load the Events trail the status writes (internal/eventqueue).
+			q := eventqueue.New(r.Recorder, r.Busy, o.eventMaxHold)
+			if err := mgr.Add(q); err != nil {
+				return fmt.Errorf("add the Event queue: %w", err)
+			}
+			r.Recorder = q
+		}
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
@@ -231,6 +243,9 @@ func checkOptions(o *options) error {
 	var errs []string
 	if o.events != "on" && o.events != "off" {
 		errs = append(errs, fmt.Sprintf("--events is %q; use on or off", o.events))
+	}
+	if o.eventMaxHold < 0 {
+		errs = append(errs, fmt.Sprintf("--event-max-hold is %s; use a duration >= 0 (0 sends each Event at once)", o.eventMaxHold))
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Sprintf("--max-concurrent-reconciles is %d; use 1 or more", o.concurrency))
