@@ -41,8 +41,8 @@ type queued struct {
 	note                string
 }
 
-// Recorder is a recorder.EventRecorder that queues Events for Next. Run it with Start (it is a
-// manager.Runnable).
+// Recorder is a recorder.EventRecorder that queues Events for Next. Make it with New and run
+// it with Start (it is a manager.Runnable).
 type Recorder struct {
 	// Next sends the Events (the manager's events.k8s.io recorder).
 	Next recorder.EventRecorder
@@ -55,14 +55,14 @@ type Recorder struct {
 
 	mu   sync.Mutex
 	q    []queued
-	wake chan struct{}
+	wake chan struct{} // a new Event: check now rather than at the next tick
 }
 
 var _ recorder.EventRecorder = (*Recorder)(nil)
 
 // New returns a Recorder for next; see the fields.
 func New(next recorder.EventRecorder, busy func() bool, maxHold time.Duration) *Recorder {
-	return &Recorder{Next: next, Busy: busy, MaxHold: maxHold}
+	return &Recorder{Next: next, Busy: busy, MaxHold: maxHold, wake: make(chan struct{}, 1)}
 }
 
 // Eventf queues an Event (see events.EventRecorder).
@@ -88,14 +88,10 @@ func (r *Recorder) AnnotatedEventf(regarding, related runtime.Object, annotation
 		r.q = r.q[1:]
 	}
 	r.q = append(r.q, e)
-	if r.wake == nil {
-		r.wake = make(chan struct{}, 1)
-	}
-	wake := r.wake
 	r.mu.Unlock()
 	r.send(overflow)
 	select {
-	case wake <- struct{}{}:
+	case r.wake <- struct{}{}:
 	default:
 	}
 }
@@ -109,12 +105,6 @@ func (r *Recorder) Queued() int {
 
 // Start hands queued Events on until ctx ends, then hands on the rest.
 func (r *Recorder) Start(ctx context.Context) error {
-	r.mu.Lock()
-	if r.wake == nil {
-		r.wake = make(chan struct{}, 1)
-	}
-	wake := r.wake
-	r.mu.Unlock()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	var lastBusy time.Time
@@ -123,7 +113,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			r.send(r.take(true))
 			return nil
-		case <-wake:
+		case <-r.wake:
 		case <-tick.C:
 		}
 		now := time.Now()

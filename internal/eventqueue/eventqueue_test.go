@@ -9,11 +9,12 @@ import (
 	"k8s.io/client-go/tools/events"
 )
 
-// start runs a Recorder over a FakeRecorder; stop ends Start and waits for it.
-func start(t *testing.T, busy *atomic.Bool, maxHold time.Duration, maxQueued int) (r *Recorder, got chan string, stop func()) {
+// start runs a Recorder over a FakeRecorder (verbose: with the action and annotations); stop
+// ends Start and waits for it.
+func start(t *testing.T, verbose bool, busy *atomic.Bool, maxHold time.Duration, maxQueued int) (r *Recorder, got chan string, stop func()) {
 	t.Helper()
 	got = make(chan string, 100)
-	r = New(&events.FakeRecorder{Events: got}, busy.Load, maxHold)
+	r = New(&events.FakeRecorder{Events: got, Verbose: verbose}, busy.Load, maxHold)
 	r.MaxQueued = maxQueued
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -48,7 +49,7 @@ func none(t *testing.T, got chan string, during time.Duration) {
 
 func TestIdleHandsOnAtOnce(t *testing.T) {
 	var busy atomic.Bool
-	r, got, stop := start(t, &busy, time.Minute, 0)
+	r, got, stop := start(t, false, &busy, time.Minute, 0)
 	defer stop()
 	r.Eventf(nil, nil, "Normal", "Committed", "EnterPlanMode", "plan mode %s committed", "on")
 	if e := next(t, got, 2*time.Second); e != "Normal Committed plan mode on committed" {
@@ -59,7 +60,7 @@ func TestIdleHandsOnAtOnce(t *testing.T) {
 func TestBusyHoldsThenHandsOnInOrder(t *testing.T) {
 	var busy atomic.Bool
 	busy.Store(true)
-	r, got, stop := start(t, &busy, time.Minute, 0)
+	r, got, stop := start(t, false, &busy, time.Minute, 0)
 	defer stop()
 	for _, reason := range []string{"Queued", "Committed", "Cancelled"} {
 		r.Eventf(nil, nil, "Normal", reason, "EnterPlanMode", "100%% %s", "done")
@@ -79,7 +80,7 @@ func TestBusyHoldsThenHandsOnInOrder(t *testing.T) {
 func TestMaxHoldBoundsTheWaitUnderLoad(t *testing.T) {
 	var busy atomic.Bool
 	busy.Store(true)
-	r, got, stop := start(t, &busy, 200*time.Millisecond, 0)
+	r, got, stop := start(t, false, &busy, 200*time.Millisecond, 0)
 	defer stop()
 	t0 := time.Now()
 	r.Eventf(nil, nil, "Warning", "AppendFailed", "Append", "disk full")
@@ -94,7 +95,7 @@ func TestMaxHoldBoundsTheWaitUnderLoad(t *testing.T) {
 func TestStopHandsOnEverythingQueued(t *testing.T) {
 	var busy atomic.Bool
 	busy.Store(true)
-	r, got, stop := start(t, &busy, time.Hour, 0)
+	r, got, stop := start(t, false, &busy, time.Hour, 0)
 	r.Eventf(nil, nil, "Normal", "Committed", "LeavePlanMode", "a note with a literal %d")
 	stop()
 	if e := next(t, got, time.Second); e != "Normal Committed a note with a literal %d" {
@@ -105,7 +106,7 @@ func TestStopHandsOnEverythingQueued(t *testing.T) {
 func TestFullQueueHandsOnTheOldest(t *testing.T) {
 	var busy atomic.Bool
 	busy.Store(true)
-	r, got, stop := start(t, &busy, time.Hour, 2)
+	r, got, stop := start(t, false, &busy, time.Hour, 2)
 	defer stop()
 	r.Eventf(nil, nil, "Normal", "First", "A", "1")
 	r.Eventf(nil, nil, "Normal", "Second", "A", "2")
@@ -121,12 +122,8 @@ func TestFullQueueHandsOnTheOldest(t *testing.T) {
 
 func TestAnnotationsAreKept(t *testing.T) {
 	var busy atomic.Bool
-	got := make(chan string, 1)
-	r := New(&events.FakeRecorder{Events: got, Verbose: true}, busy.Load, time.Minute)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	r, got, stop := start(t, true, &busy, time.Minute, 0)
+	defer stop()
 	r.AnnotatedEventf(nil, nil, map[string]string{"k": "v"}, "Normal", "Committed", "EnterPlanMode", "n")
 	if e := next(t, got, 2*time.Second); e != "Normal Committed EnterPlanMode n map[k:v]" {
 		t.Fatalf("got %q", e)

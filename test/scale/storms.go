@@ -496,16 +496,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		})
 	}()
 	ready.Wait()
-	apiProfile := make(chan error, 1)
-	if b.o.profileDir != "" {
-		// The API server's side of the same storm, for both sides: where its time per write goes.
-		go func() {
-			apiProfile <- apiServerProfile(ctx, b.cfg, apiProfileWindow, b.o.profileDir,
-				fmt.Sprintf("apiserver-boundary-%s-%s-%d.pprof", side, backend, b.seq))
-		}()
-	} else {
-		apiProfile <- nil
-	}
+	apiProfile := b.profileAPIServer(ctx, "boundary", side, backend)
 	apiCPU0, err := b.apiCPU()
 	if err != nil {
 		return nil, err
@@ -554,14 +545,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if mix0, err = b.mixSnapshot(ctx, agentCount); err != nil {
 		return nil, err
 	}
-	if b.o.profileDir != "" {
-		go func() {
-			apiProfile <- apiServerProfile(ctx, b.cfg, apiProfileWindow, b.o.profileDir,
-				fmt.Sprintf("apiserver-toggle-%s-%s-%d.pprof", side, backend, b.seq))
-		}()
-	} else {
-		apiProfile <- nil
-	}
+	apiProfile = b.profileAPIServer(ctx, "toggle", side, backend)
 	t0 := time.Now()
 	var conv atomic.Int64
 	if err := parallel(n, 0, func(i int) error {
@@ -635,6 +619,22 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	r.idleStep = addW(r.idleStep, ws)
 	r.idleSteps += n
 	return r, nil
+}
+
+// profileAPIServer takes, with -profile-dir, a CPU profile of kube-apiserver over the storm
+// released next (the API server's side of it, for both sides: where its time per write goes);
+// the channel reports when it is written.
+func (b *bench) profileAPIServer(ctx context.Context, storm, side, backend string) <-chan error {
+	done := make(chan error, 1)
+	if b.o.profileDir == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		done <- apiServerProfile(ctx, b.cfg, apiProfileWindow, b.o.profileDir,
+			fmt.Sprintf("apiserver-%s-%s-%s-%d.pprof", storm, side, backend, b.seq))
+	}()
+	return done
 }
 
 func addW(a, b writes) writes {
