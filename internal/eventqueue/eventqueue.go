@@ -105,16 +105,20 @@ func (r *Recorder) Queued() int {
 
 // Start hands queued Events on until ctx ends, then hands on the rest.
 func (r *Recorder) Start(ctx context.Context) error {
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
 	var lastBusy time.Time
 	for {
+		// Poll only while Events wait: an empty queue sleeps until the next Event, whose
+		// reconcile is then still in flight (so lastBusy need not be tracked meanwhile).
+		var poll <-chan time.Time
+		if r.Queued() > 0 {
+			poll = time.After(pollInterval)
+		}
 		select {
 		case <-ctx.Done():
 			r.send(r.take(true))
 			return nil
 		case <-r.wake:
-		case <-tick.C:
+		case <-poll:
 		}
 		now := time.Now()
 		if r.Busy() {
