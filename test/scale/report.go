@@ -52,6 +52,7 @@ func med(runs []*stormResult, f func(*stormResult) float64) float64 {
 func msf(v float64) string  { return fmt.Sprintf("%.2fms", v/1e6) }
 func sec(v float64) string  { return time.Duration(v).Round(time.Millisecond).String() }
 func num(v float64) string  { return fmt.Sprintf("%.2f", v) }
+func byt(v float64) string  { return fmt.Sprintf("%.0fB", v) }
 func mib(v float64) string  { return fmt.Sprintf("%.1fMiB", v/(1<<20)) }
 func core(v float64) string { return fmt.Sprintf("%.2f", v) }
 
@@ -133,6 +134,8 @@ func (r *report) print(w io.Writer, o opts) {
 			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUBoundary })), msf, "", nil)
 		row("API server CPU / session, toggle storm", med(fl, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })),
 			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })), msf, "", nil)
+		row("session object after the boundary storm (bytes, JSON)", med(fl, func(s *stormResult) float64 { return s.objBytes }),
+			med(mg, func(s *stormResult) float64 { return s.objBytes }), byt, "", nil)
 		term := func(w writes) float64 { return w.terminated }
 		one := func(*stormResult) int { return 1 }
 		row("watchers closed by the API server (too slow), in-turn", med(fl, per(in, term, one)), med(mg, per(in, term, one)), num, "", nil)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,6 +42,7 @@ type stormResult struct {
 	fpIdle                       footprint
 	fpBoundary                   footprint
 	fpToggle                     footprint
+	objBytes                     float64 // a session as the API server serves it once the boundary storm is answered
 	// With shards > 1: per shard (process) k, the figures of its sessions and its process.
 	shardOf  []int           // agent -> shard
 	doneAt   []time.Duration // agent -> toggle storm: when its status showed the commit
@@ -528,6 +531,9 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
 		return nil, err
 	}
+	if r.objBytes, err = b.objectBytes(ctx, ns, agents, 20); err != nil {
+		return nil, err
+	}
 	if err := parallel(n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, agentsdk.TurnCompleted) }); err != nil {
 		return nil, err
 	}
@@ -619,6 +625,27 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	r.idleStep = addW(r.idleStep, ws)
 	r.idleSteps += n
 	return r, nil
+}
+
+// objectBytes is the mean size of the first k sessions of ns as the API server serves them
+// (JSON, managedFields included): what each of their writes makes it decode, validate, track
+// and encode again, the agents' reports as much as the controller's answers.
+func (b *bench) objectBytes(ctx context.Context, ns string, agents []*agent, k int) (float64, error) {
+	k = min(k, len(agents))
+	var sum int
+	for _, a := range agents[:k] {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentSession"))
+		if err := b.user.Get(ctx, types.NamespacedName{Namespace: ns, Name: a.name}, u); err != nil {
+			return 0, fmt.Errorf("read %s/%s: %w", ns, a.name, err)
+		}
+		raw, err := json.Marshal(u.Object)
+		if err != nil {
+			return 0, err
+		}
+		sum += len(raw)
+	}
+	return float64(sum) / float64(k), nil
 }
 
 // profileAPIServer takes, with -profile-dir, a CPU profile of kube-apiserver over the storm
