@@ -133,7 +133,9 @@ func run() error {
 	}
 	log.Info("opening the session log store", "url", RedactURL(storeURL))
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	store, err := sessionlog.Open(openCtx, storeURL)
+	// One PostgreSQL connection per worker: each reconcile holds at most one (an append holds
+	// it through its commit), and pgx's default of 4 made workers queue for the pool.
+	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(o.concurrency))
 	cancel()
 	if err != nil {
 		// The store's error may quote the URL: never let a password through.

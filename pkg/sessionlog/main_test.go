@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,4 +68,31 @@ func postgresBackend(t *testing.T) testBackend {
 
 func TestPostgresConformance(t *testing.T) {
 	runConformance(t, postgresBackend(t))
+}
+
+// PoolSize sizes the pool unless the URL does; the URL's pool_max_conns wins.
+func TestPostgresPoolSize(t *testing.T) {
+	url := postgresDB(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		url  string
+		opts []Option
+		want int32
+	}{
+		{"no option: pgx's default", url, nil, int32(max(4, runtime.NumCPU()))},
+		{"PoolSize with no pool_max_conns in the URL", url, []Option{PoolSize(24)}, 24},
+		{"the URL's pool_max_conns over PoolSize", url + "&pool_max_conns=3", []Option{PoolSize(24)}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(ctx, tc.url, tc.opts...)
+			if err != nil {
+				t.Fatalf("open %s: %v", tc.url, err)
+			}
+			defer s.Close()
+			if got := s.(*postgresStore).pool.Config().MaxConns; got != tc.want {
+				t.Fatalf("pool MaxConns = %d, want %d", got, tc.want)
+			}
+		})
+	}
 }

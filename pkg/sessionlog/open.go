@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	neturl "net/url"
 	"path/filepath"
 	"strings"
 )
@@ -17,7 +18,7 @@ import (
 //
 // The SQLite file and its -wal/-shm companions are created when missing (the directory must
 // exist). Schemas are created or migrated on open.
-func Open(ctx context.Context, url string) (Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
 	switch {
 	case strings.HasPrefix(url, "sqlite://"):
 		path := strings.TrimPrefix(url, "sqlite://")
@@ -36,10 +37,30 @@ func Open(ctx context.Context, url string) (Store, error) {
 		}
 		return OpenSQLite(ctx, path)
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return OpenPostgres(ctx, url)
+		return OpenPostgres(ctx, url, opts...)
 	default:
 		return nil, fmt.Errorf("open session log %q: unknown store URL; use sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host:port/db", redact(url))
 	}
+}
+
+// Option tunes how Open connects.
+type Option func(*openOptions)
+
+type openOptions struct {
+	poolSize int
+}
+
+// PoolSize sizes a PostgreSQL store's connection pool to n when its URL does not set
+// pool_max_conns (pgx's own default is 4 or the CPU count, whichever is larger). A process
+// that runs n log operations at once (the manager's workers) gives its n-th a connection
+// instead of a wait behind another's commit. SQLite ignores it: its one writer serialises
+// appends whatever the caller's concurrency.
+func PoolSize(n int) Option { return func(o *openOptions) { o.poolSize = n } }
+
+// setsPoolMaxConns reports whether a postgres:// URL sizes its pool itself.
+func setsPoolMaxConns(url string) bool {
+	u, err := neturl.Parse(url)
+	return err == nil && u.Query().Has("pool_max_conns")
 }
 
 // redact drops a password from a URL before it reaches an error message.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,10 +60,17 @@ type postgresStore struct {
 var _ Store = (*postgresStore)(nil)
 
 // OpenPostgres connects a pool to the database url names and creates or migrates the schema.
-func OpenPostgres(ctx context.Context, url string) (Store, error) {
+func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error) {
+	var o openOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+	}
+	if o.poolSize > 0 && !setsPoolMaxConns(url) {
+		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

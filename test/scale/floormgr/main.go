@@ -56,7 +56,7 @@ func run() error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
-	store, err := sessionlog.Open(octx, *storeURL)
+	store, err := sessionlog.Open(octx, *storeURL, sessionlog.PoolSize(*workers)) // as cmd/manager
 	cancel()
 	if err != nil {
 		return err
