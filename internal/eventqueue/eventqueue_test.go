@@ -2,10 +2,12 @@ package eventqueue
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -128,4 +130,61 @@ func TestAnnotationsAreKept(t *testing.T) {
 	if e := next(t, got, 2*time.Second); e != "Normal Committed EnterPlanMode n map[k:v]" {
 		t.Fatalf("got %q", e)
 	}
+}
+
+// A settled queue goes out flushBatch at a time, oldest first: a storm's Events never become
+// as many requests in flight at once.
+func TestSettledQueueHandsOnInBatches(t *testing.T) {
+	const n = 2*flushBatch + 10
+	r := New(&events.FakeRecorder{}, func() bool { return false }, time.Minute)
+	for i := range n {
+		r.Eventf(nil, nil, "Normal", "Committed", "EnterPlanMode", "%d", i)
+	}
+	if due := r.take(true, flushBatch); len(due) != flushBatch || due[0].note != "0" || due[flushBatch-1].note != fmt.Sprint(flushBatch-1) {
+		t.Fatalf("take handed on %d Events (first %q), want the oldest %d", len(due), due[0].note, flushBatch)
+	}
+	if q := r.Queued(); q != n-flushBatch {
+		t.Fatalf("Queued() = %d after one batch, want %d", q, n-flushBatch)
+	}
+
+	// Through Start: the probe notes how many Events were still queued as each was handed on.
+	var busy atomic.Bool
+	busy.Store(true)
+	p := &probe{notes: make(chan string, n)}
+	r = New(p, busy.Load, time.Minute)
+	p.r = r
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i := range n {
+		r.Eventf(nil, nil, "Normal", "Committed", "EnterPlanMode", "%d", i)
+	}
+	busy.Store(false)
+	for i := range n {
+		if e := next(t, p.notes, 2*time.Second); e != fmt.Sprint(i) {
+			t.Fatalf("Event %d: got %q (want them in the order recorded)", i, e)
+		}
+	}
+	for i, want := range map[int]int{0: n - flushBatch, flushBatch: n - 2*flushBatch, 2 * flushBatch: 0} {
+		if p.queuedAt[i] != want {
+			t.Fatalf("when Event %d was handed on %d were still queued, want %d (batches of %d)", i, p.queuedAt[i], want, flushBatch)
+		}
+	}
+}
+
+// probe is a recorder.EventRecorder that notes the queue's length at each Event handed on.
+type probe struct {
+	r        *Recorder
+	queuedAt []int
+	notes    chan string
+}
+
+func (p *probe) Eventf(_, _ runtime.Object, _, _, _, note string, args ...any) {
+	p.queuedAt = append(p.queuedAt, p.r.Queued())
+	p.notes <- fmt.Sprintf(note, args...)
+}
+
+func (p *probe) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, typ, reason, action, note string, args ...any) {
+	p.Eventf(regarding, related, typ, reason, action, note, args...)
 }
