@@ -18,6 +18,11 @@ func start(t *testing.T, verbose bool, busy *atomic.Bool, maxHold time.Duration,
 	got = make(chan string, 100)
 	r = New(&events.FakeRecorder{Events: got, Verbose: verbose}, busy.Load, maxHold)
 	r.MaxQueued = maxQueued
+	return r, got, run(t, r)
+}
+
+// run starts r; the func it returns ends Start and waits for it.
+func run(t *testing.T, r *Recorder) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -26,7 +31,7 @@ func start(t *testing.T, verbose bool, busy *atomic.Bool, maxHold time.Duration,
 			t.Errorf("Start: %v", err)
 		}
 	}()
-	return r, got, func() { cancel(); <-done }
+	return func() { cancel(); <-done }
 }
 
 func next(t *testing.T, got chan string, within time.Duration) string {
@@ -153,10 +158,7 @@ func TestSettledQueueHandsOnInBatches(t *testing.T) {
 	p := &probe{notes: make(chan string, n)}
 	r = New(p, busy.Load, time.Minute)
 	p.r = r
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer run(t, r)()
 	for i := range n {
 		r.Eventf(nil, nil, "Normal", "Committed", "EnterPlanMode", "%d", i)
 	}
