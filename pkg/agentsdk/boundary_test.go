@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -19,6 +20,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -33,6 +35,14 @@ type fixture struct {
 // setup creates a PlanModeConfig "default", an AgentSession (answered by the floor when
 // floorAck) and an agent client whose API requests are counted.
 func setup(floorAck bool) *fixture {
+	if floorAck {
+		return setupAnswered("floor")
+	}
+	return setupAnswered("")
+}
+
+// setupAnswered is setup with the session labelled ackLabel=ack ("": no label).
+func setupAnswered(ack string) *fixture {
 	f := &fixture{ns: newNamespace(), name: "agent", sessionID: "s-" + agentsdk.NewID()}
 	Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: v1alpha1.DefaultPlanModeConfigName},
@@ -42,8 +52,8 @@ func setup(floorAck bool) *fixture {
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name},
 		Spec:       v1alpha1.AgentSessionSpec{SessionID: f.sessionID},
 	}
-	if floorAck {
-		s.Labels = map[string]string{ackLabel: "floor"}
+	if ack != "" {
+		s.Labels = map[string]string{ackLabel: ack}
 	}
 	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 	f.api = apicount.New()
@@ -184,6 +194,39 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Asked).To(BeFalse())
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+	})
+
+	It("is answered in the manager's status shape by the benchmark's size-matched floor, still with no log work", func() {
+		f := setupAnswered("floor-manager-shape")
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, 5*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+
+		f.select_(true)
+		f.waitAsk(true)
+		next := f.tail().NextSeq
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Asked).To(BeTrue())
+		Expect(res.NextSeq).To(Equal(next)) // no append
+		Expect(res.Notice).To(Equal(planmode.NoticePlanOn))
+
+		s := f.get()
+		Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
+		ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
+		Expect(ready).NotTo(BeNil())
+		Expect(ready.ObservedGeneration).To(Equal(s.Generation))
+		pm := s.Status.PlanMode
+		Expect(pm.Config).NotTo(BeNil())
+		Expect(pm.Config.SectionSHA256).To(HaveLen(64))
+		Expect(pm.LastTransitionTime).NotTo(BeNil())
+		Expect(pm.ToldActive).NotTo(BeNil())
+		Expect(pm.Notice).To(Equal(&v1alpha1.OwedNotice{Seq: next, Text: planmode.NoticePlanOn}))
+		Expect(pm.LastBoundary.Notice).To(Equal(planmode.NoticePlanOn))
+		Expect(f.tail().NextSeq).To(Equal(next))
 	})
 
 	It("fails the proposal with ErrTimeout when no acknowledgement comes", func() {

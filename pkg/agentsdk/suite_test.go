@@ -67,6 +67,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	sel := labels.SelectorFromSet(labels.Set{ackLabel: "floor"})
 	Expect((&floor.Reconciler{Client: mgr.GetClient(), Store: store, Selector: sel}).SetupWithManager(mgr)).To(Succeed())
+	shaped := labels.SelectorFromSet(labels.Set{ackLabel: "floor-manager-shape"})
+	Expect((&floor.Reconciler{Client: mgr.GetClient(), Store: store, Selector: shaped, Name: "floor-manager-shape", ManagerShape: true}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(suiteCtx)).To(Succeed())

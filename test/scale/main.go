@@ -78,6 +78,7 @@ type opts struct {
 	profileDir   string
 	requestMix   bool
 	tailTime     string
+	floorShape   string // --status-shape of the floor process
 	root, tmp    string
 }
 
@@ -106,6 +107,7 @@ func run() error {
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
+	flag.StringVar(&o.floorShape, "floor-shape", "echo", "the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
 	flag.Parse()
 	o.stores = splitList(*stores)
 	o.sides = splitList(*sides)
@@ -120,6 +122,9 @@ func run() error {
 			continue
 		}
 		o.phases[p] = true
+	}
+	if o.floorShape != "echo" && o.floorShape != "manager" {
+		return fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)
 	}
 	logf.SetLogger(logr.Discard())
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {

@@ -79,6 +79,9 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 	if o.shard != "" {
 		args = append(args, "--shard-selector="+o.shard)
 	}
+	if o.side == "floor" {
+		args = append(args, "--status-shape="+b.o.floorShape)
+	}
 	if o.side == "manager" {
 		// As deployed (events on, default pending poll), no leader election (one replica).
 		args = append(args, "--metrics-bind-address=0", "--graceful-shutdown-timeout=5s")

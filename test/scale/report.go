@@ -88,7 +88,11 @@ func (r *report) print(w io.Writer, o opts) {
 			continue
 		}
 		n := mg[0].n
-		fmt.Fprintf(tw, "-- storms, %d sessions, %s log (median of %d run(s))\t\t\t\t\t\n", n, st, len(mg))
+		shape := ""
+		if o.floorShape == "manager" {
+			shape = ", floor storing the manager's status shape"
+		}
+		fmt.Fprintf(tw, "-- storms, %d sessions, %s log (median of %d run(s))%s\t\t\t\t\t\n", n, st, len(mg), shape)
 		p := func(q float64) func(*stormResult) float64 {
 			return func(s *stormResult) float64 { return float64(percentile(s.ackLat, q)) }
 		}

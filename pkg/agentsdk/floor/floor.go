@@ -7,6 +7,7 @@ package floor
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -40,6 +42,12 @@ type Reconciler struct {
 	// Options of the controller (MaxConcurrentReconciles: give it the manager's, for a fair
 	// comparison).
 	Options controller.Options
+	// ManagerShape makes the floor store what the manager stores besides its answer: the Ready
+	// condition, observedGeneration, a config in force with its digest, the transition time,
+	// the told state and the owed notice, still with no log work, no Events and no config
+	// reads. Its object is then as large as the manager's, so a comparison against it shows
+	// what plan mode's work costs apart from the size of the object every write handles.
+	ManagerShape bool
 }
 
 // SetupWithManager registers the controller.
@@ -92,7 +100,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			Active: t.Active, NextSeq: t.NextSeq, Time: metav1.NewTime(time.Now()),
 		}
 	}
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"planMode": st}})
+	status := map[string]any{"planMode": st}
+	if r.ManagerShape {
+		r.padToManagerShape(&s, t, status, unanswered)
+	}
+	body, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -100,4 +112,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("floor: patch status of %s: %w", req.NamespacedName, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// sectionDigest stands in for the config section's SHA-256 (the floor reads no config).
+var sectionDigest = fmt.Sprintf("%x", sha256.Sum256([]byte("floor")))
+
+// padToManagerShape adds to status what the manager's status holds besides the floor's fields
+// (see ManagerShape), in the same shapes and sizes.
+func (r *Reconciler) padToManagerShape(s *v1alpha1.AgentSession, t sessionlog.Tail, status map[string]any, unanswered bool) {
+	st := status["planMode"].(map[string]any)
+	now := metav1.NewTime(time.Now())
+	sel := t.Active
+	if x := s.Spec.PlanMode.Active; x != nil {
+		sel = *x
+	}
+	notice, state := planmode.NoticeText(sel), "off"
+	if sel {
+		state = "on"
+	}
+	st["config"] = v1alpha1.ConfigInForce{Name: v1alpha1.DefaultPlanModeConfigName, Generation: 1, SectionSHA256: sectionDigest}
+	st["lastTransitionTime"] = now
+	st["toldActive"] = t.Active
+	st["notice"] = v1alpha1.OwedNotice{Seq: t.NextSeq, Text: notice}
+	if unanswered {
+		ack := st["lastBoundary"].(v1alpha1.BoundaryAck)
+		ack.Notice = notice
+		st["lastBoundary"] = ack
+	}
+	status["observedGeneration"] = s.Generation
+	status["conditions"] = []metav1.Condition{{
+		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "InSync", ObservedGeneration: s.Generation, LastTransitionTime: now,
+		Message: fmt.Sprintf("plan mode %s is committed in the session log", state),
+	}}
 }

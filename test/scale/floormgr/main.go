@@ -42,7 +42,11 @@ func run() error {
 	shard := flag.String("shard-selector", "", "label selector of the AgentSessions handled (as cmd/manager)")
 	probe := flag.String("health-probe-bind-address", "0", "address of /healthz and /readyz")
 	pprof := flag.String("pprof-bind-address", "0", "address of net/http/pprof")
+	shape := flag.String("status-shape", "echo", "echo: the floor's own fields only; manager: also what the manager stores (floor.Reconciler.ManagerShape)")
 	flag.Parse()
+	if *shape != "echo" && *shape != "manager" {
+		return fmt.Errorf("--status-shape is %q; use echo or manager", *shape)
+	}
 	ctrl.SetLogger(zap.New())
 	if v := os.Getenv("PLANMODE_LOG_STORE"); *storeURL == "" {
 		*storeURL = v
@@ -80,7 +84,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &floor.Reconciler{Client: mgr.GetClient(), Store: store, Options: controller.Options{MaxConcurrentReconciles: *workers}}
+	r := &floor.Reconciler{Client: mgr.GetClient(), Store: store, Options: controller.Options{MaxConcurrentReconciles: *workers},
+		ManagerShape: *shape == "manager"}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
