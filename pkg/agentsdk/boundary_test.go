@@ -109,6 +109,26 @@ func types_(evs []sessionlog.Event) []string {
 	return out
 }
 
+// askAtStepTwo runs step 1 of a new turn with nothing pending, selects plan mode and reports
+// step 2's boundary, which must ask. It returns the turn, the log's next seq before the answer
+// and the step's result.
+func (f *fixture) askAtStepTwo() (turn, next int64, res agentsdk.Result) {
+	turn, err := f.agent.StartTurn(suiteCtx)
+	Expect(err).NotTo(HaveOccurred())
+	res, err = f.agent.Boundary(suiteCtx, turn, 1, 5*time.Second)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+	Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+
+	f.select_(true)
+	f.waitAsk(true)
+	next = f.tail().NextSeq
+	res, err = f.agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(res.Asked).To(BeTrue())
+	return turn, next, res
+}
+
 func (f *fixture) waitAsk(want bool) {
 	Eventually(func() (bool, error) { return f.agent.WouldAsk(suiteCtx) }).
 		WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(want))
@@ -154,19 +174,7 @@ var _ = Describe("Boundary", func() {
 
 	It("reports the boundary with one status write when a selection is pending, and waits for the answer", func() {
 		f := setup(true)
-		turn, err := f.agent.StartTurn(suiteCtx)
-		Expect(err).NotTo(HaveOccurred())
-		res, err := f.agent.Boundary(suiteCtx, turn, 1, 5*time.Second)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
-		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
-
-		f.select_(true)
-		f.waitAsk(true)
-		next := f.tail().NextSeq
-		res, err = f.agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Asked).To(BeTrue())
+		turn, next, res := f.askAtStepTwo()
 		Expect(res.NextSeq).To(Equal(next)) // the floor appends nothing
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
 		Expect(f.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
@@ -190,7 +198,7 @@ var _ = Describe("Boundary", func() {
 		// Answered: the next boundary has nothing pending and writes nothing.
 		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 2)).To(Succeed())
-		res, err = f.agent.Boundary(suiteCtx, turn, 3, 5*time.Second)
+		res, err := f.agent.Boundary(suiteCtx, turn, 3, 5*time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Asked).To(BeFalse())
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
@@ -198,19 +206,7 @@ var _ = Describe("Boundary", func() {
 
 	It("is answered in the manager's status shape by the benchmark's size-matched floor, still with no log work", func() {
 		f := setupAnswered("floor-manager-shape")
-		turn, err := f.agent.StartTurn(suiteCtx)
-		Expect(err).NotTo(HaveOccurred())
-		res, err := f.agent.Boundary(suiteCtx, turn, 1, 5*time.Second)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
-		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
-
-		f.select_(true)
-		f.waitAsk(true)
-		next := f.tail().NextSeq
-		res, err = f.agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Asked).To(BeTrue())
+		_, next, res := f.askAtStepTwo()
 		Expect(res.NextSeq).To(Equal(next)) // no append
 		Expect(res.Notice).To(Equal(planmode.NoticePlanOn))
 
