@@ -191,7 +191,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 // settled reports, from the cache alone, that a reconcile has nothing to do: the status took on
 // the current spec, nothing is pending, no boundary waits, no review is open, the config in
-// force is unchanged and the last reconcile found everything in order. Most reconciles are the
+// force is unchanged, the last reconcile found everything in order and status.planMode is the
+// one this process last wrote (so known to match the log). Most reconciles are the
 // echo of the manager's own status write or of an agent write that needs no answer; they then
 // cost no log-store read. Anything else runs the full Compute.
 func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.AgentSession) bool {
@@ -219,6 +220,12 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 		return false
 	}
 	if s.Spec.Review != nil && s.Status.Review == nil {
+		return false
+	}
+	// Only a status.planMode this process wrote is known to match the log. Any other (none
+	// written since start, or another manager's in a split brain) is checked against the log
+	// once: otherwise a status claiming a state the log does not hold would stay settled.
+	if w, ok := r.written.load(client.ObjectKeyFromObject(s)); !ok || w != digestPlanMode(*pm) {
 		return false
 	}
 	var cfg agentsv1alpha1.PlanModeConfig

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
@@ -65,6 +66,28 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(a.planModes()).To(HaveLen(3))
 			Expect(mgr.otherWrites.Load()).To(BeZero(), "the manager writes nothing but status")
 			Expect(eventReasons(a.key)).To(ContainElement("Normal/" + EventReasonCommitted))
+		})
+
+		It("checks a status it did not write against the log: a split brain's lost selection is committed again", func() {
+			a := newSession(ns, "split", nil, nil, be().agentStore)
+			a.settled(false, false)
+			setActive(a.key, T)
+			a.settled(true, false)
+			// A second manager with a stale cache appends plan/mode false after the commit (the
+			// compare-and-swap passes) and its status write is refused: the log ends with false,
+			// the status (the running manager's own write) still says true.
+			a.append(planmode.PlanModeEvent(0, false))
+			Expect(a.tail().Active).To(BeFalse())
+
+			// That second manager reconciles again. The status is not its own write, so it does not
+			// take it as settled: it reads the log, and the user's selection is committed again.
+			second := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
+			_, err := second.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(a.tail().Active).To(BeTrue(), "the selection the log lost is committed again")
+			Eventually(func(g Gomega) {
+				g.Expect(a.get().Status.PlanMode.Active).To(Equal(a.tail().Active))
+			}, timeout, interval).Should(Succeed())
 		})
 
 		It("queues during an open turn, cancels a reversal without logging, and noops a repeat", func() {
