@@ -185,6 +185,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		log.V(1).Info("status written", "active", out.status.PlanMode.Active, "pending", out.status.PlanMode.Pending, "nextSeq", out.status.PlanMode.NextSeq)
 		r.observe(&s, s.Status, out.status) // s still holds the status as read
+	} else if out.checkedLog {
+		r.verified(&s)
 	}
 	return r.withReviewDeadline(r.result(req.NamespacedName, out), out), nil
 }
@@ -192,9 +194,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // settled reports, from the cache alone, that a reconcile has nothing to do: the status took on
 // the current spec, nothing is pending, no boundary waits, no review is open, the config in
 // force is unchanged, the last reconcile found everything in order and status.planMode is the
-// one this process last wrote (so known to match the log). Most reconciles are the
-// echo of the manager's own status write or of an agent write that needs no answer; they then
-// cost no log-store read. Anything else runs the full Compute.
+// one this process last wrote or checked against the log (so known to match it). Most
+// reconciles are the echo of the manager's own status write or of an agent write that needs no
+// answer; they then cost no log-store read. Anything else runs the full Compute.
 func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.AgentSession) bool {
 	pm := &s.Status.PlanMode
 	if s.Status.ObservedGeneration != s.Generation || pm.PendingActive != nil || pm.Config == nil {
@@ -222,9 +224,9 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 	if s.Spec.Review != nil && s.Status.Review == nil {
 		return false
 	}
-	// Only a status.planMode this process wrote is known to match the log. Any other (none
-	// written since start, or another manager's in a split brain) is checked against the log
-	// once: otherwise a status claiming a state the log does not hold would stay settled.
+	// Only a status.planMode this process wrote or checked is known to match the log. Any
+	// other (none since start, or another manager's in a split brain) is checked against the
+	// log once: otherwise a status claiming a state the log does not hold would stay settled.
 	if w, ok := r.written.load(client.ObjectKeyFromObject(s)); !ok || w != digestPlanMode(*pm) {
 		return false
 	}
@@ -233,6 +235,18 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 		return false
 	}
 	return cfg.Name == pm.Config.Name && cfg.Generation == pm.Config.Generation
+}
+
+// verified records a status.planMode that a full reconcile just found to match the log (no
+// write was due) as if this process had written it, when it has written none for the session:
+// after a restart, the next echo of an unchanged session then takes settled's fast path again
+// instead of reading the log tail each time until the next write. Only with no digest held:
+// one that differs means the cache may lag our own write, and checkFresh must then read live.
+func (r *AgentSessionReconciler) verified(s *agentsv1alpha1.AgentSession) {
+	key := client.ObjectKeyFromObject(s)
+	if _, ok := r.written.load(key); !ok {
+		r.written.store(key, digestPlanMode(s.Status.PlanMode))
+	}
 }
 
 // ErrStaleStatus: the status changed since it was read; recompute from a fresh read.
@@ -354,6 +368,8 @@ type Outcome struct {
 	changed  bool
 	events   []event
 	storeErr error
+	// checkedLog: the status was computed from a log tail read without error or conflict.
+	checkedLog bool
 	// basis is the object the status was computed from when it is not the one passed in.
 	basis *agentsv1alpha1.AgentSession
 }
@@ -452,7 +468,8 @@ func (r *AgentSessionReconciler) Compute(ctx context.Context, s *agentsv1alpha1.
 	status.ObservedGeneration = s.Generation
 	st.reviewStep(&status) // plan review (review.go)
 	st.conditions(&status)
-	out := &Outcome{status: status, events: st.events, storeErr: st.storeErr}
+	out := &Outcome{status: status, events: st.events, storeErr: st.storeErr,
+		checkedLog: st.tailRead && st.storeErr == nil && !st.conflict}
 	if s != orig {
 		out.basis = s
 	}
@@ -866,8 +883,8 @@ func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool
 // checkFresh makes sure an append is decided on the newest object. The cache can lag behind
 // the manager's own last status write (a pending selection already settled, or a selection
 // already taken on); appending on such a read would log a state the user no longer wants.
-// When the cached status.planMode is the one this process last wrote, the cache has our write
-// and nothing else writes that field (the webhook keeps it the manager's), so no read is
+// When the cached status.planMode is the one this process last wrote (or checked, having written
+// none), the cache has our write and nothing else writes that field (the webhook keeps it the manager's), so no read is
 // needed. Otherwise (a first reconcile after start, or a lagging cache) one live read decides.
 // A user's spec change the cache has not shown yet is harmless: it is taken on next, as if it
 // had arrived just after this append. It reports whether the append may go ahead; otherwise

@@ -90,6 +90,32 @@ func reconcilerSpecs(be func() *backend) {
 			}, timeout, interval).Should(Succeed())
 		})
 
+		It("after a restart, reads the log once for an unchanged session, then takes its status as settled", func() {
+			a := newSession(ns, "restart", nil, nil, be().agentStore)
+			a.settled(false, false)
+			setActive(a.key, T)
+			before := a.settled(true, false)
+
+			// A manager that has written nothing yet (just started, or just elected) checks the
+			// status against the log once; it matches, so nothing is written.
+			store := &faultStore{Store: be().mgrStore}
+			restarted := &AgentSessionReconciler{Client: k8sClient, Store: store}
+			for i := 0; i < 3; i++ {
+				_, err := restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(store.tails.Load()).To(Equal(int64(1)), "only the first reconcile reads the log tail")
+			Expect(a.get().ResourceVersion).To(Equal(before.ResourceVersion), "a status that matches the log is not rewritten")
+
+			// A status it neither wrote nor checked is read against the log again: here the
+			// other manager commits a new selection.
+			setActive(a.key, F)
+			a.settled(false, false)
+			_, err := restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(store.tails.Load()).To(Equal(int64(2)), "a status this manager has not checked is read against the log")
+		})
+
 		It("queues during an open turn, cancels a reversal without logging, and noops a repeat", func() {
 			a := newSession(ns, "open", nil, nil, be().agentStore)
 			a.settled(false, false)

@@ -84,6 +84,7 @@ type faultStore struct {
 	failPlanMode atomic.Bool
 	failTail     atomic.Bool
 	appends      atomic.Int64 // plan/mode appends that reached the real store
+	tails        atomic.Int64 // tail reads that reached the real store
 }
 
 var errInjected = errors.New("injected fault: log store unavailable")
@@ -102,6 +103,7 @@ func (f *faultStore) Tail(ctx context.Context, sid string) (sessionlog.Tail, err
 	if f.failTail.Load() {
 		return sessionlog.Tail{}, errInjected
 	}
+	f.tails.Add(1)
 	return f.Store.Tail(ctx, sid)
 }
 
