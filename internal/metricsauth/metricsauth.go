@@ -13,9 +13,7 @@ package metricsauth
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -24,7 +22,6 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -33,6 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/harness-dev/planmode-operator/internal/apiretry"
 )
 
 // Cache lifetimes and retries, as controller-runtime's filter configures k8s.io/apiserver's.
@@ -184,20 +183,10 @@ func (g *guard) authorize(ctx context.Context, user *authenticationv1.UserInfo, 
 // the request's own context is done (the scraper hung up, or its deadline passed, which makes
 // the call fail with a DeadlineExceeded that looks transient), retrying only holds the handler.
 func review(ctx context.Context, call func(context.Context) error) error {
-	retriable := func(err error) bool { return ctx.Err() == nil && transient(err) }
+	retriable := func(err error) bool { return ctx.Err() == nil && apiretry.Transient(err) }
 	return retry.OnError(reviewBackoff, retriable, func() error {
 		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 		defer cancel()
 		return call(ctx)
 	})
-}
-
-func transient(err error) bool {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		code := status.Status().Code
-		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -9,9 +9,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/apiretry"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -110,7 +112,8 @@ func answers(ack *v1alpha1.BoundaryAck, turn, step, seq int64) bool {
 // When nothing is pending it reads the log tail once and makes no API call. Otherwise it writes
 // status.agent.boundary = {turn, step, seq} (field manager planmode-agent, status subresource,
 // only status.agent) and waits up to timeout for status.planMode.lastBoundary to answer the same
-// (turn, step, seq). Any error fails the step proposal.
+// (turn, step, seq). Any error fails the step proposal; a report the API server could not take
+// (5xx, 429) is first sent again until timeout.
 func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Duration) (Result, error) {
 	t, err := c.store.Tail(ctx, c.sessionID)
 	if err != nil {
@@ -200,11 +203,36 @@ func statusBoundary(s *v1alpha1.AgentSession) *v1alpha1.StepBoundary {
 	return s.Status.Agent.Boundary
 }
 
+// First and longest pause before a boundary report the API server did not take is sent again.
+const (
+	reportRetryDelay    = 100 * time.Millisecond
+	reportRetryDelayMax = 5 * time.Second
+)
+
 // report writes status.agent.boundary with a JSON merge patch on the status subresource: it
 // touches status.agent.boundary only, needs no resourceVersion (no conflicts), and is one write.
+//
+// An API server too busy to finish the write in time answers 504 (or 429, or drops the
+// connection); when 10,000 agents reach a boundary at once, thousands do. The same patch
+// (same boundary, same time) is then sent again, with growing pauses, until ctx (the caller's
+// acknowledgement timeout) ends: it is idempotent, so one that did land meanwhile changes
+// nothing. Any other refusal fails the step at once.
 func (c *Client) report(ctx context.Context, turn, step, seq int64) error {
 	now := metav1.NewTime(time.Now())
-	return c.patchAgent(ctx, map[string]any{"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}})
+	fields := map[string]any{"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}}
+	for delay := reportRetryDelay; ; delay = min(2*delay, reportRetryDelayMax) {
+		err := c.patchAgent(ctx, fields)
+		if err == nil || ctx.Err() != nil || !apiretry.Transient(err) {
+			return err
+		}
+		pause := wait.Jitter(delay, 0.5)
+		c.log.V(1).Info("the API server did not take the boundary report; sending it again", "turn", turn, "step", step, "after", pause, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // patchAgent merge-patches fields of status.agent (and nothing else) as the agent.

@@ -1,20 +1,27 @@
 package agentsdk_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -41,8 +48,9 @@ func setup(floorAck bool) *fixture {
 	return setupAnswered("")
 }
 
-// setupAnswered is setup with the session labelled ackLabel=ack ("": no label).
-func setupAnswered(ack string) *fixture {
+// setupAnswered is setup with the session labelled ackLabel=ack ("": no label), and the agent's
+// requests passed through wrap (outside the counter) when given.
+func setupAnswered(ack string, wrap ...transport.WrapperFunc) *fixture {
 	f := &fixture{ns: newNamespace(), name: "agent", sessionID: "s-" + agentsdk.NewID()}
 	Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: v1alpha1.DefaultPlanModeConfigName},
@@ -57,9 +65,13 @@ func setupAnswered(ack string) *fixture {
 	}
 	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 	f.api = apicount.New()
+	agentCfg := f.api.Wrap(cfg)
+	for _, w := range wrap {
+		agentCfg.Wrap(w)
+	}
 	var err error
 	f.agent, err = agentsdk.New(suiteCtx, agentsdk.Options{
-		Config: f.api.Wrap(cfg), Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 20 * time.Second,
+		Config: agentCfg, Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 20 * time.Second,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(f.agent.Close)
@@ -202,6 +214,16 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Asked).To(BeFalse())
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
+	})
+
+	It("sends the boundary report again when an overloaded API server answers 504, and is answered", func() {
+		busy := &timeoutStatusWrites{left: 2}
+		f := setupAnswered("floor", busy.wrap)
+		_, next, res := f.askAtStepTwo()
+		Expect(res.NextSeq).To(Equal(next))
+		Expect(busy.refused.Load()).To(BeEquivalentTo(2), "two reports refused before one was taken")
+		Expect(f.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1), "the report that reached the server")
+		Expect(f.get().Status.Agent.Boundary.Seq).To(Equal(next))
 	})
 
 	It("is answered in the manager's status shape by the benchmark's size-matched floor, still with no log work", func() {
@@ -663,3 +685,41 @@ var _ = Describe("turn/start racing a between-turns commit", func() {
 		Expect(agent.NextSeq()).To(BeEquivalentTo(2))
 	})
 })
+
+// timeoutStatusWrites answers the first `left` status PATCHes itself as an API server does a
+// write it could not finish in time (504 Timeout, no Retry-After, so client-go does not resend
+// it), and passes everything else on.
+type timeoutStatusWrites struct {
+	mu      sync.Mutex
+	left    int
+	refused atomic.Int32
+}
+
+func (t *timeoutStatusWrites) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		t.mu.Lock()
+		refuse := req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/status") && t.left > 0
+		if refuse {
+			t.left--
+		}
+		t.mu.Unlock()
+		if !refuse {
+			return next.RoundTrip(req)
+		}
+		t.refused.Add(1)
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		body, _ := json.Marshal(apierrors.NewTimeoutError("request did not complete within requested timeout - context deadline exceeded", 0).Status())
+		return &http.Response{
+			StatusCode: http.StatusGatewayTimeout, Status: "504 Gateway Timeout", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header:  http.Header{"Content-Type": []string{"application/json"}},
+			Body:    io.NopCloser(bytes.NewReader(body)),
+			Request: req, ContentLength: int64(len(body)),
+		}, nil
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
