@@ -6,8 +6,10 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Transient reports whether err is worth the same call again: the API server answered 5xx (a
@@ -22,4 +24,28 @@ func Transient(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Until calls call until it succeeds, fails with an error that is not Transient, or ctx ends,
+// and returns its last error. The pauses between calls start at first and double up to max,
+// with jitter, so a crowd of callers refused together does not come back together. retrying,
+// when set, is told each error that will be retried and the pause before the retry.
+func Until(ctx context.Context, first, max time.Duration, call func() error, retrying func(err error, pause time.Duration)) error {
+	for delay := first; ; delay = min(2*delay, max) {
+		err := call()
+		if err == nil || ctx.Err() != nil || !Transient(err) {
+			return err
+		}
+		pause := wait.Jitter(delay, 0.5)
+		if retrying != nil {
+			retrying(err, pause)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }

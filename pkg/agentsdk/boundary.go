@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -220,19 +219,10 @@ const (
 func (c *Client) report(ctx context.Context, turn, step, seq int64) error {
 	now := metav1.NewTime(time.Now())
 	fields := map[string]any{"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}}
-	for delay := reportRetryDelay; ; delay = min(2*delay, reportRetryDelayMax) {
-		err := c.patchAgent(ctx, fields)
-		if err == nil || ctx.Err() != nil || !apiretry.Transient(err) {
-			return err
-		}
-		pause := wait.Jitter(delay, 0.5)
-		c.log.V(1).Info("the API server did not take the boundary report; sending it again", "turn", turn, "step", step, "after", pause, "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-	}
+	return apiretry.Until(ctx, reportRetryDelay, reportRetryDelayMax, func() error { return c.patchAgent(ctx, fields) },
+		func(err error, pause time.Duration) {
+			c.log.V(1).Info("the API server did not take the boundary report; sending it again", "turn", turn, "step", step, "after", pause, "error", err.Error())
+		})
 }
 
 // patchAgent merge-patches fields of status.agent (and nothing else) as the agent.

@@ -18,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -296,19 +294,18 @@ func (b *bench) step(ctx context.Context, a *agent, step int64, lat *time.Durati
 	return a.c.EndStep(ctx, a.turn, step)
 }
 
-// toggleBackoff paces a user's toggle sent again after the API server could not take it: with
-// 10,000 sessions toggled at once, thousands of patches wait past its 60 s request timeout.
-var toggleBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 8}
-
 func (b *bench) toggle(ctx context.Context, ns string, a *agent, want bool) error {
 	obj := &v1alpha1.AgentSession{}
 	obj.Namespace, obj.Name = ns, a.name
 	body := fmt.Sprintf(`{"spec":{"planMode":{"active":%t}}}`, want)
-	// A merge patch of one value: sending it again is harmless.
-	retriable := func(err error) bool { return ctx.Err() == nil && apiretry.Transient(err) }
-	return retry.OnError(toggleBackoff, retriable, func() error {
+	// With 10,000 sessions toggled at once, thousands of patches wait past the API server's 60 s
+	// request timeout (504) or their connection's TLS handshake times out. A merge patch of one
+	// value can be sent again, as a user's script would, until the benchmark's timeout.
+	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	defer cancel()
+	return apiretry.Until(ctx, 100*time.Millisecond, 5*time.Second, func() error {
 		return b.user.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body)))
-	})
+	}, nil)
 }
 
 // parallel runs f(0..n-1) with at most limit at once (limit <= 0: all at once).
