@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 
@@ -27,6 +29,9 @@ func TestTransient(t *testing.T) {
 		{"wrapped 504", fmt.Errorf("report: %w", apierrors.NewTimeoutError("x", 0)), true},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
 		{"deadline", context.DeadlineExceeded, true},
+		{"HTTP/2 connection lost reading the answer", fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", errors.New("http2: client connection lost")), true},
+		{"GOAWAY", &url.Error{Op: "Patch", URL: "https://x", Err: errors.New("http2: server sent GOAWAY and closed the connection")}, true},
+		{"unexpected EOF", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
 		{"404 not found", apierrors.NewNotFound(gr, "a"), false},
 		{"403 forbidden", apierrors.NewForbidden(gr, "a", errors.New("no")), false},
 		{"422 invalid", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "AgentSession"}, "a", nil), false},
