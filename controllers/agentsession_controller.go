@@ -883,9 +883,10 @@ func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool
 // checkFresh makes sure an append is decided on the newest object. The cache can lag behind
 // the manager's own last status write (a pending selection already settled, or a selection
 // already taken on); appending on such a read would log a state the user no longer wants.
-// When the cached status.planMode is the one this process last wrote (or checked, having written
-// none), the cache has our write and nothing else writes that field (the webhook keeps it the manager's), so no read is
-// needed. Otherwise (a first reconcile after start, or a lagging cache) one live read decides.
+// When the cached status.planMode is the one this process last wrote (or checked, having
+// written none), the cache has our write and nothing else writes that field (the webhook keeps
+// it the manager's), so no read is needed. Otherwise (a first reconcile after start, or a
+// lagging cache) one live read decides.
 // A user's spec change the cache has not shown yet is harmless: it is taken on next, as if it
 // had arrived just after this append. It reports whether the append may go ahead; otherwise
 // st.fresh holds the object to recompute from, or st.apiErr why it could not be read.

@@ -18,9 +18,8 @@ import (
 // Transient reports whether err is worth the same call again: the API server answered 5xx (a
 // request it could not finish in time under load is a 504) or 429, or the connection failed or
 // was lost before the answer came. Only for a call that may be repeated: a write lost with its
-// connection may have landed.
-// A caller checks its own context first: once that is done, a DeadlineExceeded is its own
-// deadline, not the server's.
+// connection may have landed. A caller checks its own context first: once that is done, a
+// DeadlineExceeded is its own deadline, not the server's.
 func Transient(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
