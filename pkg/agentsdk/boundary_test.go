@@ -226,6 +226,35 @@ var _ = Describe("Boundary", func() {
 		Expect(f.get().Status.Agent.Boundary.Seq).To(Equal(next))
 	})
 
+	It("starts with no discovery request and reads its watches uncompressed", func() {
+		var (
+			mu         sync.Mutex
+			paths      []string
+			compressed []string
+		)
+		record := func(next http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				resp, err := next.RoundTrip(req)
+				mu.Lock()
+				defer mu.Unlock()
+				paths = append(paths, req.URL.Path)
+				if err == nil && resp.Uncompressed { // the transport undid a gzip encoding
+					compressed = append(compressed, req.URL.String())
+				}
+				return resp, err
+			})
+		}
+		f := setupAnswered("floor", record)
+		f.askAtStepTwo() // a report and its answer pass through the watch too
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(paths).To(ContainElement(HaveSuffix("/agentsessions")), "the session's list and watch")
+		Expect(paths).To(ContainElement(HaveSuffix("/planmodeconfigs")))
+		discovery := Or(Equal("/api"), Equal("/apis"), Equal("/apis/"+v1alpha1.GroupVersion.String()))
+		Expect(paths).NotTo(ContainElement(discovery), "the two kinds are mapped without discovery")
+		Expect(compressed).To(BeEmpty(), "one small object per event gains nothing from gzip")
+	})
+
 	It("is answered in the manager's status shape by the benchmark's size-matched floor, still with no log work", func() {
 		f := setupAnswered("floor-manager-shape")
 		_, next, res := f.askAtStepTwo()
