@@ -148,6 +148,11 @@ func (r *report) print(w io.Writer, o opts) {
 		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 		take := func(s *stormResult) float64 { return float64(s.takeOn) }
 		row("start -> every session taken on", med(fl, take), med(mg, take), sec, "", nil)
+		kib := func(v float64) string { return fmt.Sprintf("%.0f KiB", v/1024) }
+		row("agents (this process): heap and stacks / agent", med(fl, func(s *stormResult) float64 { return s.agentBytes }),
+			med(mg, func(s *stormResult) float64 { return s.agentBytes }), kib, "", nil)
+		row("agents (this process): goroutines / agent", med(fl, func(s *stormResult) float64 { return s.agentGoroutines }),
+			med(mg, func(s *stormResult) float64 { return s.agentGoroutines }), num, "", nil)
 		rss := func(f func(*stormResult) footprint) func(*stormResult) float64 {
 			return func(s *stormResult) float64 { return float64(f(s).rssPeak) }
 		}

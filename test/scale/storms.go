@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type stormResult struct {
 	fpBoundary                   footprint
 	fpToggle                     footprint
 	objBytes                     float64 // a session as the API server serves it once the boundary storm is answered
+	// The agents' cost in this process, per agent: heap and stacks in use after a GC, and
+	// goroutines, from before the first starts until every session is taken on.
+	agentBytes, agentGoroutines float64
 	// With shards > 1: per shard (process) k, the figures of its sessions and its process.
 	shardOf  []int           // agent -> shard
 	doneAt   []time.Duration // agent -> toggle storm: when its status showed the commit
@@ -308,6 +312,14 @@ func (b *bench) toggle(ctx context.Context, ns string, a *agent, want bool) erro
 	}, nil)
 }
 
+// heapInUse is this process's heap and stack memory in use after a GC, and its goroutines.
+func heapInUse() (uint64, int) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse, runtime.NumGoroutine()
+}
+
 // parallel runs f(0..n-1) with at most limit at once (limit <= 0: all at once).
 func parallel(n, limit int, f func(i int) error) error {
 	if limit <= 0 || limit > n {
@@ -404,6 +416,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 			}
 		}
 	}()
+	agentMem0, agentG0 := heapInUse()
 	if err := parallel(n, 64, func(i int) error {
 		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns, Name: agents[i].name, Store: store, SyncTimeout: b.o.timeout})
 		agents[i].c = c
@@ -419,6 +432,9 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return nil, fmt.Errorf("sessions not taken on by %s: %w", side, err)
 	}
 	r.takeOn = time.Since(p.startedAt)
+	agentMem1, agentG1 := heapInUse()
+	r.agentBytes = (float64(agentMem1) - float64(agentMem0)) / float64(n)
+	r.agentGoroutines = float64(agentG1-agentG0) / float64(n)
 	logPhase("  %s: %d agents started, every session taken on", side, n)
 	b.quiesce(ctx)
 	for k, pk := range procs {
