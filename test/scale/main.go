@@ -79,6 +79,7 @@ type opts struct {
 	requestMix   bool
 	tailTime     string
 	floorShape   string // --status-shape of the floor process
+	apf          bool   // ordinary identities, so API Priority and Fairness queues their requests
 	root, tmp    string
 }
 
@@ -107,6 +108,7 @@ func run() error {
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
+	flag.BoolVar(&o.apf, "apf", false, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), not system:masters, so API Priority and Fairness queues and sheds their requests as in a cluster")
 	flag.StringVar(&o.floorShape, "floor-shape", "echo", "the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
 	flag.Parse()
 	o.stores = splitList(*stores)
@@ -167,11 +169,11 @@ func run() error {
 	}
 	defer func() { _ = env.Stop() }()
 	cfg.QPS, cfg.Burst = -1, 0
-	admin, err := env.AddUser(envtest.User{Name: "planmode-scale-manager", Groups: []string{"system:masters"}}, nil)
+	ids, err := newIdentities(ctx, env, cfg, o.apf)
 	if err != nil {
 		return err
 	}
-	kc, err := admin.KubeConfig()
+	kc, err := ids.procs.KubeConfig()
 	if err != nil {
 		return err
 	}
@@ -180,11 +182,11 @@ func run() error {
 		return err
 	}
 	user := apicount.New()
-	userClient, err := client.New(user.Wrap(cfg), client.Options{Scheme: scheme})
+	userClient, err := client.New(user.Wrap(ids.user), client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, cfg: cfg, kubeconfig: kubeconfig, bins: bins, user: userClient, userCount: user, env: env}
+	b := &bench{o: o, cfg: cfg, agentCfg: ids.agents, kubeconfig: kubeconfig, bins: bins, user: userClient, userCount: user, env: env}
 
 	var pg *pgtest.Server
 	needPG := o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres"))
@@ -200,6 +202,9 @@ func run() error {
 		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
+	if o.apf {
+		fmt.Println("identities: ordinary users (-apf): API Priority and Fairness queues the processes', agents' and user's requests")
+	}
 	if len(o.procEnv)+len(o.managerArgs) > 0 {
 		fmt.Printf("process environment %q, manager flags %q\n", o.procEnv, o.managerArgs)
 	}
@@ -279,7 +284,8 @@ func run() error {
 
 type bench struct {
 	o          opts
-	cfg        *rest.Config
+	cfg        *rest.Config // the benchmark's own reads of metrics and profiles: system:masters
+	agentCfg   *rest.Config // the agents'
 	kubeconfig string
 	bins       map[string]string
 	user       client.Client

@@ -408,7 +408,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 
 	logPhase("  %s: %d sessions created, %d process(es) ready", side, n, shards)
 	agentCount := apicount.New()
-	agentCfg := agentCount.Wrap(b.cfg)
+	agentCfg := agentCount.Wrap(b.agentCfg)
 	defer func() {
 		for _, a := range agents {
 			if a.c != nil {
