@@ -415,6 +415,14 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 		if sr := labels["subresource"]; sr != "" {
 			key += "/" + sr
 		}
+		if labels["code"] == "429" {
+			// Refused before any work (API Priority and Fairness, max-in-flight); the client
+			// sends it again. Counted apart, as pkg/agentsdk/apicount does.
+			if prefix == "" {
+				out[key+" 429"] += v
+			}
+			continue
+		}
 		if prefix != "" {
 			out[prefix+key] += v
 			continue

@@ -126,6 +126,9 @@ func (r *report) print(w io.Writer, o opts) {
 		cf := func(w writes) float64 { return w.conflicts }
 		row("409 conflicts / in-turn toggle (in the writes)", med(fl, per(in, cf, nn)), med(mg, per(in, cf, nn)), num, "", nil)
 		row("409 conflicts / idle toggle (in the writes)", med(fl, per(it, cf, nn)), med(mg, per(it, cf, nn)), num, "", nil)
+		refused := func(w writes) float64 { return w.refused }
+		row("429 refused (not in the writes) / in-turn toggle", med(fl, per(in, refused, nn)), med(mg, per(in, refused, nn)), num, "", nil)
+		row("429 refused (not in the writes) / idle toggle", med(fl, per(it, refused, nn)), med(mg, per(it, refused, nn)), num, "", nil)
 		serve := func(get func(*stormResult) writes) func(*stormResult) float64 {
 			return func(s *stormResult) float64 { return get(s).statusServeTime() }
 		}

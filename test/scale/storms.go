@@ -64,6 +64,8 @@ type writes struct {
 	statusSec, statusN float64
 	// terminated: watchers the API server closed in the phase because they fell behind.
 	terminated float64
+	// refused: writes of the phase the API server refused with 429 (not in the counts above).
+	refused float64
 }
 
 func (w writes) total() float64 { return w.status + w.other + w.agent }
@@ -105,6 +107,7 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	w.conflicts = d("agentsessions/status 409") + d("agentsessions 409")
 	w.statusSec, w.statusN = d("sec agentsessions/status"), d("n agentsessions/status")
 	w.terminated = d("terminated watchers")
+	w.refused = d("agentsessions/status 429") + d("agentsessions 429") + d("events 429")
 	return w, nil
 }
 
@@ -690,5 +693,5 @@ func (b *bench) profileAPIServer(ctx context.Context, storm, side, backend strin
 
 func addW(a, b writes) writes {
 	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts,
-		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated}
+		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated, a.refused + b.refused}
 }

@@ -23,6 +23,7 @@ type Counter struct {
 	writes    int64
 	reads     int64
 	conflicts int64
+	refused   int64
 	byKey     map[string]int64
 }
 
@@ -66,10 +67,15 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r.c.Trace(req.Method, req.URL.Path, body, status, sent, time.Now())
 	}
-	if err == nil && resp.StatusCode == http.StatusConflict && IsWrite(req.Method) {
-		r.c.mu.Lock()
-		r.c.conflicts++
-		r.c.mu.Unlock()
+	if err == nil && IsWrite(req.Method) {
+		switch resp.StatusCode {
+		case http.StatusConflict:
+			r.c.mu.Lock()
+			r.c.conflicts++
+			r.c.mu.Unlock()
+		case http.StatusTooManyRequests:
+			r.c.unrecord(req)
+		}
 	}
 	return resp, err
 }
@@ -102,6 +108,25 @@ func (c *Counter) record(req *http.Request) {
 	c.byKey[req.Method+" "+Resource(req.URL.Path)]++
 }
 
+// unrecord moves a write the server refused with 429 Too Many Requests (API Priority and
+// Fairness, or max-in-flight) from the writes to Refused: the server did no work for it, and
+// the client sends it again.
+func (c *Counter) unrecord(req *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes--
+	c.byKey[req.Method+" "+Resource(req.URL.Path)]--
+	c.refused++
+}
+
+// Refused is the number of writes the server refused with 429 Too Many Requests; they are not
+// in Writes.
+func (c *Counter) Refused() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
+}
+
 // Resource shortens an API path to its resource and subresource, for example
 // "agentsessions/status" or "events", dropping namespace and name.
 func Resource(path string) string {
@@ -123,7 +148,8 @@ func Resource(path string) string {
 	return path
 }
 
-// Writes is the number of state-changing requests so far.
+// Writes is the number of state-changing requests so far, but for those refused with 429
+// (Refused).
 func (c *Counter) Writes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
