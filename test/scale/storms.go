@@ -542,6 +542,13 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}
 	r.ackWall = time.Since(stormStart)
 	logPhase("  %s: boundary storm done in %s", side, r.ackWall.Round(time.Millisecond))
+	if side == "manager" {
+		// The manager's heap as the last answer lands: its Events for the storm are still
+		// queued or being sent, which is where its storm RSS peaks.
+		if err := p.profile(b.o.profileDir, "heap", fmt.Sprintf("heap-boundary-%s-%d.pprof", backend, b.seq)); err != nil {
+			return nil, fmt.Errorf("profile the manager's heap: %w", err)
+		}
+	}
 	// Nothing else runs until the window closes, so the profile holds the storm and quiet only.
 	if err := <-apiProfile; err != nil {
 		return nil, fmt.Errorf("profile the API server: %w", err)
