@@ -543,8 +543,8 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	r.ackWall = time.Since(stormStart)
 	logPhase("  %s: boundary storm done in %s", side, r.ackWall.Round(time.Millisecond))
 	if side == "manager" {
-		// The manager's heap as the last answer lands: its Events for the storm are still
-		// queued or being sent, which is where its storm RSS peaks.
+		// The manager's heap as the last answer lands, while its Events for the storm are
+		// still queued or being sent (with --events=off its storm RSS peaks match the floor's).
 		if err := p.profile(b.o.profileDir, "heap", fmt.Sprintf("heap-boundary-%s-%d.pprof", backend, b.seq)); err != nil {
 			return nil, fmt.Errorf("profile the manager's heap: %w", err)
 		}
