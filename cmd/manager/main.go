@@ -16,12 +16,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -29,6 +32,7 @@ import (
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
 	"github.com/harness-dev/planmode-operator/internal/eventqueue"
+	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -186,7 +190,17 @@ func run() error {
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
-		r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
+		sink, err := eventSink(mgr, ctrl.Log.WithName("events"))
+		if err != nil {
+			return err
+		}
+		// The sink outlives the manager's runnables, so the Events the queue hands on as it
+		// stops are still written (for at most eventsink.Options.DrainFor).
+		sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+		sinkDone := make(chan struct{})
+		go func() { defer close(sinkDone); sink.Run(sinkCtx) }()
+		defer func() { stopSink(); <-sinkDone }()
+		r.Recorder = sink
 		if o.eventMaxHold > 0 {
 			// Under load the Events trail the status writes (internal/eventqueue).
 			q := eventqueue.New(r.Recorder, r.Busy, o.eventMaxHold)
@@ -325,4 +339,24 @@ func redactText(msg, storeURL string) string {
 		}
 	}
 	return passwordParam.ReplaceAllString(msg, "${1}xxxxx")
+}
+
+// eventSink writes the manager's Events with a bounded number of writers (internal/eventsink)
+// instead of controller-runtime's recorder, whose client-go broadcaster holds a goroutine and a
+// copy per Event. The names match it: reporting controller planmode-manager, instance
+// planmode-manager-<hostname>.
+func eventSink(mgr manager.Manager, log logr.Logger) (*eventsink.Sink, error) {
+	events, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("make the events.k8s.io client: %w", err)
+	}
+	hostname, _ := os.Hostname()
+	sink := eventsink.New(events, mgr.GetScheme(), controllers.FieldManager,
+		controllers.FieldManager+"-"+hostname, log, eventsink.Options{})
+	for _, c := range sink.Collectors() {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("register the Event metrics: %w", err)
+		}
+	}
+	return sink, nil
 }

@@ -1,10 +1,10 @@
 // Package eventqueue holds the manager's Events while reconciles are in flight, so that under
 // load they trail the status writes instead of competing with them for the API server.
 //
-// client-go's events broadcaster sends every Event from its own goroutine as soon as it is
-// recorded. In a storm of 1,000 toggles that puts 1,000 Event creates in flight beside the
-// 1,000 status writes users wait for, and on the benchmark's control plane one Event costs
-// the API server about 2.3 ms of CPU, a quarter of a whole toggle (docs/performance.md).
+// An Event written as soon as it is recorded competes with the status writes: in a storm of
+// 1,000 toggles, 1,000 Event creates arrive beside the 1,000 status writes users wait for, and
+// on the benchmark's control plane one Event costs the API server about 2.3 ms of CPU, a
+// quarter of a whole toggle (docs/performance.md).
 // Events are best-effort observability; the status is what `kubectl get`, kstatus and the
 // agents read. So a Recorder queues each Event and hands it to the real recorder once no
 // reconcile has been in flight for 100 ms, or once it has waited MaxHold, whichever comes
@@ -29,10 +29,11 @@ const (
 	// settle is how long no reconcile must have been seen in flight before the queue is sent:
 	// in a storm the workers can all be idle for a moment between watch events.
 	settle = 100 * time.Millisecond
-	// flushBatch is the most Events handed on per pollInterval (2,000 a second). client-go
-	// sends each Event from a goroutine of its own, so handing on a storm's 2,000 at once put
-	// 2,000 requests, their goroutines and buffers in flight together: the manager's RSS
-	// peaked 17 MiB higher than with no queue (docs/performance.md).
+	// flushBatch is the most Events handed on per pollInterval (2,000 a second). It was set
+	// when client-go's broadcaster sent each Event from a goroutine of its own, and handing
+	// on a storm's 2,000 at once put 2,000 requests in flight together (the manager's RSS
+	// peaked 17 MiB higher than with no queue, docs/performance.md); internal/eventsink now
+	// bounds the writes in flight itself, and the batch keeps the hand-on smooth.
 	flushBatch = 50
 )
 
