@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,23 +88,32 @@ const (
 const maxNoteBytes = 1024
 
 // key is what makes two Events the same for aggregation: client-go's eventKey, less the
-// reporting controller and instance, which are one per Sink.
+// reporting controller and instance, which are one per Sink. The related object, which
+// plan mode's Events do not name, is its reference's fields joined ("" for none): a second
+// ObjectReference would be a fifth of the key's size in every entry.
 type key struct {
-	regarding, related  corev1.ObjectReference
+	regarding           corev1.ObjectReference
+	related             string
 	typ, reason, action string
 }
 
+func relatedKey(r *corev1.ObjectReference) string {
+	return strings.Join([]string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID), r.ResourceVersion, r.FieldPath}, "\x00")
+}
+
 // entry is what a Sink keeps of an Event: enough to write it and its series, not the Event.
+// A 10,000-session storm leaves about 30,000 of them for FinishAfter, hence Unix nanoseconds
+// rather than time.Time (a third of its size): BenchmarkSeriesCacheBytes.
 type entry struct {
 	name        string
-	first, last time.Time
-	hasRelated  bool
 	note        string
 	annotations map[string]string
-	count       int32 // occurrences
-	written     int32 // count as the API server last took it (0: not yet created)
-	writtenAt   time.Time
-	queued      bool // a write of this entry is queued or in flight
+	related     *corev1.ObjectReference
+	// first and last occurrence, and when the API server last took it (Unix nanoseconds).
+	first, last, writtenAt int64
+	count                  int32 // occurrences
+	written                int32 // count as the API server last took it (0: not yet created)
+	queued                 bool  // a write of this entry is queued or in flight
 }
 
 // dueWrite: the Event is not created yet, or its series has begun and the API server does not
@@ -193,13 +203,15 @@ func (s *Sink) AnnotatedEventf(regarding, related runtime.Object, annotations ma
 		return
 	}
 	k := key{regarding: *ref, typ: eventtype, reason: reason, action: action}
-	hasRelated := false
+	var rel *corev1.ObjectReference
 	if related != nil {
-		if rel, err := reference.GetReference(s.scheme, related); err == nil {
-			k.related, hasRelated = *rel, true
+		if rel, err = reference.GetReference(s.scheme, related); err == nil {
+			k.related = relatedKey(rel)
+		} else {
+			rel = nil
 		}
 	}
-	now := s.now()
+	now := s.now().UnixNano()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -215,8 +227,8 @@ func (s *Sink) AnnotatedEventf(regarding, related runtime.Object, annotations ma
 		s.dropped.WithLabelValues(DropQueueFull).Inc()
 		return
 	}
-	e := &entry{name: util.GenerateEventName(ref.Name, now.UnixNano()), first: now, last: now,
-		hasRelated: hasRelated, note: truncate(note), annotations: annotations, count: 1}
+	e := &entry{name: util.GenerateEventName(ref.Name, now), first: now, last: now,
+		related: rel, note: truncate(note), annotations: annotations, count: 1}
 	s.entries[k] = e
 	s.push(k, e)
 }
@@ -272,16 +284,16 @@ func (s *Sink) Run(ctx context.Context) {
 // sweep queues the counts of series that ended or are due a refresh, and forgets Events that
 // ended with nothing left to write.
 func (s *Sink) sweep() {
-	now := s.now()
+	now := s.now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, e := range s.entries {
 		if e.queued {
 			continue
 		}
-		ended := now.Sub(e.last) >= s.opts.FinishAfter
+		ended := time.Duration(now-e.last) >= s.opts.FinishAfter
 		switch {
-		case e.written < e.count && e.count >= 2 && (ended || now.Sub(e.writtenAt) >= s.opts.RefreshEvery):
+		case e.written < e.count && e.count >= 2 && (ended || time.Duration(now-e.writtenAt) >= s.opts.RefreshEvery):
 			s.push(k, e)
 		case ended:
 			delete(s.entries, k)
@@ -314,7 +326,7 @@ func (s *Sink) writer(ctx context.Context) {
 		j.e.queued = false
 		switch {
 		case err == nil:
-			j.e.written, j.e.writtenAt = max(j.e.written, count), s.now()
+			j.e.written, j.e.writtenAt = max(j.e.written, count), s.now().UnixNano()
 			if j.e.dueWrite() && !s.draining {
 				s.push(j.k, j.e)
 			}
@@ -343,7 +355,7 @@ func (s *Sink) event(j job) *eventsv1.Event {
 	}
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: j.e.name, Namespace: ns, Annotations: j.e.annotations},
-		EventTime:           metav1.NewMicroTime(j.e.first),
+		EventTime:           metav1.NewMicroTime(time.Unix(0, j.e.first)),
 		ReportingController: s.controller,
 		ReportingInstance:   s.instance,
 		Action:              j.k.action,
@@ -352,12 +364,9 @@ func (s *Sink) event(j job) *eventsv1.Event {
 		Note:                j.e.note,
 		Type:                j.k.typ,
 	}
-	if j.e.hasRelated {
-		rel := j.k.related
-		ev.Related = &rel
-	}
+	ev.Related = j.e.related
 	if j.e.count >= 2 {
-		ev.Series = &eventsv1.EventSeries{Count: j.e.count, LastObservedTime: metav1.NewMicroTime(j.e.last)}
+		ev.Series = &eventsv1.EventSeries{Count: j.e.count, LastObservedTime: metav1.NewMicroTime(time.Unix(0, j.e.last))}
 	}
 	return ev
 }

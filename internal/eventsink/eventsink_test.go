@@ -193,6 +193,27 @@ var _ = Describe("Sink", func() {
 		Expect(eventsFor(obj)()).To(HaveLen(2), "a series is one Event")
 	})
 
+	It("names the related object, and does not join Events about different related objects", func() {
+		s, _ := newSink(&gate{}, Options{})
+		obj, a, b := object(), object(), object()
+		for _, rel := range []*corev1.ConfigMap{a, a, b} {
+			s.Eventf(obj, rel, corev1.EventTypeNormal, "ForkSeeded", "Fork", "seeded")
+		}
+		Eventually(eventsFor(obj)).WithTimeout(wait).Should(HaveLen(2))
+		series := func() map[string]int32 {
+			out := map[string]int32{}
+			for _, ev := range eventsFor(obj)() {
+				Expect(ev.Related).NotTo(BeNil())
+				out[ev.Related.Name] = 1
+				if ev.Series != nil {
+					out[ev.Related.Name] = ev.Series.Count
+				}
+			}
+			return out
+		}
+		Eventually(series).WithTimeout(wait).Should(Equal(map[string]int32{a.Name: 2, b.Name: 1}))
+	})
+
 	It("keeps at most Writers writes in flight, and writes every Event", func() {
 		g := &gate{held: make(chan struct{})}
 		s, _ := newSink(g, Options{Writers: 3})
