@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -233,11 +234,17 @@ func (s *Sink) AnnotatedEventf(regarding, related runtime.Object, annotations ma
 	s.push(k, e)
 }
 
+// truncate shortens a note to the API's limit at a character boundary: a split character would
+// be sent as U+FFFD, longer than the byte it replaces.
 func truncate(note string) string {
 	if len(note) <= maxNoteBytes {
 		return note
 	}
-	return note[:maxNoteBytes-3] + "..."
+	cut := maxNoteBytes - len("...")
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + "..."
 }
 
 // push queues a write of e; s.mu is held.
@@ -248,8 +255,8 @@ func (s *Sink) push(k key, e *entry) {
 }
 
 // Run writes queued Events until ctx ends, then for at most DrainFor more; it returns once the
-// writers have stopped. Run it once, after the last Event that must be written is recorded or
-// alongside the recorders (the manager stops it after its runnables).
+// writers have stopped. Run it once. The manager ends it after its runnables have stopped, so
+// the Events they hand on as they stop are written too.
 func (s *Sink) Run(ctx context.Context) {
 	writeCtx, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWrites()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -303,5 +304,14 @@ var _ = Describe("Sink", func() {
 		Eventually(eventsFor(obj)).WithTimeout(wait).Should(HaveLen(1))
 		Expect(eventsFor(obj)()[0].Note).To(HaveLen(1024))
 		Expect(eventsFor(obj)()[0].Note).To(HaveSuffix("..."))
+
+		// At a character boundary: half of a two-byte character would go out as U+FFFD (three
+		// bytes) and take the note past the limit.
+		wide := object()
+		s.Eventf(wide, nil, corev1.EventTypeWarning, "LogStoreUnavailable", "ReadLog", strings.Repeat("é", 1500))
+		Eventually(eventsFor(wide)).WithTimeout(wait).Should(HaveLen(1))
+		note := eventsFor(wide)()[0].Note
+		Expect(utf8.ValidString(note)).To(BeTrue())
+		Expect(note).To(Equal(strings.Repeat("é", 510) + "..."))
 	})
 })
