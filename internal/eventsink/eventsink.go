@@ -3,10 +3,10 @@
 //
 // The broadcaster starts a goroutine per Event that holds its write in flight, and retries it
 // 10 s apart, however many are already waiting; and for series aggregation it keeps a full copy
-// of every Event for 6 to 12 minutes. In a storm of 10,000 toggles the API server takes Events
-// slower than they come, so thousands of those goroutines, their requests and their copies
-// were alive at once: the manager's RSS peaked at twice the echo floor's, and with Events off it
-// matched the floor (docs/performance.md). A Sink keeps the broadcaster's behaviour on the wire
+// of every Event for 6 to 12 minutes. In a storm the API server takes Events slower than they
+// come. With the broadcaster the manager's RSS under 10,000-session storms peaked at twice the
+// echo floor's, and with this Sink at 1.3x-1.4x; at 1,000 sessions with Events off it matched
+// the floor (docs/performance.md). A Sink keeps the broadcaster's behaviour on the wire
 // (the same Event names, series and retries) but writes with Options.Writers requests at most
 // in flight, queues at most Options.MaxQueued Events, and keeps only a few fields per Event for
 // aggregation.
@@ -343,7 +343,7 @@ func (s *Sink) writer(ctx context.Context) {
 				reason = DropRejected
 			}
 			s.dropped.WithLabelValues(reason).Inc()
-			s.log.V(1).Info("Event not written", "reason", reason, "event", klogRef(ev), "error", err.Error())
+			s.log.V(1).Info("Event not written", "reason", reason, "event", ev.Namespace+"/"+ev.Name, "error", err.Error())
 			if j.e.written == 0 {
 				delete(s.entries, j.k) // a repeat starts afresh rather than patching nothing
 			}
@@ -351,8 +351,6 @@ func (s *Sink) writer(ctx context.Context) {
 		s.mu.Unlock()
 	}
 }
-
-func klogRef(ev *eventsv1.Event) string { return ev.Namespace + "/" + ev.Name }
 
 // event builds the Event j stands for, as client-go's recorder would; s.mu is held.
 func (s *Sink) event(j job) *eventsv1.Event {
@@ -368,10 +366,10 @@ func (s *Sink) event(j job) *eventsv1.Event {
 		Action:              j.k.action,
 		Reason:              j.k.reason,
 		Regarding:           j.k.regarding,
+		Related:             j.e.related,
 		Note:                j.e.note,
 		Type:                j.k.typ,
 	}
-	ev.Related = j.e.related
 	if j.e.count >= 2 {
 		ev.Series = &eventsv1.EventSeries{Count: j.e.count, LastObservedTime: metav1.NewMicroTime(time.Unix(0, j.e.last))}
 	}
