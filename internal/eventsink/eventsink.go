@@ -344,9 +344,9 @@ func (s *Sink) writer(ctx context.Context) {
 			}
 			s.dropped.WithLabelValues(reason).Inc()
 			s.log.V(1).Info("Event not written", "reason", reason, "event", ev.Namespace+"/"+ev.Name, "error", err.Error())
-			if j.e.written == 0 {
-				delete(s.entries, j.k) // a repeat starts afresh rather than patching nothing
-			}
+			// Forget it: a series the API server will not update would otherwise be queued
+			// again at every sweep once it ends, and a repeat starts a new Event instead.
+			delete(s.entries, j.k)
 		}
 		s.mu.Unlock()
 	}

@@ -279,6 +279,25 @@ var _ = Describe("Sink", func() {
 		s.mu.Unlock()
 	})
 
+	It("forgets a series the API server refuses to update, instead of trying it again at every sweep", func() {
+		g := &gate{}
+		s, _ := newSink(g, Options{FinishAfter: 2 * time.Second})
+		obj := object()
+		s.Eventf(obj, nil, corev1.EventTypeNormal, "Queued", "EnterPlanMode", "queued")
+		Eventually(eventsFor(obj)).WithTimeout(wait).Should(HaveLen(1))
+		g.mu.Lock()
+		g.answer = func(int) int { return http.StatusForbidden }
+		g.mu.Unlock()
+		s.Eventf(obj, nil, corev1.EventTypeNormal, "Queued", "EnterPlanMode", "queued")
+		Eventually(func() float64 { return dropped(s, DropRejected) }).WithTimeout(wait).Should(Equal(1.0))
+		_, _, writes := g.stats()
+		// The series ends 2 s after its last repeat, and the sweep runs every second.
+		Consistently(func() int { _, _, n := g.stats(); return n }).WithTimeout(4 * time.Second).Should(Equal(writes))
+		s.mu.Lock()
+		Expect(s.entries).To(BeEmpty())
+		s.mu.Unlock()
+	})
+
 	It("writes what is queued when it stops", func() {
 		g := &gate{held: make(chan struct{})}
 		s, stop := newSink(g, Options{Writers: 1})
