@@ -7,8 +7,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
@@ -66,6 +69,41 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(a.planModes()).To(HaveLen(3))
 			Expect(mgr.otherWrites.Load()).To(BeZero(), "the manager writes nothing but status")
 			Expect(eventReasons(a.key)).To(ContainElement("Normal/" + EventReasonCommitted))
+		})
+
+		It("names the session in its transition Events without a resourceVersion, so repeats join one series", func() {
+			a := newSession(ns, "series", nil, nil, be().agentStore)
+			a.settled(false, false)
+			for _, v := range []*bool{T, F, T} {
+				setActive(a.key, v)
+				a.settled(*v, false)
+			}
+			uid := a.get().UID
+			committed := func(action string) func(Gomega) eventsv1.Event {
+				return func(g Gomega) eventsv1.Event {
+					var list eventsv1.EventList
+					g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
+					var got []eventsv1.Event
+					for _, e := range list.Items {
+						if e.Regarding.Name == a.key.Name && e.Reason == EventReasonCommitted && e.Action == action {
+							got = append(got, e)
+						}
+					}
+					g.Expect(got).To(HaveLen(1), "one Event per (reason, action)")
+					return got[0]
+				}
+			}
+			want := corev1.ObjectReference{APIVersion: "agents.harness.dev/v1alpha1", Kind: "AgentSession",
+				Namespace: ns, Name: a.key.Name, UID: uid}
+			Eventually(func(g Gomega) {
+				enter := committed("EnterPlanMode")(g)
+				g.Expect(enter.Regarding).To(Equal(want))
+				g.Expect(enter.Series).NotTo(BeNil(), "the second commit of plan mode on joins the first's Event")
+				g.Expect(enter.Series.Count).To(BeEquivalentTo(2))
+			}, timeout, interval).Should(Succeed())
+			leave := committed("LeavePlanMode")(Default)
+			Expect(leave.Regarding).To(Equal(want))
+			Expect(leave.Series).To(BeNil())
 		})
 
 		It("checks a status it did not write against the log: a split brain's lost selection is committed again", func() {

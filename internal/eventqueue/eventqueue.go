@@ -15,7 +15,6 @@ package eventqueue
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -45,7 +44,11 @@ type queued struct {
 	regarding, related  runtime.Object
 	annotations         map[string]string
 	typ, reason, action string
-	note                string
+	// note and args as given: Next formats them when the Event is handed on, so a note passed
+	// as ("%s", text) reaches it as the caller's string, not a copy (internal/eventsink keeps
+	// notes for minutes). Callers pass values that do not change: the reconciler's strings.
+	note string
+	args []any
 }
 
 // Recorder is a recorder.EventRecorder that queues Events for Next. Make it with New and run
@@ -79,11 +82,8 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 
 // AnnotatedEventf queues an Event with annotations (see events.AnnotatedEventRecorder).
 func (r *Recorder) AnnotatedEventf(regarding, related runtime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
-	if len(args) > 0 {
-		note = fmt.Sprintf(note, args...)
-	}
 	e := queued{at: time.Now(), regarding: regarding, related: related, annotations: annotations,
-		typ: eventtype, reason: reason, action: action, note: note}
+		typ: eventtype, reason: reason, action: action, note: note, args: args}
 	limit := r.MaxQueued
 	if limit <= 0 {
 		limit = DefaultMaxQueued
@@ -167,10 +167,14 @@ func (r *Recorder) take(all bool, limit int) []queued {
 
 func (r *Recorder) send(es []queued) {
 	for _, e := range es {
+		note, args := e.note, e.args
+		if len(args) == 0 {
+			note, args = "%s", []any{e.note} // a note without arguments is taken as it is
+		}
 		if e.annotations != nil {
-			r.Next.AnnotatedEventf(e.regarding, e.related, e.annotations, e.typ, e.reason, e.action, "%s", e.note)
+			r.Next.AnnotatedEventf(e.regarding, e.related, e.annotations, e.typ, e.reason, e.action, note, args...)
 			continue
 		}
-		r.Next.Eventf(e.regarding, e.related, e.typ, e.reason, e.action, "%s", e.note)
+		r.Next.Eventf(e.regarding, e.related, e.typ, e.reason, e.action, note, args...)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -145,8 +146,9 @@ func TestSettledQueueHandsOnInBatches(t *testing.T) {
 	for i := range n {
 		r.Eventf(nil, nil, "Normal", "Committed", "EnterPlanMode", "%d", i)
 	}
-	if due := r.take(true, flushBatch); len(due) != flushBatch || due[0].note != "0" || due[flushBatch-1].note != fmt.Sprint(flushBatch-1) {
-		t.Fatalf("take handed on %d Events (first %q), want the oldest %d", len(due), due[0].note, flushBatch)
+	note := func(e queued) string { return fmt.Sprintf(e.note, e.args...) }
+	if due := r.take(true, flushBatch); len(due) != flushBatch || note(due[0]) != "0" || note(due[flushBatch-1]) != fmt.Sprint(flushBatch-1) {
+		t.Fatalf("take handed on %d Events (first %q), want the oldest %d", len(due), note(due[0]), flushBatch)
 	}
 	if q := r.Queued(); q != n-flushBatch {
 		t.Fatalf("Queued() = %d after one batch, want %d", q, n-flushBatch)
@@ -188,5 +190,34 @@ func (p *probe) Eventf(_, _ runtime.Object, _, _, _, note string, args ...any) {
 }
 
 func (p *probe) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, typ, reason, action, note string, args ...any) {
+	p.Eventf(regarding, related, typ, reason, action, note, args...)
+}
+
+// The queue hands a note's format and arguments on as it got them, so a ("%s", text) note
+// reaches the writer as the caller's string: internal/eventsink keeps it for minutes.
+func TestNoteArgumentsPassOnAsGiven(t *testing.T) {
+	var busy atomic.Bool
+	busy.Store(true)
+	a := &argsProbe{got: make(chan []any, 1)}
+	r := New(a, busy.Load, time.Minute)
+	defer run(t, r)()
+	text := fmt.Sprint("plan mode ", "on") // made at run time
+	r.Eventf(nil, nil, "Normal", "Committed", "EnterPlanMode", "%s", text)
+	busy.Store(false)
+	select {
+	case args := <-a.got:
+		if s, ok := args[0].(string); !ok || len(args) != 1 || unsafe.StringData(s) != unsafe.StringData(text) {
+			t.Fatalf("handed on %#v, want the caller's string itself", args)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no Event handed on within 2s")
+	}
+}
+
+type argsProbe struct{ got chan []any }
+
+func (p *argsProbe) Eventf(_, _ runtime.Object, _, _, _, _ string, args ...any) { p.got <- args }
+
+func (p *argsProbe) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, typ, reason, action, note string, args ...any) {
 	p.Eventf(regarding, related, typ, reason, action, note, args...)
 }

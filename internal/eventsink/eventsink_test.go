@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -332,5 +333,29 @@ var _ = Describe("Sink", func() {
 		note := eventsFor(wide)()[0].Note
 		Expect(utf8.ValidString(note)).To(BeTrue())
 		Expect(note).To(Equal(strings.Repeat("é", 510) + "..."))
+	})
+
+	It("formats notes, and keeps a note passed on as (\"%s\", text) as the caller's text, not a copy", func() {
+		s, _ := newSink(&gate{}, Options{})
+		formatted, passed := object(), object()
+		text := strings.Repeat("plan mode on ", 2) // made at run time, as the reconciler's are
+		s.Eventf(formatted, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "%d%% %s", 100, "done")
+		s.Eventf(passed, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "%s", text)
+		Eventually(eventsFor(formatted)).WithTimeout(wait).Should(HaveLen(1))
+		Expect(eventsFor(formatted)()[0].Note).To(Equal("100% done"))
+		Eventually(eventsFor(passed)).WithTimeout(wait).Should(HaveLen(1))
+		Expect(eventsFor(passed)()[0].Note).To(Equal(text))
+
+		// The series cache keeps the caller's string: 30,000 entries share a few texts.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var kept []string
+		for k, e := range s.entries {
+			if k.regarding.UID == passed.UID {
+				kept = append(kept, e.note)
+			}
+		}
+		Expect(kept).To(HaveLen(1))
+		Expect(unsafe.StringData(kept[0])).To(BeIdenticalTo(unsafe.StringData(text)))
 	})
 })

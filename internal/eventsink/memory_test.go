@@ -22,7 +22,11 @@ func BenchmarkSeriesCacheBytes(b *testing.B) {
 		objs[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "bench",
 			Name: fmt.Sprintf("session-%05d", i), UID: types.UID(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i))}}
 	}
-	reasons := [perSession][2]string{{"Queued", "EnterPlanMode"}, {"Committed", "EnterPlanMode"}, {"Committed", "LeavePlanMode"}}
+	// As the reconciler records them: ("%s", text), each text made once.
+	reasons := [perSession][3]string{
+		{"Queued", "EnterPlanMode", "plan mode on queued: applies at the agent's next step boundary"},
+		{"Committed", "EnterPlanMode", "plan mode on committed to the session log"},
+		{"Committed", "LeavePlanMode", "plan mode off committed to the session log"}}
 	var perEntry float64
 	for b.Loop() {
 		s := New(nil, clientgoscheme.Scheme, "planmode-manager", "planmode-manager-bench", logr.Discard(),
@@ -32,7 +36,7 @@ func BenchmarkSeriesCacheBytes(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		for _, o := range objs {
 			for _, r := range reasons {
-				s.Eventf(o, nil, corev1.EventTypeNormal, r[0], r[1], "plan mode %s committed to the session log", "on")
+				s.Eventf(o, nil, corev1.EventTypeNormal, r[0], r[1], "%s", r[2])
 			}
 		}
 		s.mu.Lock()
