@@ -21,12 +21,12 @@ type identities struct {
 	user   *rest.Config
 }
 
-// newIdentities makes them. By default all three are system:masters, which API Priority and
-// Fairness exempts: the API server then runs every request at once however many arrive. With
-// apf they are three ordinary users of one group bound to cluster-admin, so each is one flow of
-// the global-default priority level, queued and, past its queues, refused with 429 as a
-// cluster's users and service accounts are. (All agents share one identity, as agent pods that
-// share a service account do.)
+// newIdentities makes them. With apf (the benchmark's default) they are three ordinary users of
+// one group bound to cluster-admin, so each is one flow of the global-default priority level,
+// queued and, past its queues, refused with 429 as a cluster's users and service accounts are.
+// (All agents share one identity, as agent pods that share a service account do.) Without it
+// all three are system:masters, which API Priority and Fairness exempts: the API server then
+// runs every request at once however many arrive, and cannot take 10,000 toggles at once.
 func newIdentities(ctx context.Context, env *envtest.Environment, admin *rest.Config, apf bool) (*identities, error) {
 	groups := []string{"system:masters"}
 	if apf {

@@ -79,7 +79,7 @@ type opts struct {
 	requestMix   bool
 	tailTime     string
 	floorShape   string // --status-shape of the floor process
-	apf          bool   // ordinary identities, so API Priority and Fairness queues their requests
+	apf          bool   // ordinary identities, so API Priority and Fairness queues their requests (default)
 	root, tmp    string
 }
 
@@ -108,7 +108,7 @@ func run() error {
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
-	flag.BoolVar(&o.apf, "apf", false, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), not system:masters, so API Priority and Fairness queues and sheds their requests as in a cluster")
+	flag.BoolVar(&o.apf, "apf", true, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; -apf=false makes them system:masters, which it exempts (the default until 2026-12-01)")
 	flag.StringVar(&o.floorShape, "floor-shape", "echo", "the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
 	flag.Parse()
 	o.stores = splitList(*stores)
@@ -204,6 +204,8 @@ func run() error {
 	fmt.Printf("machine: %s\n", machine())
 	if o.apf {
 		fmt.Println("identities: ordinary users (-apf): API Priority and Fairness queues the processes', agents' and user's requests")
+	} else {
+		fmt.Println("identities: system:masters (-apf=false): API Priority and Fairness exempts them, and the API server runs every request at once")
 	}
 	if len(o.procEnv)+len(o.managerArgs) > 0 {
 		fmt.Printf("process environment %q, manager flags %q\n", o.procEnv, o.managerArgs)
