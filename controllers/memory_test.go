@@ -18,7 +18,8 @@ import (
 
 // BenchmarkHeldEventBytes reports what a transition Event costs while internal/eventqueue holds
 // it (reconciles in flight, as all through a storm): 20,000 Events about 10,000 sessions, as a
-// 10,000-session boundary storm records, with the reconciles' copies of the sessions dropped.
+// 10,000-session boundary storm records (with the reconciler's notes), with the reconciles'
+// copies of the sessions dropped.
 // go test ./controllers -run '^$' -bench Held
 func BenchmarkHeldEventBytes(b *testing.B) {
 	const sessions, perSession = 10000, 2
@@ -33,9 +34,9 @@ func BenchmarkHeldEventBytes(b *testing.B) {
 		for i := range sessions {
 			s := benchSession(i)
 			r.event(s, event{typ: corev1.EventTypeNormal, reason: EventReasonQueued, action: "EnterPlanMode",
-				note: fmt.Sprintf("plan mode %s queued: applies at the agent's next step boundary", "on"), series: true})
+				note: queuedNote.of(true), series: true})
 			r.event(s, event{typ: corev1.EventTypeNormal, reason: EventReasonCommitted, action: "EnterPlanMode",
-				note: fmt.Sprintf("plan mode %s committed to the session log", "on"), series: true})
+				note: committedNote.of(true), series: true})
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
