@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
@@ -102,9 +103,9 @@ func relatedKey(r *corev1.ObjectReference) string {
 	return strings.Join([]string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID), r.ResourceVersion, r.FieldPath}, "\x00")
 }
 
-// entry is what a Sink keeps of an Event: enough to write it and its series, not the Event.
-// A 10,000-session storm leaves about 30,000 of them for FinishAfter, hence Unix nanoseconds
-// rather than time.Time (a third of its size): BenchmarkSeriesCacheBytes.
+// entry is what a Sink keeps of an Event being written or in a series: enough to write it and
+// its series, not the Event. Times are Unix nanoseconds rather than time.Time (a third of its
+// size). An Event written once and not repeated is kept among Sink.onces instead.
 type entry struct {
 	name        string
 	note        string
@@ -126,6 +127,25 @@ type job struct {
 	e *entry
 }
 
+// keyHash stands for a key in Sink.onces: a 128-bit hash of its fields (a collision is as
+// likely as guessing a random UUID).
+type keyHash [2]uint64
+
+func (k *key) hash(seeds *[2]maphash.Seed) keyHash {
+	var out keyHash
+	for i := range out {
+		var h maphash.Hash
+		h.SetSeed(seeds[i])
+		r := &k.regarding
+		for _, f := range []string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID), r.ResourceVersion, r.FieldPath, k.related, k.typ, k.reason, k.action} {
+			h.WriteString(f)
+			h.WriteByte(0)
+		}
+		out[i] = h.Sum64()
+	}
+	return out
+}
+
 // Sink is a recorder.EventRecorder that writes events.k8s.io/v1 Events. Make it with New and run
 // its writers with Run.
 type Sink struct {
@@ -143,8 +163,16 @@ type Sink struct {
 	work     *sync.Cond // a job was queued, or the Sink is draining
 	queue    []job
 	inflight int
-	entries  map[key]*entry
-	draining bool
+	entries  map[key]*entry // Events being written, and series
+	// onces are the Events written once and not repeated, with when they occurred (Unix
+	// nanoseconds): enough to join a repeat within FinishAfter, since the Event's name is its
+	// object's and that time. Most Events are never repeated, and a 10,000-session storm
+	// leaves about 30,000 of them (BenchmarkSeriesCacheBytes).
+	onces map[keyHash]int64
+	seeds [2]maphash.Seed
+	// the most entries and onces held since the maps were last made (see shrink)
+	entriesPeak, oncesPeak int
+	draining               bool
 }
 
 var _ recorder.EventRecorder = (*Sink)(nil)
@@ -154,7 +182,8 @@ var _ recorder.EventRecorder = (*Sink)(nil)
 func New(events eventsv1client.EventsGetter, scheme *runtime.Scheme, controller, instance string, log logr.Logger, opts Options) *Sink {
 	opts.defaults()
 	s := &Sink{events: events, scheme: scheme, controller: controller, instance: instance, opts: opts,
-		log: log, now: time.Now, entries: map[key]*entry{},
+		log: log, now: time.Now, entries: map[key]*entry{}, onces: map[keyHash]int64{},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "planmode", Name: "events_dropped_total",
 			Help: "Events the manager recorded but did not write, by reason (queue_full, rejected, gave_up).",
@@ -222,6 +251,18 @@ func (s *Sink) AnnotatedEventf(regarding, related runtime.Object, annotations ma
 		}
 		return
 	}
+	h := k.hash(&s.seeds)
+	if first, ok := s.onces[h]; ok {
+		// The second occurrence: the series begins. The entry takes this occurrence's note,
+		// related object and annotations, which share the first's key.
+		delete(s.onces, h)
+		e := &entry{name: util.GenerateEventName(ref.Name, first), first: first, last: now, writtenAt: first,
+			related: rel, note: truncate(note), annotations: annotations, count: 2, written: 1}
+		s.entries[k] = e
+		s.entriesPeak = max(s.entriesPeak, len(s.entries))
+		s.push(k, e)
+		return
+	}
 	if len(s.queue) >= s.opts.MaxQueued {
 		s.dropped.WithLabelValues(DropQueueFull).Inc()
 		return
@@ -229,6 +270,7 @@ func (s *Sink) AnnotatedEventf(regarding, related runtime.Object, annotations ma
 	e := &entry{name: util.GenerateEventName(ref.Name, now), first: now, last: now,
 		related: rel, note: truncate(note), annotations: annotations, count: 1}
 	s.entries[k] = e
+	s.entriesPeak = max(s.entriesPeak, len(s.entries))
 	s.push(k, e)
 }
 
@@ -319,6 +361,28 @@ func (s *Sink) sweep() {
 			delete(s.entries, k)
 		}
 	}
+	for h, first := range s.onces {
+		if time.Duration(now-first) >= s.opts.FinishAfter {
+			delete(s.onces, h)
+		}
+	}
+	s.entries = shrink(s.entries, &s.entriesPeak)
+	s.onces = shrink(s.onces, &s.oncesPeak)
+}
+
+// shrink copies m into a map of its size once it holds less than a quarter of its peak: a Go
+// map keeps the memory of its largest size, and a storm's thousands of Events are forgotten
+// within minutes.
+func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	if len(m) >= *peak/4 {
+		return m
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	*peak = len(m)
+	return out
 }
 
 func (s *Sink) writer(ctx context.Context) {
@@ -346,10 +410,7 @@ func (s *Sink) writer(ctx context.Context) {
 		j.e.queued = false
 		switch {
 		case err == nil:
-			j.e.written, j.e.writtenAt = max(j.e.written, count), s.now().UnixNano()
-			if j.e.dueWrite() && !s.draining {
-				s.push(j.k, j.e)
-			}
+			s.wrote(j, count)
 		default:
 			reason := DropGaveUp
 			if !apiretry.Transient(err) && ctx.Err() == nil {
@@ -362,6 +423,20 @@ func (s *Sink) writer(ctx context.Context) {
 			delete(s.entries, j.k)
 		}
 		s.mu.Unlock()
+	}
+}
+
+// wrote records that the API server took j's Event at count; s.mu is held. An Event not
+// repeated meanwhile is kept only among the onces.
+func (s *Sink) wrote(j job, count int32) {
+	j.e.written, j.e.writtenAt = max(j.e.written, count), s.now().UnixNano()
+	switch {
+	case j.e.count == 1:
+		delete(s.entries, j.k)
+		s.onces[j.k.hash(&s.seeds)] = j.e.first
+		s.oncesPeak = max(s.oncesPeak, len(s.onces))
+	case j.e.dueWrite() && !s.draining:
+		s.push(j.k, j.e)
 	}
 }
 

@@ -170,6 +170,9 @@ var _ = Describe("Sink", func() {
 		queued()
 		s.Eventf(obj, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "committed")
 		Eventually(eventsFor(obj)).WithTimeout(wait).Should(HaveLen(2))
+		// Written once and not repeated, each is kept as its key's hash and time only.
+		Eventually(func() []int { s.mu.Lock(); defer s.mu.Unlock(); return []int{len(s.entries), len(s.onces)} }).
+			WithTimeout(wait).Should(Equal([]int{0, 2}))
 		count := func() int32 {
 			for _, ev := range eventsFor(obj)() {
 				if ev.Reason == "Queued" && ev.Series != nil {
@@ -191,7 +194,8 @@ var _ = Describe("Sink", func() {
 		close(g.held)
 		Eventually(count).WithTimeout(wait).Should(Equal(int32(2)))
 		Eventually(count).WithTimeout(wait).Should(Equal(int32(3)))
-		Eventually(func() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.entries) }).WithTimeout(wait).Should(BeZero())
+		Eventually(func() []int { s.mu.Lock(); defer s.mu.Unlock(); return []int{len(s.entries), len(s.onces)} }).
+			WithTimeout(wait).Should(Equal([]int{0, 0}), "both forgotten once their series ended")
 		Expect(eventsFor(obj)()).To(HaveLen(2), "a series is one Event")
 	})
 
@@ -276,7 +280,8 @@ var _ = Describe("Sink", func() {
 		_, _, writes = g.stats()
 		Expect(writes).To(Equal(4))
 		s.mu.Lock()
-		Expect(s.entries).To(HaveLen(1), "the refused Event is forgotten, so a repeat is created afresh")
+		Expect(s.entries).To(BeEmpty(), "the refused Event is forgotten, so a repeat is created afresh")
+		Expect(s.onces).To(HaveLen(1), "the Event written is remembered")
 		s.mu.Unlock()
 	})
 
@@ -336,26 +341,30 @@ var _ = Describe("Sink", func() {
 	})
 
 	It("formats notes, and keeps a note passed on as (\"%s\", text) as the caller's text, not a copy", func() {
-		s, _ := newSink(&gate{}, Options{})
+		g := &gate{held: make(chan struct{})}
+		s, _ := newSink(g, Options{Writers: 1})
 		formatted, passed := object(), object()
 		text := strings.Repeat("plan mode on ", 2) // made at run time, as the reconciler's are
 		s.Eventf(formatted, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "%d%% %s", 100, "done")
 		s.Eventf(passed, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "%s", text)
-		Eventually(eventsFor(formatted)).WithTimeout(wait).Should(HaveLen(1))
-		Expect(eventsFor(formatted)()[0].Note).To(Equal("100% done"))
-		Eventually(eventsFor(passed)).WithTimeout(wait).Should(HaveLen(1))
-		Expect(eventsFor(passed)()[0].Note).To(Equal(text))
 
-		// The series cache keeps the caller's string: 30,000 entries share a few texts.
+		// While its write waits, the entry holds the caller's string: a storm's thousands of
+		// queued Events share a few texts.
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		var kept []string
 		for k, e := range s.entries {
 			if k.regarding.UID == passed.UID {
 				kept = append(kept, e.note)
 			}
 		}
+		s.mu.Unlock()
 		Expect(kept).To(HaveLen(1))
 		Expect(unsafe.StringData(kept[0])).To(BeIdenticalTo(unsafe.StringData(text)))
+
+		close(g.held)
+		Eventually(eventsFor(formatted)).WithTimeout(wait).Should(HaveLen(1))
+		Expect(eventsFor(formatted)()[0].Note).To(Equal("100% done"))
+		Eventually(eventsFor(passed)).WithTimeout(wait).Should(HaveLen(1))
+		Expect(eventsFor(passed)()[0].Note).To(Equal(text))
 	})
 })

@@ -40,15 +40,49 @@ func BenchmarkSeriesCacheBytes(b *testing.B) {
 			}
 		}
 		s.mu.Lock()
-		s.queue = nil // as once written: only the cache is left
-		for _, e := range s.entries {
-			e.queued, e.written = false, 1
+		for _, j := range s.queue { // as the writers would: only the cache is left
+			j.e.queued = false
+			s.wrote(j, j.e.count)
 		}
+		s.queue = nil
+		n := len(s.entries) + len(s.onces)
 		s.mu.Unlock()
+		s.sweep() // nothing has ended yet; the maps are made to the size of what is left
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		perEntry = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(s.entries))
+		perEntry = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 		runtime.KeepAlive(s)
 	}
 	b.ReportMetric(perEntry, "B/entry")
+}
+
+// A map holding under a quarter of its peak is made again at its size; otherwise it is kept.
+func TestShrink(t *testing.T) {
+	m := map[int]int{}
+	for i := range 100 {
+		m[i] = i
+	}
+	peak := len(m)
+	for i := range 70 {
+		delete(m, i)
+	}
+	if got := shrink(m, &peak); len(got) != 30 || peak != 100 {
+		t.Fatalf("30 of a peak of 100: got %d entries, peak %d; want the same map (30, 100)", len(got), peak)
+	}
+	for i := 70; i < 80; i++ {
+		delete(m, i)
+	}
+	got := shrink(m, &peak)
+	if len(got) != 20 || peak != 20 {
+		t.Fatalf("20 of a peak of 100: got %d entries, peak %d; want a new map (20, 20)", len(got), peak)
+	}
+	got[-1] = -1
+	if _, ok := m[-1]; ok {
+		t.Fatal("shrink returned the same map, want a new one")
+	}
+	for i := 80; i < 100; i++ {
+		if got[i] != i {
+			t.Fatalf("entry %d lost in the copy", i)
+		}
+	}
 }
