@@ -108,8 +108,12 @@ GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || GOFLAGS=-mod=mod go mod download
 CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$assets/etcd" go.etcd.io/etcd/server/v3
 log "etcd built in $(( $(date +%s) - start ))s"
 
-echo "$want" > "$stamp"
 "$assets/kube-apiserver" --version >&2
-"$assets/etcd" --version | head -1 >&2
+# Not `| head -1`: head exits after one line, etcd then dies of SIGPIPE on the next, and
+# pipefail turns that race into a failed build (CI exit 141).
+etcd_version=$("$assets/etcd" --version)
+echo "${etcd_version%%$'\n'*}" >&2
 "$assets/kubectl" version --client >&2 || true
+# Stamp only binaries that ran, so a failed check rebuilds next time.
+echo "$want" > "$stamp"
 echo "$assets"
