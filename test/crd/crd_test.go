@@ -88,7 +88,7 @@ var _ = Describe("AgentSession", func() {
 		Expect(json.Marshal(got.Status)).To(MatchJSON(mustJSON(*want)))
 	})
 
-	It("tracks the manager's status.planMode and status.review as one field each, the agent's status.agent field by field", func() {
+	It("tracks the manager's status.planMode, status.review and status.conditions as one field each, the agent's status.agent field by field", func() {
 		ns := newNamespace()
 		s := session(ns, "atomic", "sess-atomic")
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
@@ -97,6 +97,8 @@ var _ = Describe("AgentSession", func() {
 			Config:       &agentsv1alpha1.ConfigInForce{Name: "default", Generation: 1},
 			LastBoundary: &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 6, Result: agentsv1alpha1.BoundaryAdmitted, Active: true, NextSeq: 7, Time: metav1.Now().Rfc3339Copy()}}
 		s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: agentsv1alpha1.ReviewPending}
+		s.Status.Conditions = []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: "Committed", Message: "plan mode is on", ObservedGeneration: 1, LastTransitionTime: metav1.Now().Rfc3339Copy()}}
 		Expect(k8sClient.Status().Update(ctx, s, client.FieldOwner("planmode-manager"))).To(Succeed())
 		patch := []byte(`{"status":{"agent":{"boundary":{"turn":1,"step":3,"seq":7}}}}`)
 		Expect(k8sClient.Status().Patch(ctx, s, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("planmode-agent"))).To(Succeed())
@@ -113,9 +115,11 @@ var _ = Describe("AgentSession", func() {
 			delete(set.Status, ".")
 			owned[mf.Manager] = set.Status
 		}
-		// Field by field, the manager's entry would list f:active, f:nextSeq, f:lastBoundary ...
+		// Field by field, the manager's entry would list f:active, f:nextSeq, f:lastBoundary ...,
+		// and k:{"type":"Ready"} with each of the condition's leaves.
 		Expect(owned["planmode-manager"]).To(Equal(map[string]any{
-			"f:observedGeneration": map[string]any{}, "f:planMode": map[string]any{}, "f:review": map[string]any{}}))
+			"f:observedGeneration": map[string]any{}, "f:planMode": map[string]any{}, "f:review": map[string]any{},
+			"f:conditions": map[string]any{}}))
 		// An agent may server-side apply status.agent.boundary alone (docs/protocol.md), so
 		// status.agent must not be atomic: its owner holds the boundary's fields, not the struct.
 		Expect(owned["planmode-agent"]).To(HaveKeyWithValue("f:agent", HaveKeyWithValue("f:boundary",
