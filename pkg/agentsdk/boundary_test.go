@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	gomegatypes "github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -563,6 +566,51 @@ var _ = Describe("log helpers", func() {
 		Expect(logged).To(BeTrue())
 		evs = f.events()
 		Expect(string(evs[len(evs)-1].Data)).To(ContainSubstring(`"reason":"resume"`))
+	})
+
+	It("asks the API server for watches of WatchTimeout to twice it, and client-go's 5 to 10 minutes without it", func() {
+		// The timeoutSeconds of every watch the agent starts, by resource.
+		watches := func(o agentsdk.Options) map[string][]int64 {
+			var mu sync.Mutex
+			got := map[string][]int64{}
+			o.Config = rest.CopyConfig(cfg)
+			o.Config.Wrap(func(next http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if q := req.URL.Query(); q.Get("watch") == "true" {
+						secs, err := strconv.ParseInt(q.Get("timeoutSeconds"), 10, 64)
+						if err != nil {
+							secs = -1 // none: fails the range checks below
+						}
+						mu.Lock()
+						got[path.Base(req.URL.Path)] = append(got[path.Base(req.URL.Path)], secs)
+						mu.Unlock()
+					}
+					return next.RoundTrip(req)
+				})
+			})
+			c, err := agentsdk.New(suiteCtx, o)
+			Expect(err).NotTo(HaveOccurred())
+			c.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			return got
+		}
+		f := setup(false)
+		o := agentsdk.Options{Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 20 * time.Second}
+		between := func(lo, hi time.Duration) gomegatypes.GomegaMatcher {
+			return And(HaveLen(1), HaveEach(And(BeNumerically(">=", int64(lo/time.Second)), BeNumerically("<", int64(hi/time.Second)))))
+		}
+		def := watches(o)
+		Expect(def).To(HaveKeyWithValue("agentsessions", between(5*time.Minute, 10*time.Minute)))
+		Expect(def).To(HaveKeyWithValue("planmodeconfigs", between(5*time.Minute, 10*time.Minute)))
+		o.WatchTimeout = 30 * time.Minute
+		long := watches(o)
+		Expect(long).To(HaveKeyWithValue("agentsessions", between(30*time.Minute, time.Hour)))
+		Expect(long).To(HaveKeyWithValue("planmodeconfigs", between(30*time.Minute, time.Hour)))
+
+		o.Config, o.WatchTimeout = cfg, time.Minute
+		_, err := agentsdk.New(suiteCtx, o)
+		Expect(err).To(MatchError("agentsdk: Options.WatchTimeout is 1m0s; use 0 (client-go's default, 5m0s) or at least 5m0s"))
 	})
 
 	It("refuses options that do not name a session", func() {

@@ -8,14 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,7 +46,16 @@ type Options struct {
 	SyncTimeout time.Duration
 	// Logger for watch problems; default discards.
 	Logger logr.Logger
+	// WatchTimeout is the shortest time the agent's two watches last before the API server
+	// ends them and the agent watches again; each watch lasts between it and twice it, at
+	// random. Zero keeps client-go's default, 5 minutes; less than 5 minutes is refused, as
+	// client-go would not honour it. Thousands of agents each start two watches per timeout:
+	// a longer one spreads fewer of them over the API server.
+	WatchTimeout time.Duration
 }
+
+// minWatchTimeout is client-go's floor for a reflector's watch timeout.
+const minWatchTimeout = 5 * time.Minute
 
 type configEntry struct {
 	generation int64
@@ -94,6 +106,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = 30 * time.Second
 	}
+	if o.WatchTimeout != 0 && o.WatchTimeout < minWatchTimeout {
+		return nil, fmt.Errorf("agentsdk: Options.WatchTimeout is %s; use 0 (client-go's default, %s) or at least %s", o.WatchTimeout, minWatchTimeout, minWatchTimeout)
+	}
 	scheme, err := sdkScheme()
 	if err != nil {
 		return nil, fmt.Errorf("agentsdk: scheme: %w", err)
@@ -121,6 +136,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		ByObject: map[client.Object]cache.ByObject{
 			&v1alpha1.AgentSession{}: {Field: fields.OneTermEqualSelector("metadata.name", o.Name)},
 		},
+		NewInformer: newInformer(o.WatchTimeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agentsdk: cache: %w", err)
@@ -300,5 +316,26 @@ func (c *Client) WaitFor(ctx context.Context, cond func(*v1alpha1.AgentSession) 
 		case <-ctx.Done():
 			return fmt.Errorf("wait for AgentSession %s/%s: %w", c.ns, c.name, ctx.Err())
 		}
+	}
+}
+
+// newInformer returns the cache's informer constructor: controller-runtime's own (nil) unless
+// watchTimeout is set, when each watch asks the API server for a timeout between watchTimeout
+// and twice it (the reflector's own choice is 5 to 10 minutes, and neither controller-runtime
+// nor the informer lets it be set).
+func newInformer(watchTimeout time.Duration) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+	if watchTimeout == 0 {
+		return nil
+	}
+	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+		if l, ok := lw.(*toolscache.ListWatch); ok && l.WatchFuncWithContext != nil {
+			next := l.WatchFuncWithContext
+			l.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				secs := int64((watchTimeout + rand.N(watchTimeout)) / time.Second)
+				opts.TimeoutSeconds = &secs
+				return next(ctx, opts)
+			}
+		}
+		return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
 	}
 }

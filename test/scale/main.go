@@ -75,12 +75,14 @@ type opts struct {
 	managerArgs  []string // extra flags of the manager process
 	shards       int
 	timeout      time.Duration
-	profileDir   string
-	requestMix   bool
-	tailTime     string
-	floorShape   string // --status-shape of the floor process
-	apf          bool   // ordinary identities, so API Priority and Fairness queues their requests (default)
-	root, tmp    string
+	// agentWatchTimeout is the agents' agentsdk.Options.WatchTimeout.
+	agentWatchTimeout time.Duration
+	profileDir        string
+	requestMix        bool
+	tailTime          string
+	floorShape        string // --status-shape of the floor process
+	apf               bool   // ordinary identities, so API Priority and Fairness queues their requests (default)
+	root, tmp         string
 }
 
 func main() {
@@ -103,6 +105,7 @@ func run() error {
 	flag.IntVar(&o.runs, "runs", 1, "runs of the storm phase; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
+	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes (the default until 2026-12-01)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
 	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
@@ -124,6 +127,9 @@ func run() error {
 			continue
 		}
 		o.phases[p] = true
+	}
+	if o.agentWatchTimeout != 0 && o.agentWatchTimeout < 5*time.Minute {
+		return fmt.Errorf("-agent-watch-timeout is %s; use 0 (client-go's 5 to 10 minutes) or at least 5m", o.agentWatchTimeout)
 	}
 	if o.floorShape != "echo" && o.floorShape != "manager" {
 		return fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)

@@ -147,6 +147,9 @@ func (r *report) print(w io.Writer, o opts) {
 		one := func(*stormResult) int { return 1 }
 		row("watchers closed by the API server (too slow), in-turn", med(fl, per(in, term, one)), med(mg, per(in, term, one)), num, "", nil)
 		row("watchers closed by the API server (too slow), idle", med(fl, per(it, term, one)), med(mg, per(it, term, one)), num, "", nil)
+		watches := func(w writes) float64 { return w.watches }
+		row("watches started (agents' re-watches), in-turn", med(fl, per(in, watches, one)), med(mg, per(in, watches, one)), num, "", nil)
+		row("watches started (agents' re-watches), idle", med(fl, per(it, watches, one)), med(mg, per(it, watches, one)), num, "", nil)
 		v = med(mg, per(is, tot, ni))
 		row("API writes / step, nothing pending", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 		take := func(s *stormResult) float64 { return float64(s.takeOn) }

@@ -66,6 +66,9 @@ type writes struct {
 	terminated float64
 	// refused: writes of the phase the API server refused with 429 (not in the counts above).
 	refused float64
+	// watches: watches of AgentSessions and PlanModeConfigs started in the phase, nearly all
+	// the agents' (two each, again whenever a watch times out or is closed).
+	watches float64
 }
 
 func (w writes) total() float64 { return w.status + w.other + w.agent }
@@ -108,6 +111,7 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	w.statusSec, w.statusN = d("sec agentsessions/status"), d("n agentsessions/status")
 	w.terminated = d("terminated watchers")
 	w.refused = d("agentsessions/status 429") + d("agentsessions 429") + d("events 429")
+	w.watches = d("req WATCH agentsessions") + d("req WATCH planmodeconfigs")
 	return w, nil
 }
 
@@ -421,7 +425,8 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}()
 	agentMem0, agentG0 := heapInUse()
 	if err := parallel(n, 64, func(i int) error {
-		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns, Name: agents[i].name, Store: store, SyncTimeout: b.o.timeout})
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns, Name: agents[i].name, Store: store, SyncTimeout: b.o.timeout,
+			WatchTimeout: b.o.agentWatchTimeout})
 		agents[i].c = c
 		return err
 	}); err != nil {
@@ -700,5 +705,5 @@ func (b *bench) profileAPIServer(ctx context.Context, storm, side, backend strin
 
 func addW(a, b writes) writes {
 	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts,
-		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated, a.refused + b.refused}
+		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated, a.refused + b.refused, a.watches + b.watches}
 }
