@@ -49,6 +49,7 @@ func run() error {
 		provider   = flag.String("provider", "reference", "request/header config.provider")
 		model      = flag.String("model", "scripted", "request/header config.model")
 		quiet      = flag.Bool("quiet", false, "print only the summary")
+		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; 0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
 	)
 	flag.Parse()
 	switch {
@@ -58,6 +59,8 @@ func run() error {
 		return fmt.Errorf("--store is required: the session log URL shared with the manager (sqlite:///abs/path.db or postgres://...)")
 	case *turns < 1 || *steps < 1:
 		return fmt.Errorf("--turns and --steps must be at least 1")
+	case *watchFor != 0 && *watchFor < 5*time.Minute:
+		return fmt.Errorf("--watch-timeout is %s: give 0 (client-go's 5 to 10 minutes) or at least 5m", *watchFor)
 	}
 	script := refagent.Generate(*turns, *steps)
 	if *scriptPath != "" {
@@ -84,7 +87,7 @@ func run() error {
 		return err
 	}
 	defer store.Close()
-	c, err := agentsdk.New(ctx, agentsdk.Options{Config: cfg, Namespace: *namespace, Name: *name, Store: store, Logger: log})
+	c, err := agentsdk.New(ctx, agentsdk.Options{Config: cfg, Namespace: *namespace, Name: *name, Store: store, Logger: log, WatchTimeout: *watchFor})
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func TestRefagentBinary(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	out, err = run("--namespace", "cli", "--name", "demo", "--store", storeURL, "--turns", "2", "--steps", "3", "--step-delay", "10ms", "--quiet")
+	out, err = run("--namespace", "cli", "--name", "demo", "--store", storeURL, "--turns", "2", "--steps", "3", "--step-delay", "10ms", "--quiet", "--watch-timeout", "30m")
 	if err != nil {
 		t.Fatalf("refagent --turns: %v\n%s", err, out)
 	}
@@ -157,6 +157,7 @@ func TestRefagentBinary(t *testing.T) {
 		{[]string{"--namespace", "cli", "--name", "demo"}, "--store is required"},
 		{[]string{"--name", "demo", "--store", storeURL}, "--namespace and --name"},
 		{[]string{"--namespace", "cli", "--name", "demo", "--store", storeURL, "--turns", "0"}, "--turns and --steps must be at least 1"},
+		{[]string{"--namespace", "cli", "--name", "demo", "--store", storeURL, "--watch-timeout", "1m"}, "--watch-timeout is 1m0s: give 0"},
 		{[]string{"--namespace", "cli", "--name", "nope", "--store", storeURL}, "AgentSession not found"},
 		{[]string{"--namespace", "cli", "--name", "demo", "--store", storeURL, "--script", filepath.Join(dir, "missing.txt")}, "--script"},
 	} {
