@@ -141,10 +141,10 @@ type AgentSessionStatus struct {
 
 	// planMode, review and conditions are atomic: only the manager writes them (the status
 	// webhook keeps agents to status.agent), always as whole values, so the API server need not
-	// track their ownership field by field. That keeps managedFields short and costs it less CPU on every
-	// status write (docs/performance.md). status.agent stays granular: the protocol lets an
-	// agent server-side apply status.agent.boundary alone, which an atomic struct would turn
-	// into replacing all of status.agent.
+	// track their ownership field by field. That keeps managedFields short and costs it less
+	// CPU on every status write (docs/performance.md). status.agent stays granular: the
+	// protocol lets an agent server-side apply status.agent.boundary alone, which an atomic
+	// struct would turn into replacing all of status.agent.
 
 	// PlanMode is the manager's projection of the session log plus the pending selection.
 	// +optional
@@ -160,10 +160,9 @@ type AgentSessionStatus struct {
 	// +structType=atomic
 	Review *ReviewStatus `json:"review,omitempty"`
 
-	// Conditions are an atomic list, not the usual map keyed by type: the manager replaces the
-	// whole list on every status write (a condition another writer added would not survive it
-	// anyway), and a map makes the API server track each leaf of Ready, about 200 bytes of
-	// managedFields per session handled on every write.
+	// Conditions, unlike the usual map keyed by type: a condition another writer added would
+	// not survive the manager's next write anyway, and a map made the API server track each
+	// leaf of Ready (about 150 bytes of managedFields per session, handled on every write).
 
 	// Conditions: Ready, plus reasons that explain a stuck selection. The manager owns the
 	// whole list and replaces it on each status write.

@@ -59,7 +59,7 @@ func run() error {
 		return fmt.Errorf("--store is required: the session log URL shared with the manager (sqlite:///abs/path.db or postgres://...)")
 	case *turns < 1 || *steps < 1:
 		return fmt.Errorf("--turns and --steps must be at least 1")
-	case *watchFor != 0 && *watchFor < 5*time.Minute:
+	case *watchFor != 0 && *watchFor < agentsdk.MinWatchTimeout:
 		return fmt.Errorf("--watch-timeout is %s: give 0 (client-go's 5 to 10 minutes) or at least 5m", *watchFor)
 	}
 	script := refagent.Generate(*turns, *steps)

@@ -54,8 +54,9 @@ type Options struct {
 	WatchTimeout time.Duration
 }
 
-// minWatchTimeout is client-go's floor for a reflector's watch timeout.
-const minWatchTimeout = 5 * time.Minute
+// MinWatchTimeout is the shortest Options.WatchTimeout: client-go's floor for a reflector's
+// watch timeout.
+const MinWatchTimeout = 5 * time.Minute
 
 type configEntry struct {
 	generation int64
@@ -106,8 +107,8 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = 30 * time.Second
 	}
-	if o.WatchTimeout != 0 && o.WatchTimeout < minWatchTimeout {
-		return nil, fmt.Errorf("agentsdk: Options.WatchTimeout is %s; use 0 (client-go's default, %s) or at least %s", o.WatchTimeout, minWatchTimeout, minWatchTimeout)
+	if o.WatchTimeout != 0 && o.WatchTimeout < MinWatchTimeout {
+		return nil, fmt.Errorf("agentsdk: Options.WatchTimeout is %s; use 0 (client-go's default, %s) or at least %s", o.WatchTimeout, MinWatchTimeout, MinWatchTimeout)
 	}
 	scheme, err := sdkScheme()
 	if err != nil {

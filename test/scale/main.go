@@ -48,6 +48,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
 )
 
@@ -128,7 +129,7 @@ func run() error {
 		}
 		o.phases[p] = true
 	}
-	if o.agentWatchTimeout != 0 && o.agentWatchTimeout < 5*time.Minute {
+	if o.agentWatchTimeout != 0 && o.agentWatchTimeout < agentsdk.MinWatchTimeout {
 		return fmt.Errorf("-agent-watch-timeout is %s; use 0 (client-go's 5 to 10 minutes) or at least 5m", o.agentWatchTimeout)
 	}
 	if o.floorShape != "echo" && o.floorShape != "manager" {
