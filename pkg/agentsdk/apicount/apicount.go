@@ -6,8 +6,10 @@ package apicount
 import (
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -24,6 +26,7 @@ type Counter struct {
 	reads     int64
 	conflicts int64
 	refused   int64
+	unsent    int64
 	byKey     map[string]int64
 }
 
@@ -58,6 +61,15 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = rc.Close()
 		}
 	}
+	// A write that failed before the whole request went out (a dial error, a TLS handshake
+	// timeout, a connection lost while the request waited for a stream) never reached the
+	// server; only one that went out and lost its answer may have been served.
+	var wrote atomic.Bool
+	if IsWrite(req.Method) {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+		}))
+	}
 	sent := time.Now()
 	resp, err := r.next.RoundTrip(req)
 	if trace {
@@ -67,6 +79,9 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r.c.Trace(req.Method, req.URL.Path, body, status, sent, time.Now())
 	}
+	if err != nil && IsWrite(req.Method) && !wrote.Load() {
+		r.c.unrecord(req, &r.c.unsent)
+	}
 	if err == nil && IsWrite(req.Method) {
 		switch resp.StatusCode {
 		case http.StatusConflict:
@@ -74,7 +89,7 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.c.conflicts++
 			r.c.mu.Unlock()
 		case http.StatusTooManyRequests:
-			r.c.unrecord(req)
+			r.c.unrecord(req, &r.c.refused)
 		}
 	}
 	return resp, err
@@ -108,15 +123,25 @@ func (c *Counter) record(req *http.Request) {
 	c.byKey[req.Method+" "+Resource(req.URL.Path)]++
 }
 
-// unrecord moves a write the server refused with 429 Too Many Requests (API Priority and
-// Fairness, or max-in-flight) from the writes to Refused: the server did no work for it, and
-// the client sends it again.
-func (c *Counter) unrecord(req *http.Request) {
+// unrecord moves a write from the writes to the count at into (refused or unsent): one the
+// server refused with 429 Too Many Requests (API Priority and Fairness, or max-in-flight) did no
+// work there, and one that failed before it was sent never reached it; the client sends either
+// again.
+func (c *Counter) unrecord(req *http.Request, into *int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writes--
 	c.byKey[req.Method+" "+Resource(req.URL.Path)]--
-	c.refused++
+	*into++
+}
+
+// Unsent is the number of writes that failed before the whole request was sent, so the server
+// never saw them; they are not in Writes. A write sent whose answer was lost stays in Writes:
+// the server may have served it.
+func (c *Counter) Unsent() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unsent
 }
 
 // Refused is the number of writes the server refused with 429 Too Many Requests; they are not

@@ -1,6 +1,9 @@
 package apicount
 
 import (
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,6 +60,71 @@ func TestRefusedWritesAreNotWrites(t *testing.T) {
 	if c.Writes() != 2 || c.WritesTo("PATCH", "agentsessions/status") != 2 || c.Refused() != 1 || c.Conflicts() != 1 || c.Reads() != 1 {
 		t.Fatalf("writes %d (to status %d), refused %d, conflicts %d, reads %d; want 2 (2), 1, 1, 1",
 			c.Writes(), c.WritesTo("PATCH", "agentsessions/status"), c.Refused(), c.Conflicts(), c.Reads())
+	}
+}
+
+// A write that failed before it was sent (here: nothing listens) never reached the server and
+// is counted as unsent; one that was sent and lost its answer (the server read it and dropped
+// the stream) may have been served and stays a write. Over HTTP/1.1 and HTTP/2, as client-go
+// speaks both.
+func TestUnsentWritesAreNotWrites(t *testing.T) {
+	const path = "/apis/agents.harness.dev/v1alpha1/namespaces/ns/agentsessions/a"
+	patch := func(t *testing.T, cfg *rest.Config, c *Counter) {
+		t.Helper()
+		hc, err := rest.HTTPClientFor(c.Wrap(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := hc.Do(must(http.NewRequest(http.MethodPatch, cfg.Host+path, strings.NewReader("{}")))); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the PATCH was answered %d; want a transport error", resp.StatusCode)
+		}
+	}
+
+	t.Run("not sent", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		c := New()
+		patch(t, &rest.Config{Host: "http://" + addr}, c)
+		if c.Writes() != 0 || c.WritesTo("PATCH", "agentsessions") != 0 || c.Unsent() != 1 {
+			t.Fatalf("writes %d (to agentsessions %d), unsent %d; want 0 (0), 1",
+				c.Writes(), c.WritesTo("PATCH", "agentsessions"), c.Unsent())
+		}
+	})
+
+	// The handler reads the whole request, then drops it unanswered.
+	var (
+		served atomic.Int32
+		proto  atomic.Value
+	)
+	drop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto.Store(r.Proto)
+		if _, err := io.Copy(io.Discard, r.Body); err == nil {
+			served.Add(1)
+		}
+		panic(http.ErrAbortHandler)
+	})
+	for _, want := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run("sent, answer lost, "+want, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(drop)
+			srv.EnableHTTP2 = want == "HTTP/2.0"
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.StartTLS()
+			defer srv.Close()
+			served.Store(0)
+			c := New()
+			patch(t, &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, c)
+			if got := proto.Load(); got != want {
+				t.Fatalf("the server saw %v; want %s", got, want)
+			}
+			if served.Load() != 1 || c.Writes() != 1 || c.Unsent() != 0 {
+				t.Fatalf("served %d; writes %d, unsent %d; want 1; 1, 0", served.Load(), c.Writes(), c.Unsent())
+			}
+		})
 	}
 }
 
