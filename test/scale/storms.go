@@ -69,6 +69,9 @@ type writes struct {
 	// watches: watches of AgentSessions and PlanModeConfigs started in the phase, nearly all
 	// the agents' (two each, again whenever a watch times out or is closed).
 	watches float64
+	// unsent: the agents' and the user's writes of the phase that failed before they were
+	// sent (apicount.Unsent): in neither side's counts, as the API server never saw them.
+	unsent float64
 }
 
 func (w writes) total() float64 { return w.status + w.other + w.agent }
@@ -84,6 +87,9 @@ func (w writes) statusServeTime() float64 {
 type wsnap struct {
 	api         map[string]float64
 	agent, user int64
+	// agentUnsent, userUnsent: writes that failed before they were sent (apicount.Unsent),
+	// so neither the counts above nor the API server's hold them.
+	agentUnsent, userUnsent int64
 }
 
 func (b *bench) snapWrites(ctx context.Context, agents *apicount.Counter) (wsnap, error) {
@@ -91,7 +97,8 @@ func (b *bench) snapWrites(ctx context.Context, agents *apicount.Counter) (wsnap
 	if err != nil {
 		return wsnap{}, err
 	}
-	return wsnap{api: api, agent: agents.Writes(), user: b.userCount.Writes()}, nil
+	return wsnap{api: api, agent: agents.Writes(), user: b.userCount.Writes(),
+		agentUnsent: agents.Unsent(), userUnsent: b.userCount.Unsent()}, nil
 }
 
 // since charges the writes after s: agentsessions/status writes not made by an agent are the
@@ -112,6 +119,7 @@ func (b *bench) since(ctx context.Context, s wsnap, agents *apicount.Counter) (w
 	w.terminated = d("terminated watchers")
 	w.refused = d("agentsessions/status 429") + d("agentsessions 429") + d("events 429")
 	w.watches = d("req WATCH agentsessions") + d("req WATCH planmodeconfigs")
+	w.unsent = float64(now.agentUnsent - s.agentUnsent + now.userUnsent - s.userUnsent)
 	return w, nil
 }
 
@@ -705,5 +713,6 @@ func (b *bench) profileAPIServer(ctx context.Context, storm, side, backend strin
 
 func addW(a, b writes) writes {
 	return writes{a.status + b.status, a.other + b.other, a.events + b.events, a.agent + b.agent, a.conflicts + b.conflicts,
-		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated, a.refused + b.refused, a.watches + b.watches}
+		a.statusSec + b.statusSec, a.statusN + b.statusN, a.terminated + b.terminated, a.refused + b.refused, a.watches + b.watches,
+		a.unsent + b.unsent}
 }
