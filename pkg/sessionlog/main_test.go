@@ -2,12 +2,14 @@ package sessionlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 )
@@ -94,5 +96,68 @@ func TestPostgresPoolSize(t *testing.T) {
 				t.Fatalf("pool MaxConns = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// A refused append rolls its transaction back and its connection goes back to the pool for
+// the next write, and the session's tail row is not left locked: another writer's append goes
+// through at once. (pgxpool would close a connection released inside a transaction, which
+// frees the lock too, but every conflict would then cost a new connection.) Both cases: a seq
+// conflict (after the locked read) and an insert the server refuses (in the second round trip).
+func TestPostgresRefusedAppendReleasesTheTailLock(t *testing.T) {
+	url := postgresDB(t)
+	ctx := context.Background()
+	a, err := Open(ctx, url+"&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const id = "refused"
+	tail := mustAppend(t, a, id, benchEvents(0, 6)...)
+	pool := a.(*postgresStore).pool
+	conns := pool.Stat().NewConnsCount()
+
+	appendFromB := func(what string) {
+		t.Helper()
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		got, err := b.Append(actx, id, benchEvents(tail.NextSeq, 1))
+		if err != nil {
+			t.Fatalf("after %s, another writer's append: %v (the tail row is still locked)", what, err)
+		}
+		tail = got
+	}
+
+	// A conflict: the seq is already taken.
+	_, err = a.Append(ctx, id, benchEvents(tail.NextSeq-1, 1))
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("append at a taken seq: %v, want a ConflictError", err)
+	}
+	appendFromB("a conflict")
+
+	// An insert the server refuses once the row is locked: an event row already there at the
+	// next seq (as a writer that bypassed the tail would leave), so the primary key refuses it.
+	if _, err := pool.Exec(ctx, `INSERT INTO events (session_id, seq, type, time, data) VALUES ($1, $2, 'user/message', 0, '{}')`,
+		id, tail.NextSeq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Append(ctx, id, benchEvents(tail.NextSeq, 1)); err == nil {
+		t.Fatal("append over an existing event row succeeded; want the primary key's refusal")
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM events WHERE session_id = $1 AND seq = $2`, id, tail.NextSeq); err != nil {
+		t.Fatal(err)
+	}
+	appendFromB("a refused insert")
+	if got := pool.Stat().NewConnsCount(); got != conns {
+		t.Fatalf("the writer's pool opened %d connections after the refused appends; want none (rolled back and reused)", got-conns)
+	}
+	if got := readAll(t, b, id); int64(len(got)) != tail.NextSeq {
+		t.Fatalf("%d events, want %d", len(got), tail.NextSeq)
 	}
 }

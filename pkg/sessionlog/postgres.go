@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -124,14 +126,26 @@ const pgTailCols = `next_seq, active, last_plan_mode_seq, told, turn_open, turn,
 
 func pgLoadTail(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, sessionID string, forUpdate bool) (Tail, bool, error) {
+}, sessionID string) (Tail, bool, error) {
+	return pgScanTail(q.QueryRow(ctx, pgTailQuery, sessionID), sessionID)
+}
+
+// pgQueueLockedTail queues the read of a session's tail row, locked until the transaction
+// ends (SELECT ... FOR UPDATE); *t and *exists are set when b's results are read.
+func pgQueueLockedTail(b *pgx.Batch, sessionID string, t *Tail, exists *bool) {
+	b.Queue(pgTailQuery+` FOR UPDATE`, sessionID).QueryRow(func(row pgx.Row) error {
+		var err error
+		*t, *exists, err = pgScanTail(row, sessionID)
+		return err
+	})
+}
+
+const pgTailQuery = `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = $1`
+
+// pgScanTail reads a tail row: EmptyTail and false when the session has none.
+func pgScanTail(row pgx.Row, sessionID string) (Tail, bool, error) {
 	t := EmptyTail()
-	query := `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = $1`
-	if forUpdate {
-		query += ` FOR UPDATE`
-	}
-	err := q.QueryRow(ctx, query, sessionID).
-		Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
+	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return EmptyTail(), false, nil
 	}
@@ -142,7 +156,7 @@ func pgLoadTail(ctx context.Context, q interface {
 }
 
 func (s *postgresStore) Tail(ctx context.Context, sessionID string) (Tail, error) {
-	t, _, err := pgLoadTail(ctx, s.pool, sessionID, false)
+	t, _, err := pgLoadTail(ctx, s.pool, sessionID)
 	return t, err
 }
 
@@ -174,66 +188,103 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 	if hdr.ParentSession != "" {
 		parent = hdr.ParentSession
 	}
-	var t Tail
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Create the tail row if the session is new. A concurrent creator blocks here on the
-		// primary key until the first commits (then this does nothing) or rolls back.
-		tag, err := tx.Exec(ctx, `INSERT INTO sessions (session_id, `+pgTailCols+`, created_at, parent, seed_length)
-			VALUES ($1, 0, false, -1, NULL, false, 0, -1, 0, false, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING`,
-			sessionID, hdr.CreatedAt, parent, hdr.SeedLength)
-		if err != nil {
-			return fmt.Errorf("append to session %q: create session: %w", sessionID, err)
-		}
-		created := tag.RowsAffected() == 1
-		var exists bool
-		t, exists, err = pgLoadTail(ctx, tx, sessionID, true)
-		if err != nil {
-			return err
-		}
-		if !exists {
-			return fmt.Errorf("append to session %q: tail row vanished", sessionID)
-		}
-		if info != nil && !created {
-			return &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
-		}
-		first := t.NextSeq
-		if len(p.events) > 0 {
-			first = p.events[0].Seq
-		}
-		if first != t.NextSeq {
-			return &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
-		}
-		if len(p.events) == 1 {
-			ev := &p.events[0]
-			if _, err := tx.Exec(ctx, `INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-				sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), pgSurface(ev)); err != nil {
-				return fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
-			}
-		} else if len(p.events) > 1 {
-			rows := make([][]any, len(p.events))
-			for i := range p.events {
-				ev := &p.events[i]
-				rows[i] = []any{sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), pgSurface(ev)}
-			}
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
-				[]string{"session_id", "seq", "type", "time", "data", "ignorable", "source_event_seqs", "surface_op"},
-				pgx.CopyFromRows(rows)); err != nil {
-				return fmt.Errorf("append to session %q: insert seqs %d..%d: %w", sessionID, p.events[0].Seq, p.events[len(p.events)-1].Seq, err)
-			}
-		}
-		for i := range p.events {
-			t.apply(&p.events[i], p.facts[i])
-		}
-		if _, err := tx.Exec(ctx, `UPDATE sessions SET next_seq = $2, active = $3, last_plan_mode_seq = $4, told = $5, turn_open = $6, turn = $7, last_step_start_seq = $8, step = $9, step_open = $10 WHERE session_id = $1`,
-			sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.Told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen); err != nil {
-			return fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
-		}
-		return nil
-	})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
+		return Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)
+	}
+	defer conn.Release()
+	t, err := pgWrite(ctx, conn.Conn(), sessionID, info != nil, hdr, parent, p)
+	if err != nil {
+		pgRollback(conn.Conn())
 		return Tail{}, err
 	}
 	return t, nil
+}
+
+// pgWrite runs write's transaction in two round trips (three with a COPY for several events)
+// rather than one per statement (six): BEGIN, the session row's creation and the locked tail
+// read go as one batch; the event's insert, the tail's update and COMMIT as another. Each
+// round trip waits for both processes to be scheduled: a one-event append takes 0.69x the
+// time it took statement by statement, 0.76x with writers in parallel (BenchmarkAppend). The
+// caller rolls back on error.
+func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr SessionInfo, parent any, p prepared) (Tail, error) {
+	var b pgx.Batch
+	b.Queue(`BEGIN`)
+	// Create the tail row if the session is new. A concurrent creator blocks here on the
+	// primary key until the first commits (then this does nothing) or rolls back.
+	create := b.Queue(`INSERT INTO sessions (session_id, `+pgTailCols+`, created_at, parent, seed_length)
+		VALUES ($1, 0, false, -1, NULL, false, 0, -1, 0, false, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING`,
+		sessionID, hdr.CreatedAt, parent, hdr.SeedLength)
+	var created bool
+	create.Exec(func(tag pgconn.CommandTag) error {
+		created = tag.RowsAffected() == 1
+		return nil
+	})
+	var (
+		t      Tail
+		exists bool
+	)
+	pgQueueLockedTail(&b, sessionID, &t, &exists)
+	if err := c.SendBatch(ctx, &b).Close(); err != nil {
+		return Tail{}, fmt.Errorf("append to session %q: create session or read tail: %w", sessionID, err)
+	}
+	if !exists {
+		return Tail{}, fmt.Errorf("append to session %q: tail row vanished", sessionID)
+	}
+	if seed && !created {
+		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+	}
+	first := t.NextSeq
+	if len(p.events) > 0 {
+		first = p.events[0].Seq
+	}
+	if first != t.NextSeq {
+		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+	}
+
+	b = pgx.Batch{}
+	if len(p.events) == 1 {
+		ev := &p.events[0]
+		b.Queue(`INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), pgSurface(ev))
+	} else if len(p.events) > 1 {
+		rows := make([][]any, len(p.events))
+		for i := range p.events {
+			ev := &p.events[i]
+			rows[i] = []any{sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), pgSurface(ev)}
+		}
+		if _, err := c.CopyFrom(ctx, pgx.Identifier{"events"},
+			[]string{"session_id", "seq", "type", "time", "data", "ignorable", "source_event_seqs", "surface_op"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return Tail{}, fmt.Errorf("append to session %q: insert seqs %d..%d: %w", sessionID, p.events[0].Seq, p.events[len(p.events)-1].Seq, err)
+		}
+	}
+	for i := range p.events {
+		t.apply(&p.events[i], p.facts[i])
+	}
+	b.Queue(`UPDATE sessions SET next_seq = $2, active = $3, last_plan_mode_seq = $4, told = $5, turn_open = $6, turn = $7, last_step_start_seq = $8, step = $9, step_open = $10 WHERE session_id = $1`,
+		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.Told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen)
+	b.Queue(`COMMIT`)
+	if err := c.SendBatch(ctx, &b).Close(); err != nil {
+		if len(p.events) == 1 {
+			return Tail{}, fmt.Errorf("append to session %q: insert seq %d, update tail and commit: %w", sessionID, p.events[0].Seq, err)
+		}
+		return Tail{}, fmt.Errorf("append to session %q: update tail and commit: %w", sessionID, err)
+	}
+	return t, nil
+}
+
+// pgRollback ends a failed write's transaction, if one is open, so the connection goes back to
+// the pool clean; a connection that cannot say so is closed, and the pool replaces it.
+func pgRollback(c *pgx.Conn) {
+	if c.IsClosed() || c.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Exec(ctx, `ROLLBACK`); err != nil {
+		_ = c.Close(ctx)
+	}
 }
 
 func pgSurface(ev *Event) any {
@@ -250,7 +301,7 @@ func (s *postgresStore) ReadFrom(ctx context.Context, sessionID string, fromSeq 
 	var out []Event
 	// One snapshot, so the rows and the next seq they are checked against agree.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		t, _, err := pgLoadTail(ctx, tx, sessionID, false)
+		t, _, err := pgLoadTail(ctx, tx, sessionID)
 		if err != nil {
 			return err
 		}
