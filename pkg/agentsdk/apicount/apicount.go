@@ -53,9 +53,11 @@ type roundTripper struct {
 
 func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.c.record(req)
+	if !IsWrite(req.Method) {
+		return r.next.RoundTrip(req)
+	}
 	var body []byte
-	trace := r.c.Trace != nil && IsWrite(req.Method)
-	if trace && req.GetBody != nil {
+	if r.c.Trace != nil && req.GetBody != nil {
 		if rc, err := req.GetBody(); err == nil {
 			body, _ = io.ReadAll(rc)
 			_ = rc.Close()
@@ -65,32 +67,29 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	// timeout, a connection lost while the request waited for a stream) never reached the
 	// server; only one that went out and lost its answer may have been served.
 	var wrote atomic.Bool
-	if IsWrite(req.Method) {
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
-		}))
-	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	}))
 	sent := time.Now()
 	resp, err := r.next.RoundTrip(req)
-	if trace {
+	if r.c.Trace != nil {
 		status := 0
 		if err == nil {
 			status = resp.StatusCode
 		}
 		r.c.Trace(req.Method, req.URL.Path, body, status, sent, time.Now())
 	}
-	if err != nil && IsWrite(req.Method) && !wrote.Load() {
-		r.c.unrecord(req, &r.c.unsent)
-	}
-	if err == nil && IsWrite(req.Method) {
-		switch resp.StatusCode {
-		case http.StatusConflict:
-			r.c.mu.Lock()
-			r.c.conflicts++
-			r.c.mu.Unlock()
-		case http.StatusTooManyRequests:
-			r.c.unrecord(req, &r.c.refused)
+	switch {
+	case err != nil:
+		if !wrote.Load() {
+			r.c.unrecord(req, &r.c.unsent)
 		}
+	case resp.StatusCode == http.StatusConflict:
+		r.c.mu.Lock()
+		r.c.conflicts++
+		r.c.mu.Unlock()
+	case resp.StatusCode == http.StatusTooManyRequests:
+		r.c.unrecord(req, &r.c.refused)
 	}
 	return resp, err
 }
