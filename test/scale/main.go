@@ -103,7 +103,7 @@ func run() error {
 	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
 	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
-	flag.IntVar(&o.runs, "runs", 1, "runs of the storm phase; figures are medians over runs")
+	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
 	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes (the default until 2026-12-01)")
@@ -241,14 +241,20 @@ func run() error {
 	}
 	if o.phases["shards"] && o.shards > 1 {
 		st := o.stores[0]
-		for _, side := range o.sides {
-			logPhase("shards: %d %s processes, %s, %d sessions", o.shards, side, st, o.sessions)
-			r, err := b.storms(ctx, side, st, o.sessions, o.shards)
-			if err != nil {
-				return fmt.Errorf("shards (%s, %s): %w", side, st, err)
+		rep.shardStore = st
+		for run := 1; run <= o.runs; run++ {
+			sides := slices.Clone(o.sides) // taking turns to go first, as in the storm phase
+			if run%2 == 0 {
+				slices.Reverse(sides)
 			}
-			rep.sharded = append(rep.sharded, r)
-			rep.shardStore = st
+			for _, side := range sides {
+				logPhase("run %d/%d: shards: %d %s processes, %s, %d sessions", run, o.runs, o.shards, side, st, o.sessions)
+				r, err := b.storms(ctx, side, st, o.sessions, o.shards)
+				if err != nil {
+					return fmt.Errorf("shards (%s, %s): %w", side, st, err)
+				}
+				rep.addShards(side, r)
+			}
 		}
 	}
 	if o.phases["idle"] {

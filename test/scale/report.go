@@ -14,7 +14,7 @@ type report struct {
 	appends    []appendResult
 	tail       []tailResult
 	webhook    *webhookResult
-	sharded    []*stormResult // floor, manager
+	sharded    map[string][]*stormResult // side -> runs of the shards phase
 	shardStore string
 }
 
@@ -26,6 +26,35 @@ func (r *report) addStorm(store, side string, s *stormResult) {
 		r.storm[store] = map[string][]*stormResult{}
 	}
 	r.storm[store][side] = append(r.storm[store][side], s)
+}
+
+func (r *report) addShards(side string, s *stormResult) {
+	if r.sharded == nil {
+		r.sharded = map[string][]*stormResult{}
+	}
+	r.sharded[side] = append(r.sharded[side], s)
+}
+
+// shardAcks is the ack latencies of shard k's sessions in one run.
+func (s *stormResult) shardAcks(k int) []time.Duration {
+	var out []time.Duration
+	for i, l := range s.ackLat {
+		if s.shardOf[i] == k {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// shardCommitted is when the last of shard k's sessions showed its toggle committed.
+func (s *stormResult) shardCommitted(k int) time.Duration {
+	var m time.Duration
+	for i, d := range s.doneAt {
+		if s.shardOf[i] == k && d > m {
+			m = d
+		}
+	}
+	return m
 }
 
 func median(v []float64) float64 {
@@ -177,44 +206,41 @@ func (r *report) print(w io.Writer, o opts) {
 		row("CPU (cores), boundary storm", med(fl, cpu(bs)), med(mg, cpu(bs)), core, "", nil)
 		row("CPU (cores), toggle storm", med(fl, cpu(ts)), med(mg, cpu(ts)), core, "", nil)
 	}
-	if len(r.sharded) == 2 {
-		fl, mg := r.sharded[0], r.sharded[1]
-		fmt.Fprintf(tw, "-- %d shards on one control plane, %d sessions in all, %s log (floor: %d floor processes with the same selectors)\t\t\t\t\t\n", mg.shardCnt, mg.n, r.shardStore, fl.shardCnt)
-		for k := 0; k < mg.shardCnt; k++ {
-			sel := func(s *stormResult) []time.Duration {
-				var out []time.Duration
-				for i, l := range s.ackLat {
-					if s.shardOf[i] == k {
-						out = append(out, l)
-					}
-				}
-				return out
-			}
-			conv := func(s *stormResult) float64 {
-				var m time.Duration
-				for i, d := range s.doneAt {
-					if s.shardOf[i] == k && d > m {
-						m = d
-					}
-				}
-				return float64(m)
-			}
+	if fl, mg := r.sharded["floor"], r.sharded["manager"]; len(fl) > 0 && len(mg) > 0 {
+		fmt.Fprintf(tw, "-- %d shards on one control plane, %d sessions in all, %s log (floor: %d floor processes with the same selectors; median of %d run(s))\t\t\t\t\t\n",
+			mg[0].shardCnt, mg[0].n, r.shardStore, fl[0].shardCnt, len(mg))
+		for k := 0; k < mg[0].shardCnt; k++ {
 			name := fmt.Sprintf("shard %s: ", shardName(k))
-			f50, m50 := float64(percentile(sel(fl), 0.5)), float64(percentile(sel(mg), 0.5))
-			f99, m99 := float64(percentile(sel(fl), 0.99)), float64(percentile(sel(mg), 0.99))
+			ack := func(q float64) func(*stormResult) float64 {
+				return func(s *stormResult) float64 { return float64(percentile(s.shardAcks(k), q)) }
+			}
+			f50, m50 := med(fl, ack(0.5)), med(mg, ack(0.5))
+			f99, m99 := med(fl, ack(0.99)), med(mg, ack(0.99))
 			row(name+"ack latency p50", f50, m50, msf, "<= 1.2x", b(m50 <= 1.2*f50))
 			row(name+"ack latency p99", f99, m99, msf, "<= 1.5x", b(m99 <= 1.5*f99))
-			fc, mc := conv(fl), conv(mg)
+			conv := func(s *stormResult) float64 { return float64(s.shardCommitted(k)) }
+			fc, mc := med(fl, conv), med(mg, conv)
 			row(name+"toggle storm committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
-			row(name+"RSS idle", float64(fl.shardFP[k][0].rssEnd), float64(mg.shardFP[k][0].rssEnd), mib, "", nil)
-			row(name+"RSS peak, storms", float64(max(fl.shardFP[k][1].rssPeak, fl.shardFP[k][2].rssPeak)), float64(max(mg.shardFP[k][1].rssPeak, mg.shardFP[k][2].rssPeak)), mib, "", nil)
-			row(name+"CPU (cores), boundary storm", fl.shardFP[k][1].cores(), mg.shardFP[k][1].cores(), core, "", nil)
-			row(name+"CPU (cores), toggle storm", fl.shardFP[k][2].cores(), mg.shardFP[k][2].cores(), core, "", nil)
+			rssIdle := func(s *stormResult) float64 { return float64(s.shardFP[k][0].rssEnd) }
+			row(name+"RSS idle", med(fl, rssIdle), med(mg, rssIdle), mib, "", nil)
+			rssPeak := func(s *stormResult) float64 { return float64(max(s.shardFP[k][1].rssPeak, s.shardFP[k][2].rssPeak)) }
+			row(name+"RSS peak, storms", med(fl, rssPeak), med(mg, rssPeak), mib, "", nil)
+			cores := func(which int) func(*stormResult) float64 {
+				return func(s *stormResult) float64 { return s.shardFP[k][which].cores() }
+			}
+			row(name+"CPU (cores), boundary storm", med(fl, cores(1)), med(mg, cores(1)), core, "", nil)
+			row(name+"CPU (cores), toggle storm", med(fl, cores(2)), med(mg, cores(2)), core, "", nil)
 		}
-		tot := func(s *stormResult, w writes) float64 { return w.total() / float64(s.n) }
-		row("all shards: API writes / in-turn toggle", tot(fl, fl.inTurn), tot(mg, mg.inTurn), num, "<= 3", b(tot(mg, mg.inTurn) <= 3+1e-9))
-		row("all shards: API writes / idle toggle", tot(fl, fl.idleToggle), tot(mg, mg.idleToggle), num, "<= 1", b(tot(mg, mg.idleToggle) <= 1+1e-9))
-		row("all shards: API writes / idle step", fl.idleStep.total()/float64(fl.idleSteps), mg.idleStep.total()/float64(mg.idleSteps), num, "0", b(mg.idleStep.total() == 0))
+		per := func(get func(*stormResult) writes, div func(*stormResult) int) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return get(s).total() / float64(div(s)) }
+		}
+		nn := func(s *stormResult) int { return s.n }
+		in := per(func(s *stormResult) writes { return s.inTurn }, nn)
+		it := per(func(s *stormResult) writes { return s.idleToggle }, nn)
+		is := per(func(s *stormResult) writes { return s.idleStep }, func(s *stormResult) int { return s.idleSteps })
+		row("all shards: API writes / in-turn toggle", med(fl, in), med(mg, in), num, "<= 3", b(med(mg, in) <= 3+1e-9))
+		row("all shards: API writes / idle toggle", med(fl, it), med(mg, it), num, "<= 1", b(med(mg, it) <= 1+1e-9))
+		row("all shards: API writes / idle step", med(fl, is), med(mg, is), num, "0", b(med(mg, is) == 0))
 	}
 	if fl, mg := r.idle["floor"], r.idle["manager"]; fl != nil && mg != nil {
 		fmt.Fprintf(tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
@@ -251,6 +277,11 @@ func (r *report) print(w io.Writer, o opts) {
 			for i, s := range r.storm[st][side] {
 				fmt.Fprintf(w, "%s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", st, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
 			}
+		}
+	}
+	for _, side := range []string{"floor", "manager"} {
+		for i, s := range r.sharded[side] {
+			fmt.Fprintf(w, "shards %s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", r.shardStore, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
 		}
 	}
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shardRun is one run of the shards phase over 4 sessions, two per shard (a: 0 and 2, b: 1
+// and 3): every session of a shard acknowledged after ackA or ackB, shard b's last toggle
+// committed at doneB, one write per idle toggle.
+func shardRun(ackA, ackB, doneB time.Duration) *stormResult {
+	return &stormResult{
+		n: 4, shardCnt: 2, shardOf: []int{0, 1, 0, 1},
+		ackLat:     []time.Duration{ackA, ackB, ackA, ackB},
+		doneAt:     []time.Duration{time.Second, doneB, time.Second, doneB},
+		shardFP:    make([][3]footprint, 2),
+		idleToggle: writes{status: 4},
+		idleSteps:  4,
+	}
+}
+
+// The shards phase is reported as the storms are: per shard, the median over runs, so that one
+// slow run (here the manager's third) does not decide a figure.
+func TestShardFiguresAreMediansOverRuns(t *testing.T) {
+	rep := &report{shardStore: "sqlite"}
+	for _, r := range []*stormResult{shardRun(1*time.Second, time.Second, time.Second), shardRun(5*time.Second, time.Second, time.Second), shardRun(2*time.Second, time.Second, time.Second)} {
+		rep.addShards("floor", r)
+	}
+	for _, r := range []*stormResult{shardRun(3*time.Second, time.Second, 1200*time.Millisecond), shardRun(2500*time.Millisecond, time.Second, 9*time.Second), shardRun(100*time.Second, time.Second, 1100*time.Millisecond)} {
+		rep.addShards("manager", r)
+	}
+	var out bytes.Buffer
+	rep.print(&out, opts{})
+	lines := map[string]bool{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	for _, want := range []string{
+		"-- 2 shards on one control plane, 4 sessions in all, sqlite log (floor: 2 floor processes with the same selectors; median of 3 run(s))",
+		"shard a: ack latency p50 2000.00ms 3000.00ms 1.50x <= 1.2x MISS",
+		"shard b: ack latency p50 1000.00ms 1000.00ms 1.00x <= 1.2x ok",
+		"shard b: toggle storm committed 1s 1.2s 1.20x <= 1.3x ok",
+		"all shards: API writes / idle toggle 1.00 1.00 1.00x <= 1 ok",
+		"shards sqlite/manager run 3: in-turn {status:0 other:0 events:0 agent:0 conflicts:0 statusSec:0 statusN:0 terminated:0 refused:0 watches:0 unsent:0}; idle toggle {status:4 other:0 events:0 agent:0 conflicts:0 statusSec:0 statusN:0 terminated:0 refused:0 watches:0 unsent:0}; idle steps {status:0 other:0 events:0 agent:0 conflicts:0 statusSec:0 statusN:0 terminated:0 refused:0 watches:0 unsent:0} over 4",
+	} {
+		if !lines[want] {
+			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
+		}
+	}
+}
