@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,5 +160,41 @@ func TestPostgresRefusedAppendReleasesTheTailLock(t *testing.T) {
 	}
 	if got := readAll(t, b, id); int64(len(got)) != tail.NextSeq {
 		t.Fatalf("%d events, want %d", len(got), tail.NextSeq)
+	}
+}
+
+// An append the server fails names the session once and the step that failed: the batch that
+// begins the transaction, creates the session row and reads the tail has two steps that fail
+// differently, and an operator needs to know which one.
+func TestPostgresAppendErrorNamesTheSessionAndTheStep(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, alter, want, notWant string
+	}{
+		// The row is created, but its tail cannot be read back as a tail.
+		{"read the tail", `ALTER TABLE sessions ALTER COLUMN turn_open TYPE text`,
+			`append to session "s": read the tail: `, "begin or create"},
+		// The row cannot be created.
+		{"create the row", `ALTER TABLE sessions ADD CONSTRAINT refuse_s CHECK (session_id <> 's')`,
+			`append to session "s": begin or create the session row: `, "read the tail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(ctx, postgresDB(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.(*postgresStore).pool.Exec(ctx, tc.alter); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Append(ctx, "s", benchEvents(0, 1))
+			if err == nil {
+				t.Fatal("append succeeded; want the server's refusal")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, tc.want) || strings.Contains(msg, tc.notWant) || strings.Count(msg, `"s"`) != 1 {
+				t.Fatalf("append error %q: want it to start %q, name the session once and not say %q", msg, tc.want, tc.notWant)
+			}
+		})
 	}
 }

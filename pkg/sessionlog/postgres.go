@@ -127,30 +127,37 @@ const pgTailCols = `next_seq, active, last_plan_mode_seq, told, turn_open, turn,
 func pgLoadTail(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, sessionID string) (Tail, bool, error) {
-	return pgScanTail(q.QueryRow(ctx, pgTailQuery, sessionID), sessionID)
+	t, ok, err := pgScanTail(q.QueryRow(ctx, pgTailQuery, sessionID))
+	if err != nil {
+		return Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
+	}
+	return t, ok, nil
 }
 
 // pgQueueLockedTail queues the read of a session's tail row, locked until the transaction
-// ends (SELECT ... FOR UPDATE); *t and *exists are set when b's results are read.
-func pgQueueLockedTail(b *pgx.Batch, sessionID string, t *Tail, exists *bool) {
+// ends (SELECT ... FOR UPDATE); *t and *exists are set when b's results are read, and *read
+// once the read has run (so an error of the batch then is the read's).
+func pgQueueLockedTail(b *pgx.Batch, sessionID string, t *Tail, exists, read *bool) {
 	b.Queue(pgTailQuery+` FOR UPDATE`, sessionID).QueryRow(func(row pgx.Row) error {
 		var err error
-		*t, *exists, err = pgScanTail(row, sessionID)
+		*read = true
+		*t, *exists, err = pgScanTail(row)
 		return err
 	})
 }
 
 const pgTailQuery = `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = $1`
 
-// pgScanTail reads a tail row: EmptyTail and false when the session has none.
-func pgScanTail(row pgx.Row, sessionID string) (Tail, bool, error) {
+// pgScanTail reads a tail row: EmptyTail and false when the session has none. Its callers
+// name the session in an error.
+func pgScanTail(row pgx.Row) (Tail, bool, error) {
 	t := EmptyTail()
 	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return EmptyTail(), false, nil
 	}
 	if err != nil {
-		return Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
+		return Tail{}, false, err
 	}
 	return t, true, nil
 }
@@ -221,12 +228,16 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		return nil
 	})
 	var (
-		t      Tail
-		exists bool
+		t            Tail
+		exists, read bool
 	)
-	pgQueueLockedTail(&b, sessionID, &t, &exists)
+	pgQueueLockedTail(&b, sessionID, &t, &exists, &read)
 	if err := c.SendBatch(ctx, &b).Close(); err != nil {
-		return Tail{}, fmt.Errorf("append to session %q: create session or read tail: %w", sessionID, err)
+		step := "begin or create the session row"
+		if read {
+			step = "read the tail"
+		}
+		return Tail{}, fmt.Errorf("append to session %q: %s: %w", sessionID, step, err)
 	}
 	if !exists {
 		return Tail{}, fmt.Errorf("append to session %q: tail row vanished", sessionID)
