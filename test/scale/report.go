@@ -107,6 +107,16 @@ func (r *report) print(w io.Writer, o opts) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", label, fl, f(mgr), ratio, target)
 	}
 	b := func(v bool) *bool { return &v }
+	// per(get, part, div) is a count of one phase of a run per div of it.
+	per := func(get func(*stormResult) writes, part func(writes) float64, div func(*stormResult) int) func(*stormResult) float64 {
+		return func(s *stormResult) float64 { return part(get(s)) / float64(div(s)) }
+	}
+	tot := func(w writes) float64 { return w.total() }
+	nn := func(s *stormResult) int { return s.n }
+	in := func(s *stormResult) writes { return s.inTurn }
+	it := func(s *stormResult) writes { return s.idleToggle }
+	is := func(s *stormResult) writes { return s.idleStep }
+	ni := func(s *stormResult) int { return s.idleSteps }
 	for _, st := range o.stores {
 		runs := r.storm[st]
 		if runs == nil {
@@ -134,17 +144,8 @@ func (r *report) print(w io.Writer, o opts) {
 		conv := func(s *stormResult) float64 { return float64(s.toggleConv) }
 		fc, mc := med(fl, conv), med(mg, conv)
 		row("toggle storm: every status committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
-		per := func(get func(*stormResult) writes, part func(writes) float64, div func(*stormResult) int) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return part(get(s)) / float64(div(s)) }
-		}
-		tot := func(w writes) float64 { return w.total() }
 		ev := func(w writes) float64 { return w.events }
 		ag := func(w writes) float64 { return w.agent }
-		nn := func(s *stormResult) int { return s.n }
-		in := func(s *stormResult) writes { return s.inTurn }
-		it := func(s *stormResult) writes { return s.idleToggle }
-		is := func(s *stormResult) writes { return s.idleStep }
-		ni := func(s *stormResult) int { return s.idleSteps }
 		v := med(mg, per(in, tot, nn))
 		row("API writes / in-turn toggle", med(fl, per(in, tot, nn)), v, num, "<= 3", b(v <= 3+1e-9))
 		row("  of which the agent's", med(fl, per(in, ag, nn)), med(mg, per(in, ag, nn)), num, "", nil)
@@ -231,16 +232,12 @@ func (r *report) print(w io.Writer, o opts) {
 			row(name+"CPU (cores), boundary storm", med(fl, cores(1)), med(mg, cores(1)), core, "", nil)
 			row(name+"CPU (cores), toggle storm", med(fl, cores(2)), med(mg, cores(2)), core, "", nil)
 		}
-		per := func(get func(*stormResult) writes, div func(*stormResult) int) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return get(s).total() / float64(div(s)) }
-		}
-		nn := func(s *stormResult) int { return s.n }
-		in := per(func(s *stormResult) writes { return s.inTurn }, nn)
-		it := per(func(s *stormResult) writes { return s.idleToggle }, nn)
-		is := per(func(s *stormResult) writes { return s.idleStep }, func(s *stormResult) int { return s.idleSteps })
-		row("all shards: API writes / in-turn toggle", med(fl, in), med(mg, in), num, "<= 3", b(med(mg, in) <= 3+1e-9))
-		row("all shards: API writes / idle toggle", med(fl, it), med(mg, it), num, "<= 1", b(med(mg, it) <= 1+1e-9))
-		row("all shards: API writes / idle step", med(fl, is), med(mg, is), num, "0", b(med(mg, is) == 0))
+		v := med(mg, per(in, tot, nn))
+		row("all shards: API writes / in-turn toggle", med(fl, per(in, tot, nn)), v, num, "<= 3", b(v <= 3+1e-9))
+		v = med(mg, per(it, tot, nn))
+		row("all shards: API writes / idle toggle", med(fl, per(it, tot, nn)), v, num, "<= 1", b(v <= 1+1e-9))
+		v = med(mg, per(is, tot, ni))
+		row("all shards: API writes / idle step", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
 	}
 	if fl, mg := r.idle["floor"], r.idle["manager"]; fl != nil && mg != nil {
 		fmt.Fprintf(tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
@@ -272,16 +269,16 @@ func (r *report) print(w io.Writer, o opts) {
 		}
 	}
 	_ = tw.Flush()
-	for _, st := range o.stores {
+	// Each run's write split, raw: the table's write rows are medians.
+	raw := func(prefix string, runs map[string][]*stormResult) {
 		for _, side := range []string{"floor", "manager"} {
-			for i, s := range r.storm[st][side] {
-				fmt.Fprintf(w, "%s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", st, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
+			for i, s := range runs[side] {
+				fmt.Fprintf(w, "%s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", prefix, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
 			}
 		}
 	}
-	for _, side := range []string{"floor", "manager"} {
-		for i, s := range r.sharded[side] {
-			fmt.Fprintf(w, "shards %s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", r.shardStore, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
-		}
+	for _, st := range o.stores {
+		raw(st, r.storm[st])
 	}
+	raw("shards "+r.shardStore, r.sharded)
 }

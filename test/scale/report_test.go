@@ -43,10 +43,13 @@ func TestShardFiguresAreMediansOverRuns(t *testing.T) {
 		"shard b: ack latency p50 1000.00ms 1000.00ms 1.00x <= 1.2x ok",
 		"shard b: toggle storm committed 1s 1.2s 1.20x <= 1.3x ok",
 		"all shards: API writes / idle toggle 1.00 1.00 1.00x <= 1 ok",
-		"shards sqlite/manager run 3: in-turn {status:0 other:0 events:0 agent:0 conflicts:0 statusSec:0 statusN:0 terminated:0 refused:0 watches:0 unsent:0}; idle toggle {status:4 other:0 events:0 agent:0 conflicts:0 statusSec:0 statusN:0 terminated:0 refused:0 watches:0 unsent:0}; idle steps {status:0 other:0 events:0 agent:0 conflicts:0 statusSec:0 statusN:0 terminated:0 refused:0 watches:0 unsent:0} over 4",
 	} {
 		if !lines[want] {
 			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
 		}
+	}
+	// Each run's write split, raw, as the storms' are.
+	if !strings.Contains(out.String(), "\nshards sqlite/manager run 3: in-turn {") {
+		t.Errorf("the report has no raw line for the manager's third shards run; it is:\n%s", out.String())
 	}
 }
