@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -281,4 +282,34 @@ func (r *report) print(w io.Writer, o opts) {
 		raw(st, r.storm[st])
 	}
 	raw("shards "+r.shardStore, r.sharded)
+	for _, st := range o.stores {
+		if fl, mg := r.storm[st]["floor"], r.storm[st]["manager"]; len(fl) > 1 && len(fl) == len(mg) {
+			fmt.Fprintf(w, "%s, run by run (manager/floor of the same run): %s\n", st, pairRatios(fl, mg))
+		}
+	}
+}
+
+// pairRatios is the latency ratios of each run, which the medians above hide: on a noisy
+// machine their spread says how far one run can be trusted.
+func pairRatios(fl, mg []*stormResult) string {
+	figs := []struct {
+		name string
+		f    func(*stormResult) float64
+	}{
+		{"ack p50", func(s *stormResult) float64 { return float64(percentile(s.ackLat, 0.5)) }},
+		{"ack p99", func(s *stormResult) float64 { return float64(percentile(s.ackLat, 0.99)) }},
+		{"toggle storm", func(s *stormResult) float64 { return float64(s.toggleConv) }},
+	}
+	parts := make([]string, 0, len(figs))
+	for _, fig := range figs {
+		rs := make([]string, len(mg))
+		for i := range mg {
+			rs[i] = "-"
+			if d := fig.f(fl[i]); d > 0 {
+				rs[i] = fmt.Sprintf("%.2fx", fig.f(mg[i])/d)
+			}
+		}
+		parts = append(parts, fig.name+" "+strings.Join(rs, " "))
+	}
+	return strings.Join(parts, "; ")
 }

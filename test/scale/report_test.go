@@ -53,3 +53,22 @@ func TestShardFiguresAreMediansOverRuns(t *testing.T) {
 		t.Errorf("the report has no raw line for the manager's third shards run; it is:\n%s", out.String())
 	}
 }
+
+// With several runs, each run's ratios are printed beside the medians: two runs whose ratios
+// are 2.00x and 0.50x have a median ratio near 1, and the reader should see the spread.
+func TestStormRunsPrintTheirRatiosRunByRun(t *testing.T) {
+	run := func(ack, toggle time.Duration) *stormResult {
+		return &stormResult{n: 2, ackLat: []time.Duration{ack, ack}, toggleConv: toggle, idleSteps: 2}
+	}
+	rep := &report{}
+	rep.addStorm("sqlite", "floor", run(time.Second, 2*time.Second))
+	rep.addStorm("sqlite", "floor", run(4*time.Second, 2*time.Second))
+	rep.addStorm("sqlite", "manager", run(2*time.Second, 3*time.Second))
+	rep.addStorm("sqlite", "manager", run(2*time.Second, time.Second))
+	var out bytes.Buffer
+	rep.print(&out, opts{stores: []string{"sqlite"}})
+	want := "\nsqlite, run by run (manager/floor of the same run): ack p50 2.00x 0.50x; ack p99 2.00x 0.50x; toggle storm 1.50x 0.50x\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("the report has no line %q; it is:\n%s", strings.TrimSpace(want), out.String())
+	}
+}
