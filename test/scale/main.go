@@ -221,12 +221,7 @@ func run() error {
 	rep := &report{idle: map[string]*idleResult{}}
 	if o.phases["storm"] {
 		for run := 1; run <= o.runs; run++ {
-			// The sides take turns going first, run by run: whatever the first side leaves in
-			// the API server and etcd (history, compaction due) falls on both.
-			sides := slices.Clone(o.sides)
-			if run%2 == 0 {
-				slices.Reverse(sides)
-			}
+			sides := o.sidesOf(run)
 			for _, st := range o.stores {
 				for _, side := range sides {
 					logPhase("run %d/%d: storms, %s, %s, %d sessions", run, o.runs, st, side, o.sessions)
@@ -243,11 +238,7 @@ func run() error {
 		st := o.stores[0]
 		rep.shardStore = st
 		for run := 1; run <= o.runs; run++ {
-			sides := slices.Clone(o.sides) // taking turns to go first, as in the storm phase
-			if run%2 == 0 {
-				slices.Reverse(sides)
-			}
-			for _, side := range sides {
+			for _, side := range o.sidesOf(run) {
 				logPhase("run %d/%d: shards: %d %s processes, %s, %d sessions", run, o.runs, o.shards, side, st, o.sessions)
 				r, err := b.storms(ctx, side, st, o.sessions, o.shards)
 				if err != nil {
@@ -295,6 +286,17 @@ func run() error {
 	}
 	rep.print(os.Stdout, o)
 	return nil
+}
+
+// sidesOf is the order of the sides in run (from 1): they take turns going first, run by run,
+// so that whatever the first side leaves in the API server and etcd (history, compaction due)
+// falls on both.
+func (o opts) sidesOf(run int) []string {
+	sides := slices.Clone(o.sides)
+	if run%2 == 0 {
+		slices.Reverse(sides)
+	}
+	return sides
 }
 
 type bench struct {

@@ -70,6 +70,13 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// ackAt is a run's ack latency at quantile q; toggleTime its toggle storm's length.
+func ackAt(q float64) func(*stormResult) float64 {
+	return func(s *stormResult) float64 { return float64(percentile(s.ackLat, q)) }
+}
+
+func toggleTime(s *stormResult) float64 { return float64(s.toggleConv) }
+
 // med is the median over runs of f.
 func med(runs []*stormResult, f func(*stormResult) float64) float64 {
 	v := make([]float64, 0, len(runs))
@@ -133,17 +140,13 @@ func (r *report) print(w io.Writer, o opts) {
 			shape = ", floor storing the manager's status shape"
 		}
 		fmt.Fprintf(tw, "-- storms, %d sessions, %s log (median of %d run(s))%s\t\t\t\t\t\n", n, st, len(mg), shape)
-		p := func(q float64) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return float64(percentile(s.ackLat, q)) }
-		}
-		f50, m50 := med(fl, p(0.5)), med(mg, p(0.5))
-		f99, m99 := med(fl, p(0.99)), med(mg, p(0.99))
+		f50, m50 := med(fl, ackAt(0.5)), med(mg, ackAt(0.5))
+		f99, m99 := med(fl, ackAt(0.99)), med(mg, ackAt(0.99))
 		row("boundary storm: ack latency p50", f50, m50, msf, "<= 1.2x", b(m50 <= 1.2*f50))
 		row("boundary storm: ack latency p99", f99, m99, msf, "<= 1.5x", b(m99 <= 1.5*f99))
 		wall := func(s *stormResult) float64 { return float64(s.ackWall) }
 		row("boundary storm: release -> last ack", med(fl, wall), med(mg, wall), sec, "", nil)
-		conv := func(s *stormResult) float64 { return float64(s.toggleConv) }
-		fc, mc := med(fl, conv), med(mg, conv)
+		fc, mc := med(fl, toggleTime), med(mg, toggleTime)
 		row("toggle storm: every status committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
 		ev := func(w writes) float64 { return w.events }
 		ag := func(w writes) float64 { return w.agent }
@@ -296,9 +299,7 @@ func pairRatios(fl, mg []*stormResult) string {
 		name string
 		f    func(*stormResult) float64
 	}{
-		{"ack p50", func(s *stormResult) float64 { return float64(percentile(s.ackLat, 0.5)) }},
-		{"ack p99", func(s *stormResult) float64 { return float64(percentile(s.ackLat, 0.99)) }},
-		{"toggle storm", func(s *stormResult) float64 { return float64(s.toggleConv) }},
+		{"ack p50", ackAt(0.5)}, {"ack p99", ackAt(0.99)}, {"toggle storm", toggleTime},
 	}
 	parts := make([]string, 0, len(figs))
 	for _, fig := range figs {
