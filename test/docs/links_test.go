@@ -42,9 +42,9 @@ func markdownFiles(t *testing.T) []string {
 	return files
 }
 
-// slug is GitHub's anchor for a heading: inline code and emphasis markers dropped, lower case,
-// every character that is not a letter, digit, space, hyphen or underscore dropped, spaces to
-// hyphens.
+// slug is GitHub's anchor for a heading: a link keeps its text, then lower case, every character
+// that is not a letter, digit, space, hyphen or underscore dropped (backticks, asterisks and
+// punctuation among them), spaces to hyphens.
 func slug(text string) string {
 	text = inlineLink.ReplaceAllString(text, "$1")
 	var b strings.Builder
@@ -59,24 +59,42 @@ func slug(text string) string {
 	return b.String()
 }
 
-// anchors are the fragments a file's headings give, with GitHub's -1, -2 suffixes for repeats;
-// headings inside fenced code blocks are not headings.
-func anchors(t *testing.T, path string) map[string]bool {
+// proseLine is a line outside fenced code blocks, with its 1-based number.
+type proseLine struct {
+	n    int
+	text string
+}
+
+// prose reads path and returns its lines outside fenced code blocks, whose headings are not
+// headings and whose brackets are not links.
+func prose(t *testing.T, path string) []proseLine {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
-	seen := map[string]int{}
+	var out []proseLine
 	fenced := false
-	for _, line := range strings.Split(string(data), "\n") {
+	for i, line := range strings.Split(string(data), "\n") {
 		if strings.HasPrefix(line, "```") {
 			fenced = !fenced
 			continue
 		}
-		m := heading.FindStringSubmatch(line)
-		if fenced || m == nil {
+		if !fenced {
+			out = append(out, proseLine{i + 1, line})
+		}
+	}
+	return out
+}
+
+// anchors are the fragments a file's headings give, with GitHub's -1, -2 suffixes for repeats.
+func anchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, line := range prose(t, path) {
+		m := heading.FindStringSubmatch(line.text)
+		if m == nil {
 			continue
 		}
 		s := slug(m[1])
@@ -107,20 +125,9 @@ func TestSlugMatchesGitHubAnchors(t *testing.T) {
 func TestRelativeLinksResolve(t *testing.T) {
 	cache := map[string]map[string]bool{}
 	for _, file := range markdownFiles(t) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
 		name, _ := filepath.Rel(root, file)
-		fenced := false
-		for i, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "```") {
-				fenced = !fenced
-			}
-			if fenced {
-				continue
-			}
-			for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
+		for _, line := range prose(t, file) {
+			for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(line.text, ""), -1) {
 				target := m[1]
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 					continue
@@ -130,7 +137,7 @@ func TestRelativeLinksResolve(t *testing.T) {
 				if path != "" {
 					dest = filepath.Join(filepath.Dir(file), path)
 					if _, err := os.Stat(dest); err != nil {
-						t.Errorf("%s:%d: link %q: no file %s: fix the path or restore the file", name, i+1, target, path)
+						t.Errorf("%s:%d: link %q: no file %s: fix the path or restore the file", name, line.n, target, path)
 						continue
 					}
 				}
@@ -141,7 +148,7 @@ func TestRelativeLinksResolve(t *testing.T) {
 					cache[dest] = anchors(t, dest)
 				}
 				if !cache[dest][frag] {
-					t.Errorf("%s:%d: link %q: %s has no heading with anchor #%s: link to a heading it has", name, i+1, target, filepath.Base(dest), frag)
+					t.Errorf("%s:%d: link %q: %s has no heading with anchor #%s: link to a heading it has", name, line.n, target, filepath.Base(dest), frag)
 				}
 			}
 		}
