@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -492,9 +491,9 @@ func reconcilerSpecs(be func() *backend) {
 			// status write: run its compute step alone and drop the result.
 			setActive(a.key, T)
 			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
-			out, err := r.Compute(suiteCtx, a.get())
+			out, err := r.compute(suiteCtx, a.get())
 			Expect(err).NotTo(HaveOccurred())
-			Expect(out.Changed()).To(BeTrue())
+			Expect(out.changed).To(BeTrue())
 			Expect(a.planModes()).To(HaveLen(1))
 			Expect(a.get().Status.PlanMode.Active).To(BeFalse(), "no status was written")
 
@@ -524,7 +523,7 @@ func reconcilerSpecs(be func() *backend) {
 			seq := a.tail().NextSeq
 			a.report(1, 2, seq)
 			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
-			_, err := r.Compute(suiteCtx, a.get())
+			_, err := r.compute(suiteCtx, a.get())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(a.seqOf(planmode.EventPlanMode, nil)).To(Equal([]int64{seq}))
 
@@ -560,11 +559,15 @@ func reconcilerSpecs(be func() *backend) {
 			mgr.stop()
 
 			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
+			write := func(r *AgentSessionReconciler, basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) (ctrl.Result, error) {
+				return r.writeStatus(suiteCtx, &sessionScope{r: r, session: basis, status: status, changed: true})
+			}
 			undo := *stale.Status.DeepCopy()
 			undo.PlanMode.Selection = F
 			for i := 0; i < 2; i++ { // the retry is resourceVersion-locked, and refused too
-				err := r.WriteStatus(suiteCtx, stale, undo)
-				Expect(errors.Is(err, ErrStaleStatus)).To(BeTrue(), "attempt %d: %v", i, err)
+				res, err := write(r, stale, undo)
+				Expect(err).NotTo(HaveOccurred(), "attempt %d", i)
+				Expect(res.RequeueAfter).To(Equal(staleRequeue), "attempt %d: refused as stale, recomputed soon", i)
 			}
 			as := a.get()
 			Expect(as.Status.PlanMode.Active).To(BeTrue())
@@ -577,11 +580,26 @@ func reconcilerSpecs(be func() *backend) {
 			next := *fresh.Status.DeepCopy()
 			next.PlanMode.Selection = F
 			r2 := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
-			Expect(r2.WriteStatus(suiteCtx, fresh, next)).To(Succeed())
+			res, err := write(r2, fresh, next)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.IsZero()).To(BeTrue())
 			as = a.get()
 			Expect(as.Status.PlanMode.Selection).To(Equal(F))
 			Expect(as.Status.Agent).NotTo(BeNil())
 			Expect(as.Status.Agent.Boundary).NotTo(BeNil(), "the agent's report is kept")
+
+			// Holding its own last write, the manager sends the changed fields alone, with no
+			// precondition: the agent's next write is no conflict either, and is kept.
+			Expect(r2.sessions.holds(a.key, digestStatus(&as.Status))).To(BeTrue(), "the stored manager-owned status is r2's write")
+			a.report(1, 1, a.tail().NextSeq+1)
+			next = *as.Status.DeepCopy()
+			next.PlanMode.Selection = T
+			res, err = write(r2, as, next)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.IsZero()).To(BeTrue())
+			as = a.get()
+			Expect(as.Status.PlanMode.Selection).To(Equal(T))
+			Expect(as.Status.Agent.Boundary.Seq).To(Equal(a.tail().NextSeq+1), "the agent's newer report is kept")
 		})
 
 		It("applies a selection made while the manager is down when it returns", func() {

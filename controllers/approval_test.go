@@ -67,12 +67,12 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 			if tc.prev != "" {
 				s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: tc.prev}
 			}
-			out, err := e.r.Compute(context.Background(), s)
+			out, err := e.r.compute(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
 			}
 			after := e.fzAfter(t, s, before, out)
-			st := out.Status()
+			st := out.status
 			pm := st.PlanMode
 			if pm.Selection == nil || *pm.Selection {
 				t.Fatalf("selection %v, want false taken on", pm.Selection)
@@ -109,7 +109,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 			// silently.
 			s2 := s.DeepCopy()
 			s2.Status = st
-			out2, err := e.r.Compute(context.Background(), s2)
+			out2, err := e.r.compute(context.Background(), s2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 			if len(after2) != len(after)+1 || planmode.FoldPlanMode(after2) {
 				t.Fatalf("want one plan/mode {false} appended, got %d new events", len(after2)-len(after))
 			}
-			if n := out2.Status().PlanMode.Notice; n != nil {
+			if n := out2.status.PlanMode.Notice; n != nil {
 				t.Fatalf("the approved exit owes a notice: %+v", n)
 			}
 		})

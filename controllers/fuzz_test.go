@@ -2,9 +2,9 @@ package controllers
 
 // Fuzz targets for the reconciler's bad-input paths (issue 9): step-boundary reports (turn or
 // step going backwards, a boundary for a turn that is not open, huge and negative values)
-// against arbitrary valid logs and statuses, and review decisions. They run the real Compute
+// against arbitrary valid logs and statuses, and review decisions. They run the real compute
 // on a real SQLite log; the API side is controller-runtime's fake client, which only serves
-// the PlanModeConfig read (Compute writes nothing to the API). Run one with
+// the PlanModeConfig read (compute writes nothing to the API). Run one with
 //
 //	go test ./controllers -run '^$' -fuzz FuzzBoundaryReport -fuzztime 60s
 //
@@ -163,8 +163,8 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 	return s, evs
 }
 
-// fzAfter reads the log after Compute and checks the log-level properties.
-func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []sessionlog.Event, out *Outcome) []sessionlog.Event {
+// fzAfter reads the log after compute and checks the log-level properties.
+func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []sessionlog.Event, out *sessionScope) []sessionlog.Event {
 	t.Helper()
 	after, err := e.store.ReadFrom(context.Background(), s.Spec.SessionID, 0, 0)
 	if err != nil {
@@ -185,7 +185,7 @@ func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []s
 			t.Fatalf("after the reconcile: %s", v)
 		}
 	}
-	st := out.Status().PlanMode
+	st := out.status.PlanMode
 	if st.NextSeq != int64(len(after)) || st.Active != planmode.FoldPlanMode(after) {
 		t.Fatalf("status says nextSeq %d active %v; the log has %d events folding to %v", st.NextSeq, st.Active, len(after), planmode.FoldPlanMode(after))
 	}
@@ -223,12 +223,12 @@ func FuzzBoundaryReport(f *testing.F) {
 			s.Status.Agent = &agentsv1alpha1.AgentReport{Boundary: &agentsv1alpha1.StepBoundary{Turn: bt, Step: bs, Seq: bseq}}
 		}
 		tail, _ := e.store.Tail(context.Background(), s.Spec.SessionID)
-		out, err := e.r.Compute(context.Background(), s)
+		out, err := e.r.compute(context.Background(), s)
 		if err != nil {
-			t.Fatalf("Compute: %v", err)
+			t.Fatalf("compute: %v", err)
 		}
 		after := e.fzAfter(t, s, before, out)
-		ack := out.Status().PlanMode.LastBoundary
+		ack := out.status.PlanMode.LastBoundary
 		if !report {
 			if ack != nil {
 				t.Fatalf("an answer with no report: %+v", ack)
@@ -255,7 +255,7 @@ func FuzzBoundaryReport(f *testing.F) {
 				if tail.TurnOpen && len(after) != len(before) {
 					t.Fatalf("a refused report led to an append inside the turn")
 				}
-				if ready := findCond(out.Status().Conditions, agentsv1alpha1.ConditionReady); ready == nil ||
+				if ready := findCond(out.status.Conditions, agentsv1alpha1.ConditionReady); ready == nil ||
 					(ready.Reason != agentsv1alpha1.ReasonInvalidBoundary && ready.Reason != agentsv1alpha1.ReasonConfigMissing) {
 					t.Fatalf("a refused report without an InvalidBoundaryReport condition: %+v", ready)
 				}
@@ -326,16 +326,16 @@ func FuzzReviewDecision(f *testing.F) {
 		if hasDecision {
 			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback}
 		}
-		out, err := e.r.Compute(context.Background(), s)
+		out, err := e.r.compute(context.Background(), s)
 		if err != nil {
-			t.Fatalf("Compute: %v", err)
+			t.Fatalf("compute: %v", err)
 		}
 		after := e.fzAfter(t, s, before, out)
 		if len(after) != len(before) {
 			t.Fatalf("a review decision appended to the log")
 		}
-		rs := out.Status().Review
-		pm := out.Status().PlanMode
+		rs := out.status.Review
+		pm := out.status.PlanMode
 		if prev != "" && prev != agentsv1alpha1.ReviewPending {
 			if rs == nil || rs.Phase != prev || rs.Message != "earlier" {
 				t.Fatalf("a closed review (%s) changed: %+v", prev, rs)

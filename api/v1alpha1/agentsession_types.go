@@ -288,6 +288,11 @@ type BoundaryAck struct {
 	// as the last message of the admitted step.
 	// +optional
 	Notice string `json:"notice,omitempty"`
+	// Reason says why a result is Failed: InvalidBoundaryReport (the report does not match the
+	// log; the agent must read the tail again) or LogStoreUnavailable (the manager could not
+	// read or append; the selection stays pending for the next boundary).
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// Message explains a Failed result.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -383,13 +388,18 @@ const (
 	// stuck.
 	ConditionReady = "Ready"
 
-	ReasonInSync            = "InSync"
-	ReasonSelectionPending  = "SelectionPending"
-	ReasonLogStoreError     = "LogStoreUnavailable"
-	ReasonConfigMissing     = "ConfigMissing"
-	ReasonInvalidBoundary   = "InvalidBoundaryReport"
-	ReasonAppendConflict    = "AppendConflict"
-	ReasonReviewOutstanding = "ReviewPending"
+	// ConditionReconciling (kstatus) is True while a selection waits for a step boundary.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled (kstatus) is True while a human or the log store must act.
+	ConditionStalled = "Stalled"
+
+	ReasonInSync           = "InSync"
+	ReasonSelectionPending = "SelectionPending"
+	ReasonLogStoreError    = "LogStoreUnavailable"
+	ReasonConfigMissing    = "ConfigMissing"
+	ReasonInvalidBoundary  = "InvalidBoundaryReport"
+	// ReasonAppendConflict: another writer kept winning the race for the log's next seq.
+	ReasonAppendConflict = "AppendConflict"
 )
 
 // +kubebuilder:object:root=true

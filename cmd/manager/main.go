@@ -31,7 +31,6 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
-	"github.com/harness-dev/planmode-operator/internal/eventqueue"
 	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
@@ -201,14 +200,8 @@ func run() error {
 		go func() { defer close(sinkDone); sink.Run(sinkCtx) }()
 		defer func() { stopSink(); <-sinkDone }()
 		r.Recorder = sink
-		if o.eventMaxHold > 0 {
-			// Under load the Events trail the status writes (internal/eventqueue).
-			q := eventqueue.New(r.Recorder, r.Busy, o.eventMaxHold)
-			if err := mgr.Add(q); err != nil {
-				return fmt.Errorf("add the Event queue: %w", err)
-			}
-			r.Recorder = q
-		}
+		// Under load the Events trail the status writes (internal/eventqueue).
+		r.EventMaxHold = o.eventMaxHold
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)

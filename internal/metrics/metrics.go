@@ -12,7 +12,6 @@
 package metrics
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -51,13 +50,6 @@ const (
 	AckInvalidReport = "invalid_report" // Failed: the report does not match the log
 	AckLogStore      = "log_store"      // Failed: the log store could not be read or appended to
 	AckOther         = "other"          // Failed for a reason this version does not know
-)
-
-// Messages the reconciler puts first in a Failed answer (controllers: invalidBoundaryMsgPrefix,
-// appendFailedMsgPrefix). Matching the prefix keeps this package free of controllers.
-const (
-	invalidReportPrefix = "invalid boundary report: "
-	logStorePrefix      = "log store: "
 )
 
 var (
@@ -276,9 +268,9 @@ func (r *Recorder) ObserveStatus(s *agentsv1alpha1.AgentSession, before, after a
 		ack := a.LastBoundary
 		reason := AckUnchanged
 		switch {
-		case ack.Result == agentsv1alpha1.BoundaryFailed && strings.HasPrefix(ack.Message, invalidReportPrefix):
+		case ack.Result == agentsv1alpha1.BoundaryFailed && ack.Reason == agentsv1alpha1.ReasonInvalidBoundary:
 			reason = AckInvalidReport
-		case ack.Result == agentsv1alpha1.BoundaryFailed && strings.HasPrefix(ack.Message, logStorePrefix):
+		case ack.Result == agentsv1alpha1.BoundaryFailed && ack.Reason == agentsv1alpha1.ReasonLogStoreError:
 			reason = AckLogStore
 		case ack.Result == agentsv1alpha1.BoundaryFailed:
 			reason = AckOther

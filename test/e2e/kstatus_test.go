@@ -88,7 +88,12 @@ var _ = Describe("kstatus health of AgentSessions written by the real manager", 
 
 	It("is Failed with the store's message while the log store is down", func() {
 		Expect(srv.Stop()).To(Succeed())
-		patchSpec(false) // a new generation: the manager must read the log to decide it
+		// The agent reports its next step boundary: the manager must read the log to answer it.
+		var s agentsv1alpha1.AgentSession
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)).To(Succeed())
+		p := client.MergeFrom(s.DeepCopy())
+		s.Status.Agent = &agentsv1alpha1.AgentReport{Boundary: &agentsv1alpha1.StepBoundary{Turn: 1, Step: 1, Seq: 1}}
+		Expect(k8s.Status().Patch(ctx, &s, p)).To(Succeed())
 		Eventually(compute).WithTimeout(settle).WithPolling(poll).Should(And(
 			HaveField("Status", status.FailedStatus),
 			HaveField("Message", ContainSubstring("read the log tail of session \"e2e-kstatus-health\"")),
@@ -97,6 +102,21 @@ var _ = Describe("kstatus health of AgentSessions written by the real manager", 
 		// The manager's readiness follows the store too.
 		Eventually(func() (int, error) { return httpStatus(mgr.readyURL) }).WithTimeout(settle).WithPolling(poll).
 			ShouldNot(Equal(200))
+	})
+
+	It("is InProgress while a new generation waits for the log store, the failure on Stalled", func() {
+		patchSpec(false) // a new generation: it is observed only once the log can be read
+		Eventually(func(g Gomega) {
+			var s agentsv1alpha1.AgentSession
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)).To(Succeed())
+			g.Expect(s.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", agentsv1alpha1.ConditionStalled), HaveField("Reason", agentsv1alpha1.ReasonLogStoreError),
+				HaveField("ObservedGeneration", s.Generation))), "the failure is reported for the generation it blocks")
+			g.Expect(s.Status.ObservedGeneration).To(BeNumerically("<", s.Generation), "a generation that failed is not observed")
+		}).WithTimeout(settle).WithPolling(poll).Should(Succeed())
+		res := compute()
+		Expect(res.Status).To(Equal(status.InProgressStatus))
+		Expect(res.Message).To(MatchRegexp(`AgentSession generation is \d+, but latest observed generation is \d+`))
 	})
 
 	It("is InProgress while the manager has not observed the latest generation", func() {

@@ -12,17 +12,9 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
-// Plan review (reference spec §4.9, NEWER semantics): the agent posts a plan in
-// status.agent.review, a reviewer answers in spec.review naming its id, and the manager, the
-// only writer of status.review, closes the review once with the text the exit tool returns.
-
-// Event reasons of the review flow.
-const (
-	EventReasonReviewOpened   = "ReviewOpened"
-	EventReasonReviewDecided  = "ReviewDecided"
-	EventReasonReviewExpired  = "ReviewExpired"
-	EventReasonReviewRejected = "ReviewRejected"
-)
+// Plan review: the agent posts a plan in status.agent.review, a reviewer answers in spec.review
+// naming its id, and the manager, the only writer of status.review, closes the review once with
+// the text the exit tool returns.
 
 // ReviewExpiredText is the exit tool's error when nobody answered within spec.reviewTimeout.
 // The harness has no expiry; the wording follows its dismissed-review text.
@@ -30,47 +22,46 @@ func ReviewExpiredText(timeout time.Duration) string {
 	return fmt.Sprintf("The plan review expired after %s without an answer; stay in plan mode, stop here, and wait for the user's message.", timeout)
 }
 
-// reviewStep answers the plan review in the status being computed. It runs after the plan-mode
-// steps, on their result: an approval records the silent exit as the pending selection (source
-// Exit, never narrated), which the agent's next step boundary appends.
-func (st *step) reviewStep(status *agentsv1alpha1.AgentSessionStatus) {
-	if st.storeErr != nil || st.conflict {
-		return // the committed state is unknown this round: decide nothing
-	}
-	req := agentReview(st.s)
+// review answers the plan review in the status being computed. It runs after the plan-mode
+// phases, on their result, and only when they did not fail (the committed state is then
+// known): an approval records the silent exit as the pending selection (source Exit, never
+// narrated), which the agent's next step boundary appends. It asks to look again when a
+// pending review expires: no API event marks that moment.
+func (sc *sessionScope) review(status *agentsv1alpha1.AgentSessionStatus) ctrl.Result {
+	req := agentReview(sc.session)
 	if req == nil {
 		reviewWithdrawn(status)
-		return
+		return ctrl.Result{}
 	}
-	now := st.r.now()
+	now := sc.r.now()
 	if status.Review == nil || status.Review.ID != req.ID {
-		if !st.openReview(status, req, now) {
-			return
+		if !sc.openReview(status, req, now) {
+			return ctrl.Result{}
 		}
 	}
 	if status.Review.Phase != agentsv1alpha1.ReviewPending {
-		return // closed once; a later spec.review never reopens it
+		return ctrl.Result{} // closed once; a later spec.review never reopens it
 	}
-	if st.decideReview(status, req, now) {
-		return
+	if sc.decideReview(status, req, now) {
+		return ctrl.Result{}
 	}
-	st.expireReview(status, req, now)
+	return sc.expireReview(status, req, now)
 }
 
-// approvalExits reports that this generation's spec carries an approval that reviewStep will
+// approvalExits reports that this generation's spec carries an approval that the review will
 // turn into the silent exit: an exact Approve naming the plan under review, whose review is
 // still open (or is opened now, in committed plan mode). The webhook makes an approval set
 // spec.planMode.active to false in the same write; that false is the same exit, so it must not
 // also become a narrated user selection (queued, or appended between turns with a notice).
-func (st *step) approvalExits() bool {
-	d, req := st.s.Spec.Review, agentReview(st.s)
+func (sc *sessionScope) approvalExits() bool {
+	d, req := sc.session.Spec.Review, agentReview(sc.session)
 	if d == nil || d.Decision != agentsv1alpha1.ReviewApprove || d.Feedback != "" || req == nil || req.ID != d.ReviewID {
 		return false
 	}
-	if rs := st.s.Status.Review; rs != nil && rs.ID == req.ID {
+	if rs := sc.session.Status.Review; rs != nil && rs.ID == req.ID {
 		return rs.Phase == agentsv1alpha1.ReviewPending
 	}
-	return st.tail.Active // openReview admits the plan only in committed plan mode
+	return sc.tail.Active // openReview admits the plan only in committed plan mode
 }
 
 func agentReview(s *agentsv1alpha1.AgentSession) *agentsv1alpha1.PlanReviewRequest {
@@ -89,25 +80,25 @@ func reviewWithdrawn(status *agentsv1alpha1.AgentSessionStatus) {
 }
 
 // openReview starts answering a newly posted plan. exit_plan_mode is admitted only while the
-// committed state (the log's fold) is active; a plan posted outside it is refused at once.
-func (st *step) openReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
-	if !st.tail.Active {
+// committed state (the log's last plan/mode) is active; a plan posted outside it is refused.
+func (sc *sessionScope) openReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
+	if !sc.tail.Active {
 		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: planmode.ExitErrNotInPlanMode, DecidedAt: &now}
-		st.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review",
+		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review",
 			fmt.Sprintf("plan review %s refused: plan mode is not committed in the session log", req.ID))
 		return false
 	}
 	status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewPending}
-	st.emit(corev1.EventTypeNormal, EventReasonReviewOpened, "Review",
-		fmt.Sprintf("plan %q posted for review %s (turn %d): decide with kubectl plan approve|revise|dismiss %s", planmode.PlanTitle(req.Plan), req.ID, req.Turn, st.s.Name))
+	sc.emit(corev1.EventTypeNormal, EventReasonReviewOpened, "Review",
+		fmt.Sprintf("plan %q posted for review %s (turn %d): decide with kubectl plan approve|revise|dismiss %s", planmode.PlanTitle(req.Plan), req.ID, req.Turn, sc.session.Name))
 	return true
 }
 
 // decideReview applies spec.review when it names the plan under review. Consent is exactly one
-// thing: decision Approve with no feedback. Approve carrying feedback is feedback, not consent
-// (§4.9 step 7, §7 item 52), so it reads as keep-planning with that feedback.
-func (st *step) decideReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
-	d := st.s.Spec.Review
+// thing: decision Approve with no feedback. Approve carrying feedback is feedback, not consent,
+// so it reads as keep-planning with that feedback.
+func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
+	d := sc.session.Spec.Review
 	if d == nil || d.ReviewID != req.ID {
 		return false // no decision, or one for another (older) plan: never applies to this one
 	}
@@ -124,7 +115,7 @@ func (st *step) decideReview(status *agentsv1alpha1.AgentSessionStatus, req *age
 		return false // unknown decision: the CRD enum and the webhook refuse it; wait
 	}
 	rs.DecidedAt = &now
-	st.emit(corev1.EventTypeNormal, EventReasonReviewDecided, "Review",
+	sc.emit(corev1.EventTypeNormal, EventReasonReviewDecided, "Review",
 		fmt.Sprintf("plan review %s: %s", req.ID, rs.Phase))
 	return true
 }
@@ -140,13 +131,13 @@ func recordApprovedExit(pm *agentsv1alpha1.PlanModeStatus) {
 }
 
 // expireReview closes a review nobody answered within spec.reviewTimeout (counted from the
-// agent's requestedAt), and otherwise records when it will expire.
-func (st *step) expireReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) {
+// agent's requestedAt), and otherwise records when it will expire and asks to look again then.
+func (sc *sessionScope) expireReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) ctrl.Result {
 	rs := status.Review
-	to := st.s.Spec.ReviewTimeout
+	to := sc.session.Spec.ReviewTimeout
 	if to == nil || to.Duration <= 0 {
 		rs.ExpiresAt = nil
-		return
+		return ctrl.Result{}
 	}
 	var deadline metav1.Time
 	switch {
@@ -159,31 +150,11 @@ func (st *step) expireReview(status *agentsv1alpha1.AgentSessionStatus, req *age
 	}
 	if now.Before(&deadline) {
 		rs.ExpiresAt = &deadline
-		return
+		// Land just after the deadline, not on it.
+		return ctrl.Result{RequeueAfter: deadline.Sub(now.Time) + 10*time.Millisecond}
 	}
 	rs.Phase, rs.Message, rs.DecidedAt, rs.ExpiresAt = agentsv1alpha1.ReviewExpired, ReviewExpiredText(to.Duration), &now, &deadline
-	st.emit(corev1.EventTypeNormal, EventReasonReviewExpired, "Review",
+	sc.emit(corev1.EventTypeNormal, EventReasonReviewExpired, "Review",
 		fmt.Sprintf("plan review %s expired after %s without an answer", req.ID, to.Duration))
-}
-
-// withReviewDeadline makes sure a pending review is looked at again when it expires: no API
-// event marks that moment.
-func (r *AgentSessionReconciler) withReviewDeadline(res ctrl.Result, out *Outcome) ctrl.Result {
-	rs := out.status.Review
-	if rs == nil || rs.Phase != agentsv1alpha1.ReviewPending || rs.ExpiresAt == nil {
-		return res
-	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
-	wait := rs.ExpiresAt.Sub(now)
-	if wait < 0 {
-		wait = 0
-	}
-	wait += 10 * time.Millisecond // land after the deadline, not on it
-	if res.RequeueAfter == 0 || wait < res.RequeueAfter {
-		res.RequeueAfter = wait
-	}
-	return res
+	return ctrl.Result{}
 }

@@ -1,0 +1,47 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// ensureFork seeds a forked session's empty log with its parent's prefix, once.
+func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
+	f := sc.session.Spec.Fork
+	if f == nil {
+		return ctrl.Result{}, nil
+	}
+	sid := sc.session.Spec.SessionID
+	info, err := sc.r.Store.Info(ctx, sid)
+	if err == nil {
+		if info.ParentSession != f.SessionID {
+			return ctrl.Result{}, storeErrorf("session %q already exists in the log store without parent %q; spec.fork only seeds a new, empty session", sid, f.SessionID)
+		}
+		sc.forkSeedLength = info.SeedLength
+		return ctrl.Result{}, nil
+	}
+	if !errors.Is(err, sessionlog.ErrNotFound) {
+		return ctrl.Result{}, storeErrorf("read session %q: %w", sid, err)
+	}
+	through := int64(-1)
+	if f.ThroughSeq != nil {
+		through = *f.ThroughSeq
+	}
+	tail, err := sc.r.Store.Fork(ctx, f.SessionID, sid, through)
+	if err != nil {
+		if sessionlog.IsConflict(err) {
+			return ctrl.Result{}, &recomputeError{reason: "a concurrent reconcile seeded the fork"}
+		}
+		return ctrl.Result{}, storeErrorf("fork session %q from %q: %w", sid, f.SessionID, err)
+	}
+	sc.forkSeedLength = tail.NextSeq
+	sc.emit(corev1.EventTypeNormal, EventReasonForkSeeded, "Fork",
+		fmt.Sprintf("seeded %d events from session %q; inherited plan mode %v", tail.NextSeq, f.SessionID, tail.Active))
+	return ctrl.Result{}, nil
+}

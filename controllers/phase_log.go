@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// readLog reads the log's tail. When the log cannot be read at all, a waiting boundary is
+// answered Failed at once, so the agent fails its proposal instead of waiting out its timeout.
+func (sc *sessionScope) readLog(ctx context.Context) (ctrl.Result, error) {
+	sid := sc.session.Spec.SessionID
+	t, err := sc.r.Store.Tail(ctx, sid)
+	if err != nil {
+		failure := storeErrorf("read the log tail of session %q: %w", sid, err)
+		if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonLogStoreError {
+			sc.emit(corev1.EventTypeWarning, EventReasonStoreError, "ReadLog", failure.Error())
+		}
+		if b := unanswered(sc.session); b != nil {
+			sc.planMode.LastBoundary = sc.failedAck(b, sc.stored.Active, sc.stored.NextSeq, failure)
+		}
+		return ctrl.Result{}, failure
+	}
+	sc.tail = t
+	sc.logRead = true
+	return ctrl.Result{}, nil
+}
+
+// recoverUnrecorded recognises a plan/mode this manager appended but never recorded in the
+// status (a crash or a failed status write between the append and the patch): the log is the
+// truth, so the committed state comes from the tail, and the narration it owes is recomputed.
+func (sc *sessionScope) recoverUnrecorded(context.Context) (ctrl.Result, error) {
+	t := sc.tail
+	if t.LastPlanModeSeq < 0 || t.LastPlanModeSeq < sc.stored.NextSeq || t.LastPlanModeSeq < sc.forkSeedLength {
+		return ctrl.Result{}, nil
+	}
+	sc.planMode.Notice = nil
+	if t.LastPlanModeSeq < t.LastStepStartSeq {
+		return ctrl.Result{}, nil // a step already started after it: nothing is owed any more
+	}
+	if sc.stored.PendingSource == agentsv1alpha1.PendingSourceExit && sc.stored.PendingActive != nil && *sc.stored.PendingActive == t.Active {
+		return ctrl.Result{}, nil // an approved exit is never narrated
+	}
+	if n := planmode.Narration(t.Told, t.Active); n != "" {
+		sc.planMode.Notice = &agentsv1alpha1.OwedNotice{Seq: t.LastPlanModeSeq, Text: n}
+	}
+	return ctrl.Result{}, nil
+}
+
+// project copies the log's tail into the status fields that mirror it.
+func (sc *sessionScope) project() {
+	t, pm := sc.tail, &sc.planMode
+	if sc.stored.Active != t.Active || pm.LastTransitionTime == nil && t.Active {
+		now := sc.r.now()
+		pm.LastTransitionTime = &now
+	}
+	pm.Active = t.Active
+	pm.NextSeq = t.NextSeq
+	pm.TurnOpen = t.TurnOpen
+	pm.ToldActive = t.Told
+	pm.Pending = pm.PendingActive != nil && *pm.PendingActive != t.Active
+	if pm.Notice != nil && pm.Notice.Seq < t.LastStepStartSeq {
+		pm.Notice = nil // delivered: a step started after it
+	}
+}
+
+// appendPlanMode appends plan/mode{active} at seq with compare-and-swap. Losing the race for
+// the seq restarts the phases on a fresh tail; any other failure is a *StoreError.
+func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bool) error {
+	if err := sc.ensureNewestSession(ctx); err != nil {
+		return err
+	}
+	sid := sc.session.Spec.SessionID
+	t, err := sc.r.Store.Append(ctx, sid, []sessionlog.Event{planmode.PlanModeEvent(seq, active)})
+	if err != nil {
+		if sessionlog.IsConflict(err) {
+			return &recomputeError{reason: fmt.Sprintf("seq %d was taken", seq)}
+		}
+		failure := storeErrorf("append plan/mode {active: %v} at seq %d to session %q: %w", active, seq, sid, err)
+		sc.emit(corev1.EventTypeWarning, EventReasonAppendFailed, "Append", failure.Error())
+		return failure
+	}
+	sc.tail = t
+	sc.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), committedNote.of(active))
+	return nil
+}
+
+// ensureNewestSession makes sure an append is decided on the newest session. The cache can
+// lag the manager's own last status write (a pending selection already settled, or one
+// already taken on); appending on such a read would log a state the user no longer wants. A
+// session the reconcile started from a live read, or whose manager-owned status is the one
+// this process last wrote or checked, needs no read (nothing else writes those fields: the
+// webhook keeps them the manager's). Otherwise one live read decides. A user's spec change
+// the cache has not shown yet is harmless: it is taken on next, as if it came just after.
+func (sc *sessionScope) ensureNewestSession(ctx context.Context) error {
+	if sc.r.APIReader == nil || sc.sessionIsNewest {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(sc.session)
+	if sc.r.sessions.holds(key, digestStatus(&sc.session.Status)) {
+		sc.sessionIsNewest = true
+		return nil
+	}
+	var live agentsv1alpha1.AgentSession
+	if err := sc.r.APIReader.Get(ctx, key, &live); err != nil {
+		return fmt.Errorf("read AgentSession %s before appending: %w", key, err)
+	}
+	if live.ResourceVersion != sc.session.ResourceVersion {
+		return &recomputeError{from: &live, reason: "the cached session is older than the API server's"}
+	}
+	sc.sessionIsNewest = true
+	return nil
+}

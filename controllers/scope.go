@@ -1,0 +1,79 @@
+package controllers
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// sessionScope is one reconcile's working state, handed from phase to phase.
+type sessionScope struct {
+	r *AgentSessionReconciler
+	// session is the object the status is computed from.
+	session *agentsv1alpha1.AgentSession
+	// stored is status.planMode as read; never changed.
+	stored agentsv1alpha1.PlanModeStatus
+	// planMode is status.planMode being computed.
+	planMode agentsv1alpha1.PlanModeStatus
+	// tail is the log's tail, valid once logRead.
+	tail    sessionlog.Tail
+	logRead bool
+	// forkSeedLength is how many events a fork seeded: plan/modes below it are inherited.
+	forkSeedLength int64
+	// configMissing is set when the PlanModeConfig in force does not exist: a selection
+	// entering plan mode is held pending until it does.
+	configMissing *ConfigMissingError
+	// sessionIsNewest: the session is known to be the API server's newest, so an append may
+	// be decided on it (ensureNewestSession).
+	sessionIsNewest bool
+	events          []event
+
+	// Set by finish: the status to write, whether it differs from the stored one, the failure
+	// it reports, and when to look again.
+	status  agentsv1alpha1.AgentSessionStatus
+	changed bool
+	failure error
+	result  ctrl.Result
+}
+
+func newScope(r *AgentSessionReconciler, s *agentsv1alpha1.AgentSession, newest bool) *sessionScope {
+	return &sessionScope{r: r, session: s, stored: s.Status.PlanMode, planMode: *s.Status.PlanMode.DeepCopy(), sessionIsNewest: newest}
+}
+
+// state is the plan-mode state the decisions in pkg/planmode take.
+func (sc *sessionScope) state() planmode.State {
+	var p *planmode.Pending
+	if sc.planMode.PendingActive != nil {
+		p = &planmode.Pending{Active: *sc.planMode.PendingActive, Narrate: sc.planMode.PendingSource != agentsv1alpha1.PendingSourceExit}
+	}
+	return planmode.State{Logged: sc.tail.Active, Pending: p, TurnOpen: sc.tail.TurnOpen, Told: sc.tail.Told}
+}
+
+func (sc *sessionScope) setPending(p *planmode.Pending) {
+	if p == nil {
+		sc.planMode.PendingActive = nil
+		sc.planMode.PendingSource = ""
+		return
+	}
+	a := p.Active
+	sc.planMode.PendingActive = &a
+	sc.planMode.PendingSource = agentsv1alpha1.PendingSourceUser
+	if !p.Narrate {
+		sc.planMode.PendingSource = agentsv1alpha1.PendingSourceExit
+	}
+}
+
+// owe records the narration of the plan/mode just appended (at tail.LastPlanModeSeq); an
+// append without narration supersedes any earlier owed notice.
+func (sc *sessionScope) owe(text string) {
+	if text == "" {
+		sc.planMode.Notice = nil
+		return
+	}
+	sc.planMode.Notice = &agentsv1alpha1.OwedNotice{Seq: sc.tail.LastPlanModeSeq, Text: text}
+}
+
+// holdsEntry reports that entering plan mode must wait: there is no guidance to render.
+func (sc *sessionScope) holdsEntry() bool { return sc.configMissing != nil }
