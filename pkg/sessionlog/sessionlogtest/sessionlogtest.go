@@ -1,4 +1,6 @@
-package sessionlog
+// Package sessionlogtest is the conformance suite of sessionlog.Store: any backend runs it
+// with Run to show it keeps the store's promises.
+package sessionlogtest
 
 import (
 	"bytes"
@@ -11,40 +13,41 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// testBackend hooks a backend into the conformance suite.
-type testBackend struct {
-	name string
-	// open returns a store; the suite closes it. Stores opened by one backend share a database,
-	// so tests use session ids derived from their own names.
-	open func(t *testing.T) Store
-}
-
-// tamperer is implemented by both backends for the corruption tests only.
-type tamperer interface {
-	corruptForTest(ctx context.Context, sessionID string, seq int64, data string) error
-	deleteForTest(ctx context.Context, sessionID string, seq int64) error
+// Backend is a Store implementation under test.
+type Backend struct {
+	// Open returns a store; the suite closes it. Stores opened by one Backend share a
+	// database, so the suite's tests use session ids derived from their own names.
+	Open func(t *testing.T) sessionlog.Store
+	// Corrupt overwrites a stored event's data without validation and Delete removes a stored
+	// event, for the check that reads report such rows as corrupt, never skip them. A backend
+	// that leaves them nil skips that check.
+	Corrupt func(ctx context.Context, s sessionlog.Store, sessionID string, seq int64, data string) error
+	Delete  func(ctx context.Context, s sessionlog.Store, sessionID string, seq int64) error
 }
 
 func sid(t *testing.T) string { return strings.ReplaceAll(t.Name(), "/", ".") }
 
-func ev(typ, data string) Event { return Event{Type: typ, Data: json.RawMessage(data)} }
+func ev(typ, data string) harness.Event { return harness.Event{Type: typ, Data: json.RawMessage(data)} }
 
-func mustAppend(t *testing.T, s Store, id string, events ...Event) Tail {
+func mustAppend(t *testing.T, s sessionlog.Store, id string, events ...harness.Event) harness.Tail {
 	t.Helper()
 	next, err := s.Tail(context.Background(), id)
 	if err != nil {
 		t.Fatalf("tail: %v", err)
 	}
-	tail, err := s.Append(context.Background(), id, Sequence(next.NextSeq, events...))
+	tail, err := s.Append(context.Background(), id, harness.Sequence(next.NextSeq, events...))
 	if err != nil {
 		t.Fatalf("append %d events at %d: %v", len(events), next.NextSeq, err)
 	}
 	return tail
 }
 
-func readAll(t *testing.T, s Store, id string) []Event {
+func readAll(t *testing.T, s sessionlog.Store, id string) []harness.Event {
 	t.Helper()
 	evs, err := s.ReadFrom(context.Background(), id, 0, 0)
 	if err != nil {
@@ -64,10 +67,13 @@ func jsonEqual(a, b []byte) bool {
 
 func boolp(b bool) *bool { return &b }
 
-func runConformance(t *testing.T, b testBackend) {
+// Run runs the conformance suite against backend b: every behaviour the Store interface
+// promises (compare-and-swap appends, validation, the maintained tail, reads, fork, seed), on
+// stores from b.Open.
+func Run(t *testing.T, b Backend) {
 	ctx := context.Background()
-	store := func(t *testing.T) Store {
-		s := b.open(t)
+	store := func(t *testing.T) sessionlog.Store {
+		s := b.Open(t)
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
@@ -75,28 +81,28 @@ func runConformance(t *testing.T, b testBackend) {
 	t.Run("EmptySession", func(t *testing.T) {
 		s := store(t)
 		tail, err := s.Tail(ctx, sid(t))
-		if err != nil || !reflect.DeepEqual(tail, EmptyTail()) {
-			t.Fatalf("tail of unknown session = %+v, %v; want %+v", tail, err, EmptyTail())
+		if err != nil || !reflect.DeepEqual(tail, harness.EmptyTail()) {
+			t.Fatalf("tail of unknown session = %+v, %v; want %+v", tail, err, harness.EmptyTail())
 		}
 		evs, err := s.ReadFrom(ctx, sid(t), 0, 0)
 		if err != nil || len(evs) != 0 {
 			t.Fatalf("read of unknown session = %v, %v", evs, err)
 		}
-		if _, err := s.Info(ctx, sid(t)); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("info of unknown session: err = %v, want ErrNotFound", err)
+		if _, err := s.Info(ctx, sid(t)); !errors.Is(err, sessionlog.ErrNotFound) {
+			t.Fatalf("info of unknown session: err = %v, want sessionlog.ErrNotFound", err)
 		}
 	})
 
 	t.Run("ReadAfterAppend", func(t *testing.T) {
 		s := store(t)
 		id := sid(t)
-		in := []Event{
-			MustEvent(TypeCommandRun, CommandRun{CommandID: "c1", Name: "plan", Args: new(""), Source: UserSource}),
-			MustEvent(TypePlanMode, PlanMode{Active: true}),
+		in := []harness.Event{
+			harness.MustEvent(harness.TypeCommandRun, harness.CommandRun{CommandID: "c1", Name: "plan", Args: new(""), Source: harness.UserSource}),
+			harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}),
 			{Type: "x/custom", Time: 1785406805120, Data: json.RawMessage(`{ "b": 1, "a": [1, 2.50, "z"] }`), Ignorable: true},
 		}
 		before := time.Now().UnixMilli()
-		tail, err := s.Append(ctx, id, Sequence(0, in...))
+		tail, err := s.Append(ctx, id, harness.Sequence(0, in...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,14 +151,14 @@ func runConformance(t *testing.T, b testBackend) {
 		id := sid(t)
 		mustAppend(t, s, id, ev("a", `{}`), ev("b", `{}`))
 		for _, first := range []int64{0, 1, 3, 100} {
-			_, err := s.Append(ctx, id, Sequence(first, ev("stale", `{}`)))
-			var c *ConflictError
-			if !errors.As(err, &c) || c.Expected != 2 || c.Got != first || c.SessionID != id || !IsConflict(err) {
+			_, err := s.Append(ctx, id, harness.Sequence(first, ev("stale", `{}`)))
+			var c *sessionlog.ConflictError
+			if !errors.As(err, &c) || c.Expected != 2 || c.Got != first || c.SessionID != id || !sessionlog.IsConflict(err) {
 				t.Fatalf("append at %d: err = %v, want conflict expected 2", first, err)
 			}
 		}
 		// A batch starting at 0 on a new session is fine; one starting later is refused.
-		if _, err := s.Append(ctx, id+"-new", Sequence(1, ev("a", `{}`))); !IsConflict(err) {
+		if _, err := s.Append(ctx, id+"-new", harness.Sequence(1, ev("a", `{}`))); !sessionlog.IsConflict(err) {
 			t.Fatalf("append at 1 to an empty session: err = %v, want conflict", err)
 		}
 		if evs := readAll(t, s, id); len(evs) != 2 {
@@ -161,12 +167,12 @@ func runConformance(t *testing.T, b testBackend) {
 		if tail, _ := s.Tail(ctx, id+"-new"); tail.NextSeq != 0 {
 			t.Fatalf("refused first append created the session: %+v", tail)
 		}
-		if _, err := s.Info(ctx, id+"-new"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Info(ctx, id+"-new"); !errors.Is(err, sessionlog.ErrNotFound) {
 			t.Fatalf("refused first append created a header: %v", err)
 		}
 		// A batch with a gap inside is refused as invalid.
-		batch := []Event{{Type: "a", Seq: 2, Data: json.RawMessage(`{}`)}, {Type: "a", Seq: 4, Data: json.RawMessage(`{}`)}}
-		if _, err := s.Append(ctx, id, batch); !IsInvalid(err) {
+		batch := []harness.Event{{Type: "a", Seq: 2, Data: json.RawMessage(`{}`)}, {Type: "a", Seq: 4, Data: json.RawMessage(`{}`)}}
+		if _, err := s.Append(ctx, id, batch); !sessionlog.IsInvalid(err) {
 			t.Fatalf("gapped batch: err = %v, want invalid", err)
 		}
 	})
@@ -174,7 +180,7 @@ func runConformance(t *testing.T, b testBackend) {
 	t.Run("ConcurrentAppendersRaceForSameSeq", func(t *testing.T) {
 		const writers, rounds = 8, 12
 		id := sid(t)
-		stores := make([]Store, writers)
+		stores := make([]sessionlog.Store, writers)
 		for i := range stores {
 			stores[i] = store(t) // separate pools: separate connections race for the seq
 		}
@@ -187,7 +193,7 @@ func runConformance(t *testing.T, b testBackend) {
 				go func() {
 					defer wg.Done()
 					<-start
-					_, results[w] = stores[w].Append(ctx, id, Sequence(int64(r), ev("race", fmt.Sprintf(`{"writer":%d,"round":%d}`, w, r))))
+					_, results[w] = stores[w].Append(ctx, id, harness.Sequence(int64(r), ev("race", fmt.Sprintf(`{"writer":%d,"round":%d}`, w, r))))
 				}()
 			}
 			close(start)
@@ -197,7 +203,7 @@ func runConformance(t *testing.T, b testBackend) {
 				switch {
 				case err == nil:
 					wins++
-				case IsConflict(err):
+				case sessionlog.IsConflict(err):
 				default:
 					t.Fatalf("round %d writer %d: unexpected error %v", r, w, err)
 				}
@@ -229,10 +235,10 @@ func runConformance(t *testing.T, b testBackend) {
 						t.Error(err)
 						return
 					}
-					_, err = stores[w].Append(ctx, id, Sequence(tail.NextSeq, ev("retry", fmt.Sprintf(`{"writer":%d,"n":%d}`, w, n))))
+					_, err = stores[w].Append(ctx, id, harness.Sequence(tail.NextSeq, ev("retry", fmt.Sprintf(`{"writer":%d,"n":%d}`, w, n))))
 					if err == nil {
 						n++
-					} else if !IsConflict(err) {
+					} else if !sessionlog.IsConflict(err) {
 						t.Error(err)
 						return
 					}
@@ -256,34 +262,34 @@ func runConformance(t *testing.T, b testBackend) {
 	t.Run("TailAfterEveryKindOfEvent", func(t *testing.T) {
 		s := store(t)
 		id := sid(t)
-		header := MustEvent(TypeRequestHeader, RequestHeader{Header: json.RawMessage(`{"config":{"provider":"deepseek","model":"m"}}`), Reason: HeaderReasonInitial})
+		header := harness.MustEvent(harness.TypeRequestHeader, harness.RequestHeader{Header: harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "deepseek", Model: "m"}}, Reason: harness.HeaderReasonInitial})
 		steps := []struct {
-			ev   Event
-			want func(*Tail)
+			ev   harness.Event
+			want func(*harness.Tail)
 		}{
-			{MustEvent(TypeCommandRun, CommandRun{CommandID: "c1", Name: "plan", Source: UserSource}), func(*Tail) {}},
-			{MustEvent(TypePlanMode, PlanMode{Active: true}), func(t *Tail) { t.Active = true; t.LastPlanModeSeq = 1 }},
-			{MustEvent(TypeTurnStart, TurnStart{Turn: 1}), func(t *Tail) { t.Turn = 1; t.TurnOpen = true }},
-			{MustEvent(TypeStepStart, StepStart{Turn: 1, Step: 1}), func(t *Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 3 }},
-			{MustEvent(TypeUserMessage, NewUserText("m1", "explore")), func(*Tail) {}},
-			{header, func(t *Tail) { t.Told = boolp(true) }},
-			{ev("assistant/message", `{"role":"assistant","content":[]}`), func(*Tail) {}},
-			{MustEvent(TypeStepEnd, StepEnd{Turn: 1, Step: 1}), func(t *Tail) { t.StepOpen = false }},
-			{MustEvent(TypePlanMode, PlanMode{Active: false}), func(t *Tail) { t.Active = false; t.LastPlanModeSeq = 8 }},
-			{MustEvent(TypeStepStart, StepStart{Turn: 1, Step: 2}), func(t *Tail) { t.Step = 2; t.StepOpen = true; t.LastStepStartSeq = 9 }},
-			{header, func(t *Tail) { t.Told = boolp(false) }},
-			{MustEvent(TypeStepEnd, StepEnd{Turn: 1, Step: 2}), func(t *Tail) { t.StepOpen = false }},
-			{MustEvent(TypeTurnEnd, TurnEnd{Turn: 1, Reason: json.RawMessage(`{"kind":"completed"}`)}), func(t *Tail) { t.TurnOpen = false; t.Step = 0 }},
-			{MustEvent(TypeCommandDone, CommandDone{CommandID: "c1", Kind: CommandSuccess, Text: new("Plan mode on.")}), func(*Tail) {}},
-			{MustEvent(TypePlanMode, PlanMode{Active: true}), func(t *Tail) { t.Active = true; t.LastPlanModeSeq = 14 }},
-			{MustEvent(TypeTurnStart, TurnStart{Turn: 2}), func(t *Tail) { t.Turn = 2; t.TurnOpen = true }},
-			{MustEvent(TypeStepStart, StepStart{Turn: 2, Step: 1}), func(t *Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 16 }},
+			{harness.MustEvent(harness.TypeCommandRun, harness.CommandRun{CommandID: "c1", Name: "plan", Source: harness.UserSource}), func(*harness.Tail) {}},
+			{harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}), func(t *harness.Tail) { t.Active = true; t.LastPlanModeSeq = 1 }},
+			{harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}), func(t *harness.Tail) { t.Turn = 1; t.TurnOpen = true }},
+			{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}), func(t *harness.Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 3 }},
+			{harness.MustEvent(harness.TypeUserMessage, harness.NewUserText("m1", "explore")), func(*harness.Tail) {}},
+			{header, func(t *harness.Tail) { t.Told = boolp(true) }},
+			{ev("assistant/message", `{"role":"assistant","content":[]}`), func(*harness.Tail) {}},
+			{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 1}), func(t *harness.Tail) { t.StepOpen = false }},
+			{harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: false}), func(t *harness.Tail) { t.Active = false; t.LastPlanModeSeq = 8 }},
+			{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 2}), func(t *harness.Tail) { t.Step = 2; t.StepOpen = true; t.LastStepStartSeq = 9 }},
+			{header, func(t *harness.Tail) { t.Told = boolp(false) }},
+			{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 2}), func(t *harness.Tail) { t.StepOpen = false }},
+			{harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: harness.TurnCompleted}), func(t *harness.Tail) { t.TurnOpen = false; t.Step = 0 }},
+			{harness.MustEvent(harness.TypeCommandDone, harness.CommandDone{CommandID: "c1", Kind: harness.CommandSuccess, Text: new("Plan mode on.")}), func(*harness.Tail) {}},
+			{harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}), func(t *harness.Tail) { t.Active = true; t.LastPlanModeSeq = 14 }},
+			{harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}), func(t *harness.Tail) { t.Turn = 2; t.TurnOpen = true }},
+			{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 2, Step: 1}), func(t *harness.Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 16 }},
 		}
-		want := EmptyTail()
+		want := harness.EmptyTail()
 		for i, st := range steps {
 			st.want(&want)
 			want.NextSeq = int64(i + 1)
-			got, err := s.Append(ctx, id, Sequence(int64(i), st.ev))
+			got, err := s.Append(ctx, id, harness.Sequence(int64(i), st.ev))
 			if err != nil {
 				t.Fatalf("append %d (%s): %v", i, st.ev.Type, err)
 			}
@@ -291,11 +297,11 @@ func runConformance(t *testing.T, b testBackend) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			folded, err := FoldTail(id, readAll(t, s, id))
+			folded, err := harness.FoldTail(readAll(t, s, id))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, tl := range map[string]Tail{"returned": got, "stored": stored, "folded": folded} {
+			for name, tl := range map[string]harness.Tail{"returned": got, "stored": stored, "folded": folded} {
 				if !reflect.DeepEqual(tl, want) {
 					t.Fatalf("after %d (%s): %s tail = %s, want %s", i, st.ev.Type, name, fmtTail(tl), fmtTail(want))
 				}
@@ -308,9 +314,9 @@ func runConformance(t *testing.T, b testBackend) {
 		id := sid(t) + "-ünï-☃"
 		big := strings.Repeat("x", 1<<20)
 		text := "plan ☃ → 計画 🚀 \u00e9\u0301 \\ \"quoted\" \u2028 tab\t nul\u0000"
-		evs := []Event{
-			MustEvent(TypeUserMessage, NewUserText("m1", big)),
-			MustEvent(TypeUserMessage, NewUserText("m2", text)),
+		evs := []harness.Event{
+			harness.MustEvent(harness.TypeUserMessage, harness.NewUserText("m1", big)),
+			harness.MustEvent(harness.TypeUserMessage, harness.NewUserText("m2", text)),
 			ev("x/raw-unicode", `{"t":"日本語","e":"\u65e5"}`),
 		}
 		mustAppend(t, s, id, evs...)
@@ -318,7 +324,7 @@ func runConformance(t *testing.T, b testBackend) {
 		if len(out) != 3 {
 			t.Fatalf("read %d events", len(out))
 		}
-		var m UserMessage
+		var m harness.UserMessage
 		if err := out[0].Decode(&m); err != nil || len(out[0].Data) < 1<<20 || !jsonEqual(out[0].Data, evs[0].Data) {
 			t.Fatalf("1 MiB payload did not round-trip (len %d, %v)", len(out[0].Data), err)
 		}
@@ -333,17 +339,17 @@ func runConformance(t *testing.T, b testBackend) {
 	t.Run("UnknownTypesRoundTrip", func(t *testing.T) {
 		s := store(t)
 		id := sid(t)
-		in := []Event{
-			{Type: "tool/result", Data: json.RawMessage(`{"turn":1,"step":1,"message":{"role":"tool","content":[{"type":"text","text":"Error: boom"}],"isError":true}}`),
+		in := []harness.Event{
+			{Type: harness.TypeToolResult, Data: json.RawMessage(`{"turn":1,"step":1,"message":{"role":"tool","content":[{"type":"text","text":"Error: boom"}],"isError":true}}`),
 				SourceEventSeqs: []int64{0, 3}, SurfaceOp: json.RawMessage(`{"op":"replace","start":0,"end":2}`)},
 			{Type: "vendor/thing.v2", Data: json.RawMessage(`[1,{"z":null,"a":-1.5e3},"s",true]`), Ignorable: true},
-			{Type: TypeSessionEndSeed, Data: json.RawMessage(`{}`)},
+			{Type: harness.TypeSessionEndSeed, Data: json.RawMessage(`{}`)},
 			{Type: "x/scalar", Data: json.RawMessage(`"just a string"`)},
 		}
 		mustAppend(t, s, id, in...)
 		out := readAll(t, s, id)
 		for i := range in {
-			a, _ := json.Marshal(Sequence(int64(i), in[i])[0])
+			a, _ := json.Marshal(harness.Sequence(int64(i), in[i])[0])
 			bb, _ := json.Marshal(out[i])
 			var x, y map[string]any
 			_ = json.Unmarshal(a, &x)
@@ -362,47 +368,47 @@ func runConformance(t *testing.T, b testBackend) {
 		mustAppend(t, s, id, ev("ok", `{}`))
 		cases := []struct {
 			name  string
-			ev    Event
+			ev    harness.Event
 			field string
 			msg   string
 		}{
-			{"plan/mode number", ev(TypePlanMode, `{"active":42}`), "data.active", "plan/mode carries invalid active state 42; expected a boolean"},
-			{"plan/mode missing", ev(TypePlanMode, `{}`), "data.active", "plan/mode carries invalid active state undefined; expected a boolean"},
-			{"plan/mode string", ev(TypePlanMode, `{"active":"yes"}`), "data.active", `plan/mode carries invalid active state "yes"; expected a boolean`},
-			{"plan/mode null", ev(TypePlanMode, `{"active":null}`), "data.active", "plan/mode carries invalid active state null; expected a boolean"},
-			{"plan/mode object", ev(TypePlanMode, `{"active": {"a": 1}}`), "data.active", `plan/mode carries invalid active state {"a":1}; expected a boolean`},
-			{"plan/mode not object", ev(TypePlanMode, `true`), "data.active", "plan/mode carries invalid active state undefined; expected a boolean"},
-			{"plan/mode extra field", ev(TypePlanMode, `{"active":true,"why":"x"}`), "data.why", `unexpected field "why"`},
+			{"plan/mode number", ev(harness.TypePlanMode, `{"active":42}`), "data.active", "plan/mode carries invalid active state 42; expected a boolean"},
+			{"plan/mode missing", ev(harness.TypePlanMode, `{}`), "data.active", "plan/mode carries invalid active state undefined; expected a boolean"},
+			{"plan/mode string", ev(harness.TypePlanMode, `{"active":"yes"}`), "data.active", `plan/mode carries invalid active state "yes"; expected a boolean`},
+			{"plan/mode null", ev(harness.TypePlanMode, `{"active":null}`), "data.active", "plan/mode carries invalid active state null; expected a boolean"},
+			{"plan/mode object", ev(harness.TypePlanMode, `{"active": {"a": 1}}`), "data.active", `plan/mode carries invalid active state {"a":1}; expected a boolean`},
+			{"plan/mode not object", ev(harness.TypePlanMode, `true`), "data.active", "plan/mode carries invalid active state undefined; expected a boolean"},
+			{"plan/mode extra field", ev(harness.TypePlanMode, `{"active":true,"why":"x"}`), "data.why", `unexpected field "why"`},
 			{"empty type", ev("", `{}`), "type", "type is empty"},
 			{"bad json", ev("x/y", `{"a":`), "data", "not valid JSON"},
 			{"missing data", ev("x/y", ``), "data", "data is missing"},
-			{"turn/start no turn", ev(TypeTurnStart, `{}`), "data.turn", "turn is missing"},
-			{"turn/start string turn", ev(TypeTurnStart, `{"turn":"1"}`), "data.turn", `turn is "1"; expected a non-negative integer`},
-			{"turn/start fraction", ev(TypeTurnStart, `{"turn":1.5}`), "data.turn", "turn is 1.5"},
-			{"turn/end no reason", ev(TypeTurnEnd, `{"turn":1}`), "data.reason", "reason is missing"},
-			{"turn/end reason kind", ev(TypeTurnEnd, `{"turn":1,"reason":{}}`), "data.reason.kind", "reason.kind is undefined"},
-			{"step/start negative", ev(TypeStepStart, `{"turn":1,"step":-1}`), "data.step", "step is -1"},
-			{"step/end array", ev(TypeStepEnd, `[1,2]`), "data", "expected an object"},
-			{"request/header no header", ev(TypeRequestHeader, `{"reason":"change"}`), "data.header", "header is undefined"},
-			{"request/header reason", ev(TypeRequestHeader, `{"header":{},"reason":7}`), "data.reason", "reason is 7"},
-			{"user/message role", ev(TypeUserMessage, `{"content":[],"source":{"kind":"user"},"role":"assistant","id":"m"}`), "data.role", `role is "assistant"`},
-			{"user/message source", ev(TypeUserMessage, `{"content":[],"source":"user","role":"user","id":"m"}`), "data.source", `source is "user"`},
-			{"user/message id", ev(TypeUserMessage, `{"content":[],"source":{"kind":"user"},"role":"user"}`), "data.id", "id is missing"},
-			{"command/run id", ev(TypeCommandRun, `{"name":"plan","source":{"kind":"user"}}`), "data.commandId", "commandId is missing"},
-			{"command/run args", ev(TypeCommandRun, `{"commandId":"c","name":"plan","args":1,"source":{"kind":"user"}}`), "data.args", "args is 1"},
-			{"command/done kind", ev(TypeCommandDone, `{"commandId":"c","kind":"maybe"}`), "data.kind", `kind is "maybe"`},
-			{"surfaceOp", Event{Type: TypeUserMessage, Data: json.RawMessage(`{"content":[],"source":{"kind":"user"},"role":"user","id":"m"}`), SurfaceOp: json.RawMessage(`"prepend"`)}, "surfaceOp", `surfaceOp is "prepend"`},
+			{"turn/start no turn", ev(harness.TypeTurnStart, `{}`), "data.turn", "turn is missing"},
+			{"turn/start string turn", ev(harness.TypeTurnStart, `{"turn":"1"}`), "data.turn", `turn is "1"; expected a non-negative integer`},
+			{"turn/start fraction", ev(harness.TypeTurnStart, `{"turn":1.5}`), "data.turn", "turn is 1.5"},
+			{"turn/end no reason", ev(harness.TypeTurnEnd, `{"turn":1}`), "data.reason", "reason is missing"},
+			{"turn/end reason kind", ev(harness.TypeTurnEnd, `{"turn":1,"reason":{}}`), "data.reason.kind", "reason.kind is undefined"},
+			{"step/start negative", ev(harness.TypeStepStart, `{"turn":1,"step":-1}`), "data.step", "step is -1"},
+			{"step/end array", ev(harness.TypeStepEnd, `[1,2]`), "data", "expected an object"},
+			{"request/header no header", ev(harness.TypeRequestHeader, `{"reason":"change"}`), "data.header", "header is undefined"},
+			{"request/header reason", ev(harness.TypeRequestHeader, `{"header":{},"reason":7}`), "data.reason", "reason is 7"},
+			{"user/message role", ev(harness.TypeUserMessage, `{"content":[],"source":{"kind":"user"},"role":"assistant","id":"m"}`), "data.role", `role is "assistant"`},
+			{"user/message source", ev(harness.TypeUserMessage, `{"content":[],"source":"user","role":"user","id":"m"}`), "data.source", `source is "user"`},
+			{"user/message id", ev(harness.TypeUserMessage, `{"content":[],"source":{"kind":"user"},"role":"user"}`), "data.id", "id is missing"},
+			{"command/run id", ev(harness.TypeCommandRun, `{"name":"plan","source":{"kind":"user"}}`), "data.commandId", "commandId is missing"},
+			{"command/run args", ev(harness.TypeCommandRun, `{"commandId":"c","name":"plan","args":1,"source":{"kind":"user"}}`), "data.args", "args is 1"},
+			{"command/done kind", ev(harness.TypeCommandDone, `{"commandId":"c","kind":"maybe"}`), "data.kind", `kind is "maybe"`},
+			{"surfaceOp", harness.Event{Type: harness.TypeUserMessage, Data: json.RawMessage(`{"content":[],"source":{"kind":"user"},"role":"user","id":"m"}`), SurfaceOp: json.RawMessage(`"prepend"`)}, "surfaceOp", `surfaceOp is "prepend"`},
 			{"reserved type", ev("session", `{}`), "type", "reserved"},
 			{"negative zero", ev("x/y", `{"a":"-0","b":[1,-0.0e3]}`), "data", "negative zero (-0) at byte 17"},
 			{"invalid utf-8", ev("x/y", "{\"a\":\"\xff\"}"), "data", "not valid UTF-8"},
 		}
 		for _, c := range cases {
 			// Alone, and second in a batch behind a valid event: nothing of the batch is stored.
-			for _, batch := range [][]Event{{c.ev}, {ev("fine", `{}`), c.ev}} {
-				_, err := s.Append(ctx, id, Sequence(1, batch...))
-				var v *ValidationError
+			for _, batch := range [][]harness.Event{{c.ev}, {ev("fine", `{}`), c.ev}} {
+				_, err := s.Append(ctx, id, harness.Sequence(1, batch...))
+				var v *sessionlog.ValidationError
 				if !errors.As(err, &v) {
-					t.Fatalf("%s: err = %v, want a ValidationError", c.name, err)
+					t.Fatalf("%s: err = %v, want a sessionlog.ValidationError", c.name, err)
 				}
 				wantSeq := int64(len(batch))
 				if v.Field != c.field || v.SessionID != id || v.Seq != wantSeq || !strings.Contains(err.Error(), c.msg) ||
@@ -420,19 +426,18 @@ func runConformance(t *testing.T, b testBackend) {
 	})
 
 	t.Run("CorruptedRowReported", func(t *testing.T) {
-		s := store(t)
-		tp, ok := s.(tamperer)
-		if !ok {
-			t.Fatalf("%T does not implement the test tamperer", s)
+		if b.Corrupt == nil || b.Delete == nil {
+			t.Skip("the backend cannot tamper with its stored rows (Backend.Corrupt, Backend.Delete)")
 		}
+		s := store(t)
 		id := sid(t)
-		mustAppend(t, s, id, ev("a", `{}`), MustEvent(TypePlanMode, PlanMode{Active: true}), ev("c", `{}`), ev("d", `{}`))
-		if err := tp.corruptForTest(ctx, id, 1, `{"active":`); err != nil {
+		mustAppend(t, s, id, ev("a", `{}`), harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}), ev("c", `{}`), ev("d", `{}`))
+		if err := b.Corrupt(ctx, s, id, 1, `{"active":`); err != nil {
 			t.Fatal(err)
 		}
 		for _, from := range []int64{0, 1} {
 			_, err := s.ReadFrom(ctx, id, from, 0)
-			var c *CorruptError
+			var c *sessionlog.CorruptError
 			if !errors.As(err, &c) || c.Seq != 1 || c.SessionID != id || !strings.Contains(err.Error(), fmt.Sprintf("session %q seq 1", id)) {
 				t.Fatalf("read from %d over bad JSON: err = %v, want corruption at seq 1", from, err)
 			}
@@ -441,24 +446,24 @@ func runConformance(t *testing.T, b testBackend) {
 			t.Fatalf("read past the bad row: %v, %v", evs, err)
 		}
 		// A stored plan/mode that is valid JSON but not {active: bool} is corruption too.
-		if err := tp.corruptForTest(ctx, id, 1, `{"active":42}`); err != nil {
+		if err := b.Corrupt(ctx, s, id, 1, `{"active":42}`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ReadFrom(ctx, id, 0, 0); !IsCorrupt(err) || !strings.Contains(err.Error(), "invalid active state 42") {
+		if _, err := s.ReadFrom(ctx, id, 0, 0); !sessionlog.IsCorrupt(err) || !strings.Contains(err.Error(), "invalid active state 42") {
 			t.Fatalf("read over bad plan/mode: err = %v", err)
 		}
-		if err := tp.corruptForTest(ctx, id, 1, `{"active":true}`); err != nil {
+		if err := b.Corrupt(ctx, s, id, 1, `{"active":true}`); err != nil {
 			t.Fatal(err)
 		}
 		// A missing row (in the middle or at the end) is reported, never skipped.
-		if err := tp.deleteForTest(ctx, id, 2); err != nil {
+		if err := b.Delete(ctx, s, id, 2); err != nil {
 			t.Fatal(err)
 		}
-		var c *CorruptError
+		var c *sessionlog.CorruptError
 		if _, err := s.ReadFrom(ctx, id, 0, 0); !errors.As(err, &c) || c.Seq != 2 {
 			t.Fatalf("read over a missing row: err = %v, want corruption at seq 2", err)
 		}
-		if err := tp.deleteForTest(ctx, id, 3); err != nil {
+		if err := b.Delete(ctx, s, id, 3); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.ReadFrom(ctx, id, 0, 0); !errors.As(err, &c) || c.Seq != 2 {
@@ -469,23 +474,23 @@ func runConformance(t *testing.T, b testBackend) {
 	t.Run("Fork", func(t *testing.T) {
 		s := store(t)
 		src := sid(t)
-		completed := json.RawMessage(`{"kind":"completed"}`)
+		completed := harness.TurnCompleted
 		mustAppend(t, s, src,
-			MustEvent(TypePlanMode, PlanMode{Active: true}), // 0
-			MustEvent(TypeTurnStart, TurnStart{Turn: 1}),    // 1
-			MustEvent(TypeStepStart, StepStart{Turn: 1, Step: 1}),
-			MustEvent(TypeStepEnd, StepEnd{Turn: 1, Step: 1}),
-			MustEvent(TypeTurnEnd, TurnEnd{Turn: 1, Reason: completed}), // 4
-			MustEvent(TypePlanMode, PlanMode{Active: false}),            // 5: between turns, after the last turn/end
-			MustEvent(TypeTurnStart, TurnStart{Turn: 2}),                // 6
-			MustEvent(TypePlanMode, PlanMode{Active: true}),             // 7: inside the open turn
+			harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}), // 0
+			harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}),    // 1
+			harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}),
+			harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 1}),
+			harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: completed}), // 4
+			harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: false}),            // 5: between turns, after the last turn/end
+			harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}),                // 6
+			harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}),             // 7: inside the open turn
 		)
 		// Default boundary: through the last turn/end (seq 4); later plan/mode not inherited.
 		tail, err := s.Fork(ctx, src, src+"-child", -1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := EmptyTail()
+		want := harness.EmptyTail()
 		want.NextSeq, want.Active, want.LastPlanModeSeq, want.Turn, want.LastStepStartSeq = 5, true, 0, 1, 2
 		if !reflect.DeepEqual(tail, want) {
 			t.Fatalf("child tail = %s, want %s", fmtTail(tail), fmtTail(want))
@@ -503,7 +508,7 @@ func runConformance(t *testing.T, b testBackend) {
 			t.Fatalf("child header = %+v, %v", info, err)
 		}
 		// The child continues at seq 5.
-		mustAppend(t, s, src+"-child", MustEvent(TypeTurnStart, TurnStart{Turn: 2}))
+		mustAppend(t, s, src+"-child", harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}))
 
 		// Explicit boundary between turns (seq 5): inherits the standalone plan/mode.
 		tail, err = s.Fork(ctx, src, src+"-between", 5)
@@ -521,27 +526,27 @@ func runConformance(t *testing.T, b testBackend) {
 			if err == nil || err.Error() != wantMsg {
 				t.Fatalf("fork through %d: err = %v, want %q", b, err, wantMsg)
 			}
-			if _, err := s.Info(ctx, fmt.Sprintf("%s-open-%d", src, b)); !errors.Is(err, ErrNotFound) {
+			if _, err := s.Info(ctx, fmt.Sprintf("%s-open-%d", src, b)); !errors.Is(err, sessionlog.ErrNotFound) {
 				t.Fatalf("refused fork created the child: %v", err)
 			}
 		}
-		if _, err := s.Fork(ctx, src+"-nobody", src+"-orphan", -1); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("fork of a missing session: err = %v, want ErrNotFound", err)
+		if _, err := s.Fork(ctx, src+"-nobody", src+"-orphan", -1); !errors.Is(err, sessionlog.ErrNotFound) {
+			t.Fatalf("fork of a missing session: err = %v, want sessionlog.ErrNotFound", err)
 		}
 		if _, err := s.Fork(ctx, src, src+"-past", 8); err == nil {
 			t.Fatal("fork past the end was accepted")
 		}
 		// Forking onto an existing session is a conflict; nothing changes.
-		if _, err := s.Fork(ctx, src, src+"-child", -1); !IsConflict(err) {
+		if _, err := s.Fork(ctx, src, src+"-child", -1); !sessionlog.IsConflict(err) {
 			t.Fatalf("fork onto an existing session: err = %v, want conflict", err)
 		}
 		if n := len(readAll(t, s, src+"-child")); n != 6 {
 			t.Fatalf("refused fork changed the child: %d events", n)
 		}
 		// A source with no completed turn forks to an empty child with a header.
-		mustAppend(t, s, src+"-young", MustEvent(TypePlanMode, PlanMode{Active: true}))
+		mustAppend(t, s, src+"-young", harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}))
 		tail, err = s.Fork(ctx, src+"-young", src+"-young-child", -1)
-		if err != nil || !reflect.DeepEqual(tail, EmptyTail()) {
+		if err != nil || !reflect.DeepEqual(tail, harness.EmptyTail()) {
 			t.Fatalf("fork of a session without turn/end: %s, %v", fmtTail(tail), err)
 		}
 		if info, err := s.Info(ctx, src+"-young-child"); err != nil || info.ParentSession != src+"-young" || info.SeedLength != 0 {
@@ -552,24 +557,24 @@ func runConformance(t *testing.T, b testBackend) {
 	t.Run("SeedKeepsHeader", func(t *testing.T) {
 		s := store(t)
 		id := sid(t)
-		info := SessionInfo{ID: id, CreatedAt: 1785406800000, ParentSession: "p", SeedLength: 2}
-		if _, err := s.Seed(ctx, info, Sequence(0, ev("a", `{}`), ev("b", `{}`))); err != nil {
+		info := sessionlog.SessionInfo{ID: id, CreatedAt: 1785406800000, ParentSession: "p", SeedLength: 2}
+		if _, err := s.Seed(ctx, info, harness.Sequence(0, ev("a", `{}`), ev("b", `{}`))); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Info(ctx, id)
 		if err != nil || got != info {
 			t.Fatalf("info = %+v, %v; want %+v", got, err, info)
 		}
-		if _, err := s.Seed(ctx, info, nil); !IsConflict(err) {
+		if _, err := s.Seed(ctx, info, nil); !sessionlog.IsConflict(err) {
 			t.Fatalf("second seed: err = %v, want conflict", err)
 		}
-		if _, err := s.Seed(ctx, SessionInfo{ID: id + "-x"}, Sequence(1, ev("a", `{}`))); !IsConflict(err) {
+		if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id + "-x"}, harness.Sequence(1, ev("a", `{}`))); !sessionlog.IsConflict(err) {
 			t.Fatalf("seed not starting at 0: err = %v, want conflict", err)
 		}
 	})
 }
 
-func fmtTail(t Tail) string {
+func fmtTail(t harness.Tail) string {
 	told := "nil"
 	if t.Told != nil {
 		told = fmt.Sprint(*t.Told)
