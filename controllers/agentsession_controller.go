@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -108,7 +109,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, configRefIndexKey,
-		func(o client.Object) []string { return []string{configName(o.(*agentsv1alpha1.AgentSession))} }); err != nil {
+		func(o client.Object) []string { return []string{o.(*agentsv1alpha1.AgentSession).ConfigName()} }); err != nil {
 		return fmt.Errorf("index AgentSessions by config: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -132,13 +133,6 @@ func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
-}
-
-func configName(s *agentsv1alpha1.AgentSession) string {
-	if s.Spec.PlanMode.ConfigRef != nil && s.Spec.PlanMode.ConfigRef.Name != "" {
-		return s.Spec.PlanMode.ConfigRef.Name
-	}
-	return agentsv1alpha1.DefaultPlanModeConfigName
 }
 
 // Reconcile reads (session, config, log tail), computes the new status in small named steps
@@ -232,7 +226,7 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 		return false
 	}
 	var cfg agentsv1alpha1.PlanModeConfig
-	if err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: configName(s)}, &cfg); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.ConfigName()}, &cfg); err != nil {
 		return false
 	}
 	return cfg.Name == pm.Config.Name && cfg.Generation == pm.Config.Generation
@@ -421,7 +415,7 @@ type step struct {
 	s        *agentsv1alpha1.AgentSession
 	prev     agentsv1alpha1.PlanModeStatus // the stored status.planMode, read-only
 	st       agentsv1alpha1.PlanModeStatus // the status being computed
-	tail     sessionlog.Tail
+	tail     harness.Tail
 	tailRead bool
 	// seedLength is the number of events a fork seeded (plan/modes below it are inherited).
 	seedLength int64
@@ -517,7 +511,7 @@ func (st *step) run(ctx context.Context, log logr.Logger) error {
 // readConfig resolves the PlanModeConfig in force. A missing config blocks only entering plan
 // mode (there would be no guidance to render); leaving it never waits for a config.
 func (st *step) readConfig(ctx context.Context) error {
-	name := configName(st.s)
+	name := st.s.ConfigName()
 	var cfg agentsv1alpha1.PlanModeConfig
 	err := st.r.Get(ctx, types.NamespacedName{Namespace: st.s.Namespace, Name: name}, &cfg)
 	switch {
@@ -872,7 +866,7 @@ func (st *step) appendPlanMode(ctx context.Context, seq int64, active bool) bool
 	if !st.checkFresh(ctx) {
 		return false
 	}
-	t, err := st.r.Store.Append(ctx, st.s.Spec.SessionID, []sessionlog.Event{planmode.PlanModeEvent(seq, active)})
+	t, err := st.r.Store.Append(ctx, st.s.Spec.SessionID, []harness.Event{harness.PlanModeEvent(seq, active)})
 	if err != nil {
 		if sessionlog.IsConflict(err) {
 			st.conflict = true
@@ -1020,9 +1014,9 @@ func (st *step) conditions(status *agentsv1alpha1.AgentSessionStatus) {
 		ready(metav1.ConditionFalse, stalled, lb.Message)
 	case pm.Pending:
 		ready(metav1.ConditionFalse, agentsv1alpha1.ReasonSelectionPending,
-			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", onOff(*pm.PendingActive)))
+			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", planmode.OnOff(*pm.PendingActive)))
 	default:
-		ready(metav1.ConditionTrue, agentsv1alpha1.ReasonInSync, fmt.Sprintf("plan mode %s is committed in the session log", onOff(pm.Active)))
+		ready(metav1.ConditionTrue, agentsv1alpha1.ReasonInSync, fmt.Sprintf("plan mode %s is committed in the session log", planmode.OnOff(pm.Active)))
 	}
 	if stalled != "" {
 		set(ConditionStalled, metav1.ConditionTrue, stalled, meta.FindStatusCondition(status.Conditions, agentsv1alpha1.ConditionReady).Message)
@@ -1071,11 +1065,4 @@ func (n notes) of(active bool) string {
 		return n[1]
 	}
 	return n[0]
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }
