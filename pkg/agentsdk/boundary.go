@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/apiretry"
+	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
