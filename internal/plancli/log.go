@@ -172,9 +172,7 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 	case harness.TypeTurnStart:
 		return "turn " + num("turn"), true
 	case harness.TypeTurnEnd:
-		var r struct {
-			Kind string `json:"kind"`
-		}
+		var r harness.TurnEndReason
 		_ = json.Unmarshal(d["reason"], &r)
 		return fmt.Sprintf("turn %s (%s)", num("turn"), orDash(r.Kind)), true
 	case harness.TypeStepStart, harness.TypeStepEnd:
@@ -182,19 +180,8 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 	case harness.TypeRequestHeader:
 		return s.header(ev.Data), true
 	case harness.TypeUserMessage:
-		var m struct {
-			Source struct {
-				Kind    string `json:"kind"`
-				Plugin  string `json:"plugin"`
-				Form    string `json:"form"`
-				Summary string `json:"summary"`
-			} `json:"source"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		}
-		if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != "plugin" {
+		var m harness.UserMessage
+		if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != harness.SourceKindPlugin {
 			return "", false
 		}
 		text := m.Source.Summary
@@ -204,17 +191,15 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 			}
 		}
 		return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
-	case "tool/call":
-		var c struct {
-			CallID string `json:"callId"`
-			Name   string `json:"name"`
-		}
+	case harness.TypeToolCall:
+		var c harness.ToolCall
 		if json.Unmarshal(ev.Data, &c) != nil || c.Name != harness.ExitToolName {
 			return "", false
 		}
 		s.exitCalls[c.CallID] = true
 		return fmt.Sprintf("%s (call %s, turn %s step %s)", c.Name, c.CallID, num("turn"), num("step")), true
-	case "tool/result":
+	case harness.TypeToolResult:
+		// Read the harness's toolCallId as well as the callId the operator's SDK writes.
 		var r struct {
 			Message struct {
 				ToolCallID string `json:"toolCallId"`
