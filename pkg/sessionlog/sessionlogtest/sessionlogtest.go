@@ -273,7 +273,7 @@ func Run(t *testing.T, b Backend) {
 			{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}), func(t *harness.Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 3 }},
 			{harness.MustEvent(harness.TypeUserMessage, harness.NewUserText("m1", "explore")), func(*harness.Tail) {}},
 			{header, func(t *harness.Tail) { t.Told = boolp(true) }},
-			{ev("assistant/message", `{"role":"assistant","content":[]}`), func(*harness.Tail) {}},
+			{ev(harness.TypeAssistantMessage, `{"role":"assistant","content":[]}`), func(*harness.Tail) {}},
 			{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 1}), func(t *harness.Tail) { t.StepOpen = false }},
 			{harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: false}), func(t *harness.Tail) { t.Active = false; t.LastPlanModeSeq = 8 }},
 			{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 2}), func(t *harness.Tail) { t.Step = 2; t.StepOpen = true; t.LastStepStartSeq = 9 }},
