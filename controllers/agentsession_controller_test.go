@@ -14,7 +14,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -113,7 +113,7 @@ func reconcilerSpecs(be func() *backend) {
 			// A second manager with a stale cache appends plan/mode false after the commit (the
 			// compare-and-swap passes) and its status write is refused: the log ends with false,
 			// the status (the running manager's own write) still says true.
-			a.append(planmode.PlanModeEvent(0, false))
+			a.append(harness.PlanModeEvent(0, false))
 			Expect(a.tail().Active).To(BeFalse())
 
 			// That second manager reconciles again. The status is not its own write, so it does not
@@ -188,7 +188,7 @@ func reconcilerSpecs(be func() *backend) {
 			as = a.settled(false, false)
 			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
 			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the last header told plan mode: a notice is owed")
-			Expect(as.Status.PlanMode.Notice.Text).To(Equal(planmode.NoticeDefault))
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticeDefault))
 		})
 
 		It("cancels between turns a selection that returns to the logged state", func() {
@@ -225,15 +225,15 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(r.asked).To(BeTrue())
 			Expect(r.ack.Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
 			Expect(r.committed).To(BeTrue())
-			Expect(r.notice).To(Equal(planmode.NoticePlanOn))
+			Expect(r.notice).To(Equal(harness.NoticePlanOn))
 			Expect(r.ack.NextSeq).To(Equal(r.ack.Seq + 1))
 			a.settled(true, false)
 			expectWrites(&mgr.statusWrites, before+2, "pending + acknowledgement")
 			Expect(a.apiWrites).To(Equal(1), "the agent's one report")
 
-			pm := a.seqOf(planmode.EventPlanMode, nil)
+			pm := a.seqOf(harness.TypePlanMode, nil)
 			Expect(pm).To(Equal([]int64{r.ack.Seq}))
-			stepStarts := a.seqOf(sessionlog.TypeStepStart, nil)
+			stepStarts := a.seqOf(harness.TypeStepStart, nil)
 			Expect(stepStarts[1]).To(Equal(pm[0]+1), "plan/mode lands right before the step's step/start")
 
 			// A second boundary: nothing pending, no write, no second notice.
@@ -242,7 +242,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(r.asked).To(BeFalse())
 			Expect(r.notice).To(BeEmpty())
 			Expect(r.committed).To(BeTrue())
-			Expect(a.notices).To(Equal([]string{planmode.NoticePlanOn}))
+			Expect(a.notices).To(Equal([]string{harness.NoticePlanOn}))
 		})
 
 		DescribeTable("narration at the boundary",
@@ -269,8 +269,8 @@ func reconcilerSpecs(be func() *backend) {
 				a.settled(wantActive, false)
 			},
 			Entry("no header yet: no notice", nil, false, []bool{true}, true, []string(nil), 1),
-			Entry("differs from the last header: narrated once", nil, true, []bool{true}, true, []string{planmode.NoticePlanOn}, 1),
-			Entry("back to default with the default wording", ptr.To(true), true, []bool{false}, false, []string{planmode.NoticeDefault}, 2),
+			Entry("differs from the last header: narrated once", nil, true, []bool{true}, true, []string{harness.NoticePlanOn}, 1),
+			Entry("back to default with the default wording", ptr.To(true), true, []bool{false}, false, []string{harness.NoticeDefault}, 2),
 			Entry("net-zero flips: no append, no notice", nil, true, []bool{true, false}, false, []string(nil), 0),
 			Entry("net-zero after a longer flip sequence", nil, true, []bool{true, false, true, false}, false, []string(nil), 0),
 		)
@@ -301,7 +301,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(a.boundary(1, 1).committed).To(BeFalse())
 			setActive(a.key, T) // at error settlement, during step 1
 			a.settled(false, true)
-			a.header(false, sessionlog.HeaderReasonChange) // the retry reuses the frozen assembly: no boundary
+			a.header(false, harness.HeaderReasonChange) // the retry reuses the frozen assembly: no boundary
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "no boundary, no append")
 			as := a.get()
 			Expect(as.Status.PlanMode.Active).To(BeFalse())
@@ -311,24 +311,24 @@ func reconcilerSpecs(be func() *backend) {
 			a.endTurn(1, "completed")
 			as = a.settled(true, false)
 			Expect(as.Status.PlanMode.Notice).NotTo(BeNil())
-			Expect(as.Status.PlanMode.Notice.Text).To(Equal(planmode.NoticePlanOn))
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticePlanOn))
 
 			a.startTurn(2)
 			r := a.boundary(2, 1)
 			Expect(r.asked).To(BeFalse(), "the owed notice reaches the agent with no API write")
 			Expect(r.committed).To(BeTrue())
-			Expect(r.notice).To(Equal(planmode.NoticePlanOn))
+			Expect(r.notice).To(Equal(harness.NoticePlanOn))
 			a.endStep(2, 1)
 			Expect(a.boundary(2, 2).notice).To(BeEmpty())
-			Expect(a.notices).To(Equal([]string{planmode.NoticePlanOn}), "one notice")
+			Expect(a.notices).To(Equal([]string{harness.NoticePlanOn}), "one notice")
 
-			pm := a.seqOf(planmode.EventPlanMode, nil)
+			pm := a.seqOf(harness.TypePlanMode, nil)
 			Expect(pm).To(HaveLen(1))
-			stepEnd11 := a.seqOf(sessionlog.TypeStepEnd, nil)[0]
-			stepStarts := a.seqOf(sessionlog.TypeStepStart, nil)
+			stepEnd11 := a.seqOf(harness.TypeStepEnd, nil)[0]
+			stepStarts := a.seqOf(harness.TypeStepStart, nil)
 			Expect(stepEnd11).To(BeNumerically("<", pm[0]))
 			Expect(pm[0]).To(BeNumerically("<", stepStarts[1]), "step/end(1,1) < plan/mode < step/start(2,1)")
-			headers := a.seqOf(sessionlog.TypeRequestHeader, nil)
+			headers := a.seqOf(harness.TypeRequestHeader, nil)
 			Expect(headers).To(HaveLen(4))
 		})
 
@@ -339,8 +339,8 @@ func reconcilerSpecs(be func() *backend) {
 			r := a.boundary(1, 1)
 			Expect(r.committed).To(BeTrue())
 			Expect(r.notice).To(BeEmpty())
-			pm := a.seqOf(planmode.EventPlanMode, nil)
-			headers := a.seqOf(sessionlog.TypeRequestHeader, nil)
+			pm := a.seqOf(harness.TypePlanMode, nil)
+			headers := a.seqOf(harness.TypeRequestHeader, nil)
 			Expect(pm).To(Equal([]int64{0}))
 			Expect(pm[0]).To(BeNumerically("<", headers[0]))
 			evs := a.events()
@@ -376,7 +376,7 @@ func reconcilerSpecs(be func() *backend) {
 			first := a.tail().NextSeq
 			a.report(1, 2, first)
 			Expect(a.awaitAck(1, 2, first).Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
-			a.header(true, sessionlog.HeaderReasonChange)
+			a.header(true, harness.HeaderReasonChange)
 			a.report(1, 2, first+1)
 			again := a.awaitAck(1, 2, first+1)
 			Expect(again.Result).To(Equal(agentsv1alpha1.BoundaryFailed))
@@ -417,7 +417,7 @@ func reconcilerSpecs(be func() *backend) {
 
 			a.startTurn(2)
 			r = a.boundary(2, 1)
-			Expect(r.notice).To(Equal(planmode.NoticePlanOn), "the earlier header told default mode")
+			Expect(r.notice).To(Equal(harness.NoticePlanOn), "the earlier header told default mode")
 		})
 
 		It("keeps a between-turns selection pending while the store fails, and reports it", func() {
@@ -501,11 +501,11 @@ func reconcilerSpecs(be func() *backend) {
 			as := a.settled(true, false)
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1), "no duplicate plan/mode")
 			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the owed notice is recovered from the log")
-			Expect(as.Status.PlanMode.Notice.Text).To(Equal(planmode.NoticePlanOn))
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticePlanOn))
 			Expect(m2.store.appends.Load()).To(BeZero())
 
 			a.startTurn(2)
-			Expect(a.boundary(2, 1).notice).To(Equal(planmode.NoticePlanOn))
+			Expect(a.boundary(2, 1).notice).To(Equal(harness.NoticePlanOn))
 		})
 
 		It("does not append again after a crash between the boundary append and the acknowledgement", func() {
@@ -525,14 +525,14 @@ func reconcilerSpecs(be func() *backend) {
 			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
 			_, err := r.compute(suiteCtx, a.get())
 			Expect(err).NotTo(HaveOccurred())
-			Expect(a.seqOf(planmode.EventPlanMode, nil)).To(Equal([]int64{seq}))
+			Expect(a.seqOf(harness.TypePlanMode, nil)).To(Equal([]int64{seq}))
 
 			m2 := startManager(ns, be().mgrStore, managerOptions{})
 			ack := a.awaitAck(1, 2, seq)
 			Expect(ack.Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
 			Expect(ack.Active).To(BeTrue())
 			Expect(ack.NextSeq).To(Equal(seq + 1))
-			Expect(ack.Notice).To(Equal(planmode.NoticePlanOn), "the narration is recomputed, not lost")
+			Expect(ack.Notice).To(Equal(harness.NoticePlanOn), "the narration is recomputed, not lost")
 			a.settled(true, false)
 			Expect(m2.store.appends.Load()).To(BeZero())
 			Expect(a.planModes()).To(HaveLen(1))

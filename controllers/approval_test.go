@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -114,7 +114,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 				t.Fatal(err)
 			}
 			after2 := e.fzAfter(t, s2, after, out2)
-			if len(after2) != len(after)+1 || planmode.FoldPlanMode(after2) {
+			if len(after2) != len(after)+1 || harness.FoldPlanMode(after2) {
 				t.Fatalf("want one plan/mode {false} appended, got %d new events", len(after2)-len(after))
 			}
 			if n := out2.status.PlanMode.Notice; n != nil {

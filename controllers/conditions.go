@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
 // setConditions sets Ready (with the API's reasons) and the kstatus pair: Stalled while a
@@ -51,7 +52,7 @@ func (sc *sessionScope) readiness(pm agentsv1alpha1.PlanModeStatus, failure erro
 		return agentsv1alpha1.ReasonLogStoreError, lb.Message, true
 	case pm.Pending:
 		return agentsv1alpha1.ReasonSelectionPending,
-			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", onOff(*pm.PendingActive)), false
+			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", planmode.OnOff(*pm.PendingActive)), false
 	}
-	return agentsv1alpha1.ReasonInSync, fmt.Sprintf("plan mode %s is committed in the session log", onOff(pm.Active)), false
+	return agentsv1alpha1.ReasonInSync, fmt.Sprintf("plan mode %s is committed in the session log", planmode.OnOff(pm.Active)), false
 }

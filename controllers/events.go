@@ -94,10 +94,3 @@ func (n notes) of(active bool) string {
 	}
 	return n[0]
 }
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}

@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -65,10 +65,10 @@ func newFzEnv(f *testing.F) *fzEnv {
 // 0 turn/start, 1 a whole step, 2 an open step, 3 step/end, 4 turn/end, 5 plan/mode toggle (only
 // where the manager may append one), 6 request/header in an open step, 7 a notice-free user
 // message in an open step.
-func fzLog(ops []byte) []sessionlog.Event {
-	var evs []sessionlog.Event
+func fzLog(ops []byte) []harness.Event {
+	var evs []harness.Event
 	add := func(typ, data string) {
-		evs = append(evs, sessionlog.Event{Type: typ, Seq: int64(len(evs)), Time: 1, Data: []byte(data)})
+		evs = append(evs, harness.Event{Type: typ, Seq: int64(len(evs)), Time: 1, Data: []byte(data)})
 	}
 	var turn, step int64
 	turnOpen, stepOpen, active, pmAtBoundary := false, false, false, false
@@ -143,7 +143,7 @@ func fzBool(b byte) *bool {
 
 // fzSeed stores the log and returns a session whose status mirrors the tail as a previous
 // reconcile would have left it (plus the fuzzed fields).
-func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.AgentSession, []sessionlog.Event) {
+func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.AgentSession, []harness.Event) {
 	t.Helper()
 	id := fmt.Sprintf("fz-%d", fzSeq.Add(1))
 	evs := fzLog(ops)
@@ -164,7 +164,7 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 }
 
 // fzAfter reads the log after compute and checks the log-level properties.
-func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []sessionlog.Event, out *sessionScope) []sessionlog.Event {
+func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []harness.Event, out *sessionScope) []harness.Event {
 	t.Helper()
 	after, err := e.store.ReadFrom(context.Background(), s.Spec.SessionID, 0, 0)
 	if err != nil {
@@ -175,7 +175,7 @@ func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []s
 		t.Fatalf("one reconcile appended %d events", len(added))
 	}
 	for _, ev := range added {
-		if ev.Type != sessionlog.TypePlanMode {
+		if ev.Type != harness.TypePlanMode {
 			t.Fatalf("the manager appended %s", ev.Type)
 		}
 	}
@@ -186,8 +186,8 @@ func (e *fzEnv) fzAfter(t *testing.T, s *agentsv1alpha1.AgentSession, before []s
 		}
 	}
 	st := out.status.PlanMode
-	if st.NextSeq != int64(len(after)) || st.Active != planmode.FoldPlanMode(after) {
-		t.Fatalf("status says nextSeq %d active %v; the log has %d events folding to %v", st.NextSeq, st.Active, len(after), planmode.FoldPlanMode(after))
+	if st.NextSeq != int64(len(after)) || st.Active != harness.FoldPlanMode(after) {
+		t.Fatalf("status says nextSeq %d active %v; the log has %d events folding to %v", st.NextSeq, st.Active, len(after), harness.FoldPlanMode(after))
 	}
 	return after
 }
@@ -285,9 +285,9 @@ func FuzzBoundaryReport(f *testing.F) {
 	})
 }
 
-func lastTurnStart(evs []sessionlog.Event) int64 {
+func lastTurnStart(evs []harness.Event) int64 {
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == sessionlog.TypeTurnStart {
+		if evs[i].Type == harness.TypeTurnStart {
 			return evs[i].Seq
 		}
 	}
@@ -358,7 +358,7 @@ func FuzzReviewDecision(f *testing.F) {
 			t.Fatalf("phase %s for decision %+v on review %q", rs.Phase, s.Spec.Review, reqID)
 		}
 		if consent {
-			if pm.PendingActive == nil || *pm.PendingActive || pm.PendingSource != agentsv1alpha1.PendingSourceExit || rs.Message != planmode.ExitApprovedText {
+			if pm.PendingActive == nil || *pm.PendingActive || pm.PendingSource != agentsv1alpha1.PendingSourceExit || rs.Message != harness.ExitApprovedText {
 				t.Fatalf("approval did not record the silent exit: %+v / %+v", pm, rs)
 			}
 		}

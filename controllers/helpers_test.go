@@ -28,7 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -89,19 +89,19 @@ type faultStore struct {
 
 var errInjected = errors.New("injected fault: log store unavailable")
 
-func (f *faultStore) Append(ctx context.Context, sid string, evs []sessionlog.Event) (sessionlog.Tail, error) {
-	if len(evs) > 0 && evs[0].Type == planmode.EventPlanMode {
+func (f *faultStore) Append(ctx context.Context, sid string, evs []harness.Event) (harness.Tail, error) {
+	if len(evs) > 0 && evs[0].Type == harness.TypePlanMode {
 		if f.failPlanMode.Load() {
-			return sessionlog.Tail{}, errInjected
+			return harness.Tail{}, errInjected
 		}
 		f.appends.Add(1)
 	}
 	return f.Store.Append(ctx, sid, evs)
 }
 
-func (f *faultStore) Tail(ctx context.Context, sid string) (sessionlog.Tail, error) {
+func (f *faultStore) Tail(ctx context.Context, sid string) (harness.Tail, error) {
 	if f.failTail.Load() {
-		return sessionlog.Tail{}, errInjected
+		return harness.Tail{}, errInjected
 	}
 	f.tails.Add(1)
 	return f.Store.Tail(ctx, sid)
@@ -284,30 +284,30 @@ func (a *agent) get() *agentsv1alpha1.AgentSession {
 	return &as
 }
 
-func (a *agent) tail() sessionlog.Tail {
+func (a *agent) tail() harness.Tail {
 	t, err := a.store.Tail(suiteCtx, a.sid)
 	Expect(err).NotTo(HaveOccurred())
 	return t
 }
 
-func (a *agent) events() []sessionlog.Event {
+func (a *agent) events() []harness.Event {
 	evs, err := a.store.ReadFrom(suiteCtx, a.sid, 0, 0)
 	Expect(err).NotTo(HaveOccurred())
 	return evs
 }
 
 // planModes returns the plan/mode events in the log.
-func (a *agent) planModes() []sessionlog.Event {
-	var out []sessionlog.Event
+func (a *agent) planModes() []harness.Event {
+	var out []harness.Event
 	for _, e := range a.events() {
-		if e.Type == planmode.EventPlanMode {
+		if e.Type == harness.TypePlanMode {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-func (a *agent) seqOf(typ string, match func(sessionlog.Event) bool) []int64 {
+func (a *agent) seqOf(typ string, match func(harness.Event) bool) []int64 {
 	var out []int64
 	for _, e := range a.events() {
 		if e.Type == typ && (match == nil || match(e)) {
@@ -317,23 +317,23 @@ func (a *agent) seqOf(typ string, match func(sessionlog.Event) bool) []int64 {
 	return out
 }
 
-func (a *agent) append(evs ...sessionlog.Event) sessionlog.Tail {
+func (a *agent) append(evs ...harness.Event) harness.Tail {
 	GinkgoHelper()
-	t, err := a.store.Append(suiteCtx, a.sid, sessionlog.Sequence(a.tail().NextSeq, evs...))
+	t, err := a.store.Append(suiteCtx, a.sid, harness.Sequence(a.tail().NextSeq, evs...))
 	Expect(err).NotTo(HaveOccurred())
 	return t
 }
 
 func (a *agent) startTurn(turn int64) {
-	a.append(sessionlog.MustEvent(sessionlog.TypeTurnStart, sessionlog.TurnStart{Turn: turn}))
+	a.append(harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: turn}))
 }
 
 func (a *agent) endTurn(turn int64, kind string) {
-	a.append(sessionlog.MustEvent(sessionlog.TypeTurnEnd, sessionlog.TurnEnd{Turn: turn, Reason: json.RawMessage(fmt.Sprintf(`{"kind":%q}`, kind))}))
+	a.append(harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: turn, Reason: harness.TurnEndReason{Kind: kind}}))
 }
 
 func (a *agent) endStep(turn, step int64) {
-	a.append(sessionlog.MustEvent(sessionlog.TypeStepEnd, sessionlog.StepEnd{Turn: turn, Step: step}))
+	a.append(harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: turn, Step: step}))
 }
 
 // header logs a request/header whose system text carries the plan section iff plan is on.
@@ -342,8 +342,8 @@ func (a *agent) header(plan bool, reason string) {
 	if plan {
 		system += "\n\n" + testSection
 	}
-	h, _ := json.Marshal(map[string]any{"config": map[string]string{"provider": "test", "model": "m"}, "system": system})
-	a.append(sessionlog.MustEvent(sessionlog.TypeRequestHeader, sessionlog.RequestHeader{Header: h, Reason: reason}))
+	h := harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "test", Model: "m"}, System: system}
+	a.append(harness.MustEvent(harness.TypeRequestHeader, harness.RequestHeader{Header: h, Reason: reason}))
 }
 
 // report writes a step boundary into status.agent with the agent's field manager.
@@ -409,18 +409,18 @@ func (a *agent) boundary(turn, step int64) stepResult {
 			res.notice = n.Text
 		}
 	}
-	evs := []sessionlog.Event{
-		sessionlog.MustEvent(sessionlog.TypeStepStart, sessionlog.StepStart{Turn: turn, Step: step}),
-		sessionlog.MustEvent(sessionlog.TypeUserMessage, sessionlog.NewUserText(rand.String(8), fmt.Sprintf("input %d.%d", turn, step))),
+	evs := []harness.Event{
+		harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: turn, Step: step}),
+		harness.MustEvent(harness.TypeUserMessage, harness.NewUserText(rand.String(8), fmt.Sprintf("input %d.%d", turn, step))),
 	}
 	if res.notice != "" {
-		evs = append(evs, sessionlog.MustEvent(sessionlog.TypeUserMessage, sessionlog.NewPluginNotice(rand.String(8), planmode.NoticeSourcePlugin, res.notice)))
+		evs = append(evs, harness.MustEvent(harness.TypeUserMessage, harness.NewPluginNotice(rand.String(8), harness.NoticeSourcePlugin, res.notice)))
 		a.notices = append(a.notices, res.notice)
 	}
 	a.append(evs...)
-	reason := sessionlog.HeaderReasonChange
+	reason := harness.HeaderReasonChange
 	if told := t.Told; told == nil {
-		reason = sessionlog.HeaderReasonInitial
+		reason = harness.HeaderReasonInitial
 	}
 	a.header(res.committed, reason)
 	return res
@@ -477,17 +477,17 @@ func eventReasons(key types.NamespacedName) []string {
 	return out
 }
 
-func activeValues(evs []sessionlog.Event) []bool {
+func activeValues(evs []harness.Event) []bool {
 	var out []bool
 	for _, e := range evs {
-		a, err := planmode.DecodePlanMode(e.Data)
+		a, err := harness.DecodePlanMode(e.Data)
 		Expect(err).NotTo(HaveOccurred())
 		out = append(out, a)
 	}
 	return out
 }
 
-func isNotice(e sessionlog.Event) bool {
+func isNotice(e harness.Event) bool {
 	return strings.Contains(string(e.Data), `"form":"notice"`)
 }
 

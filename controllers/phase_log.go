@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -79,7 +80,7 @@ func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bo
 		return err
 	}
 	sid := sc.session.Spec.SessionID
-	t, err := sc.r.Store.Append(ctx, sid, []sessionlog.Event{planmode.PlanModeEvent(seq, active)})
+	t, err := sc.r.Store.Append(ctx, sid, []harness.Event{harness.PlanModeEvent(seq, active)})
 	if err != nil {
 		if sessionlog.IsConflict(err) {
 			return &recomputeError{reason: fmt.Sprintf("seq %d was taken", seq)}

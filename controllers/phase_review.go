@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
@@ -83,7 +84,7 @@ func reviewWithdrawn(status *agentsv1alpha1.AgentSessionStatus) {
 // committed state (the log's last plan/mode) is active; a plan posted outside it is refused.
 func (sc *sessionScope) openReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, now metav1.Time) bool {
 	if !sc.tail.Active {
-		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: planmode.ExitErrNotInPlanMode, DecidedAt: &now}
+		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: harness.ExitErrNotInPlanMode, DecidedAt: &now}
 		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review",
 			fmt.Sprintf("plan review %s refused: plan mode is not committed in the session log", req.ID))
 		return false
@@ -105,12 +106,12 @@ func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, 
 	rs := status.Review
 	switch {
 	case d.Decision == agentsv1alpha1.ReviewApprove && d.Feedback == "":
-		rs.Phase, rs.Message = agentsv1alpha1.ReviewApproved, planmode.ExitApprovedText
+		rs.Phase, rs.Message = agentsv1alpha1.ReviewApproved, harness.ExitApprovedText
 		recordApprovedExit(&status.PlanMode)
 	case d.Decision == agentsv1alpha1.ReviewApprove, d.Decision == agentsv1alpha1.ReviewKeepPlanning:
-		rs.Phase, rs.Message = agentsv1alpha1.ReviewKeptPlanning, planmode.KeepPlanningText(d.Feedback)
+		rs.Phase, rs.Message = agentsv1alpha1.ReviewKeptPlanning, harness.KeepPlanningText(d.Feedback)
 	case d.Decision == agentsv1alpha1.ReviewDismiss:
-		rs.Phase, rs.Message = agentsv1alpha1.ReviewDismissed, planmode.ExitErrDismissed
+		rs.Phase, rs.Message = agentsv1alpha1.ReviewDismissed, harness.ExitErrDismissed
 	default:
 		return false // unknown decision: the CRD enum and the webhook refuse it; wait
 	}

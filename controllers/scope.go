@@ -4,8 +4,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // sessionScope is one reconcile's working state, handed from phase to phase.
@@ -18,7 +18,7 @@ type sessionScope struct {
 	// planMode is status.planMode being computed.
 	planMode agentsv1alpha1.PlanModeStatus
 	// tail is the log's tail, valid once logRead.
-	tail    sessionlog.Tail
+	tail    harness.Tail
 	logRead bool
 	// forkSeedLength is how many events a fork seeded: plan/modes below it are inherited.
 	forkSeedLength int64

@@ -1,10 +1,10 @@
 package v1alpha1
 
-// ConfigName is the name of the PlanModeConfig in force for the session: the one it names, or
-// the namespace's default.
+// ConfigName is the PlanModeConfig the session's spec asks for: spec.planMode.configRef.name,
+// else the namespace's DefaultPlanModeConfigName.
 func (s *AgentSession) ConfigName() string {
-	if r := s.Spec.PlanMode.ConfigRef; r != nil && r.Name != "" {
-		return r.Name
+	if ref := s.Spec.PlanMode.ConfigRef; ref != nil && ref.Name != "" {
+		return ref.Name
 	}
 	return DefaultPlanModeConfigName
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -23,8 +24,8 @@ func run1(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func ev(typ, data string) sessionlog.Event {
-	return sessionlog.Event{Type: typ, Data: json.RawMessage(data)}
+func ev(typ, data string) harness.Event {
+	return harness.Event{Type: typ, Data: json.RawMessage(data)}
 }
 
 // seed stores a log: a clean turn, then (bad) a duplicate plan/mode and one inside a step.
@@ -35,7 +36,7 @@ func seed(t *testing.T, url string, bad bool) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	evs := []sessionlog.Event{
+	evs := []harness.Event{
 		ev("turn/start", `{"turn":1}`),
 		ev("step/start", `{"turn":1,"step":1}`),
 		ev("request/header", `{"header":{},"reason":"initial"}`),
@@ -51,7 +52,7 @@ func seed(t *testing.T, url string, bad bool) {
 			ev("plan/mode", `{"active":false}`),
 		)
 	}
-	if _, err := s.Seed(context.Background(), sessionlog.SessionInfo{ID: "s1", CreatedAt: 1}, sessionlog.Sequence(0, evs...)); err != nil {
+	if _, err := s.Seed(context.Background(), sessionlog.SessionInfo{ID: "s1", CreatedAt: 1}, harness.Sequence(0, evs...)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -149,7 +150,7 @@ type tailJSON struct {
 	LastStepStartSeq int64  `json:"lastStepStartSeq"`
 }
 
-func tailView(info sessionlog.SessionInfo, t sessionlog.Tail) tailJSON {
+func tailView(info sessionlog.SessionInfo, t harness.Tail) tailJSON {
 	return tailJSON{Session: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession, SeedLength: info.SeedLength,
 		NextSeq: t.NextSeq, Active: t.Active, LastPlanModeSeq: t.LastPlanModeSeq, Told: t.Told, TurnOpen: t.TurnOpen,
 		Turn: t.Turn, Step: t.Step, StepOpen: t.StepOpen, LastStepStartSeq: t.LastStepStartSeq}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -95,7 +96,7 @@ func run() error {
 
 	stats, err := refagent.Run(ctx, refagent.Options{
 		Client: c, Script: script, Loop: *loop, StepDelay: *stepDelay, BoundaryTimeout: *timeout, ReviewTimeout: *review,
-		Model: agentsdk.LLMCallConfig{Provider: *provider, Model: *model}, Logger: logr.Discard(),
+		Model: harness.LLMCallConfig{Provider: *provider, Model: *model}, Logger: logr.Discard(),
 		OnStep: func(r refagent.StepRecord) {
 			if *quiet {
 				return

@@ -23,6 +23,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -73,7 +74,7 @@ func WrapStore(s sessionlog.Store) sessionlog.Store { return store{s} }
 
 type store struct{ sessionlog.Store }
 
-func (s store) Tail(ctx context.Context, id string) (sessionlog.Tail, error) {
+func (s store) Tail(ctx context.Context, id string) (harness.Tail, error) {
 	t, err := s.Store.Tail(ctx, id)
 	if err == nil && !strings.HasPrefix(id, "planmode-readyz") {
 		Hit(AfterTail)
@@ -81,7 +82,7 @@ func (s store) Tail(ctx context.Context, id string) (sessionlog.Tail, error) {
 	return t, err
 }
 
-func (s store) Append(ctx context.Context, id string, evs []sessionlog.Event) (sessionlog.Tail, error) {
+func (s store) Append(ctx context.Context, id string, evs []harness.Event) (harness.Tail, error) {
 	t, err := s.Store.Append(ctx, id, evs)
 	if err == nil {
 		Hit(AfterAppend)

@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/harness-dev/planmode-operator/internal/apiretry"
+	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 )
 
 // Options tune a Sink; zero fields take the defaults.

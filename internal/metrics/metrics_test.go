@@ -13,7 +13,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -74,7 +74,7 @@ func TestUserSelectionBetweenTurns(t *testing.T) {
 	before := agentsv1alpha1.AgentSessionStatus{}
 	after := agentsv1alpha1.AgentSessionStatus{ObservedGeneration: 1, PlanMode: agentsv1alpha1.PlanModeStatus{
 		Active: true, Selection: ptr(true), NextSeq: 1, LastTransitionTime: ptr(metav1.Now()),
-		Notice: &agentsv1alpha1.OwedNotice{Seq: 0, Text: planmode.NoticePlanOn}}}
+		Notice: &agentsv1alpha1.OwedNotice{Seq: 0, Text: harness.NoticePlanOn}}}
 	r.ObserveStatus(s, before, after)
 	if got := count(t, r.transitions.WithLabelValues(CauseUserBetweenTurns, "true")); got != 1 {
 		t.Fatalf("transitions{user_between_turns,true} = %v, want 1", got)
@@ -250,10 +250,10 @@ func TestInstrumentStore(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	st := InstrumentStore(raw, r)
-	if _, err := st.Append(ctx, "s", []sessionlog.Event{planmode.PlanModeEvent(0, true)}); err != nil {
+	if _, err := st.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, true)}); err != nil {
 		t.Fatalf("append: %v", err)
 	}
-	if _, err := st.Append(ctx, "s", []sessionlog.Event{planmode.PlanModeEvent(0, false)}); !sessionlog.IsConflict(err) {
+	if _, err := st.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, false)}); !sessionlog.IsConflict(err) {
 		t.Fatalf("second append at seq 0: want a conflict, got %v", err)
 	}
 	if _, err := st.Tail(ctx, "s"); err != nil {

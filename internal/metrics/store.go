@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -51,28 +52,28 @@ func (s *instrumented) observe(op string, start time.Time, err error) {
 	s.r.storeOpDurations.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-func (s *instrumented) Append(ctx context.Context, sessionID string, events []sessionlog.Event) (sessionlog.Tail, error) {
+func (s *instrumented) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
 	start := time.Now()
 	t, err := s.Store.Append(ctx, sessionID, events)
 	s.observe(OpAppend, start, err)
 	return t, err
 }
 
-func (s *instrumented) Tail(ctx context.Context, sessionID string) (sessionlog.Tail, error) {
+func (s *instrumented) Tail(ctx context.Context, sessionID string) (harness.Tail, error) {
 	start := time.Now()
 	t, err := s.Store.Tail(ctx, sessionID)
 	s.observe(OpTail, start, err)
 	return t, err
 }
 
-func (s *instrumented) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]sessionlog.Event, error) {
+func (s *instrumented) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error) {
 	start := time.Now()
 	evs, err := s.Store.ReadFrom(ctx, sessionID, fromSeq, limit)
 	s.observe(OpReadFrom, start, err)
 	return evs, err
 }
 
-func (s *instrumented) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (sessionlog.Tail, error) {
+func (s *instrumented) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
 	start := time.Now()
 	t, err := s.Store.Fork(ctx, srcID, dstID, throughSeq)
 	s.observe(OpFork, start, err)
@@ -86,7 +87,7 @@ func (s *instrumented) Info(ctx context.Context, sessionID string) (sessionlog.S
 	return info, err
 }
 
-func (s *instrumented) Seed(ctx context.Context, info sessionlog.SessionInfo, events []sessionlog.Event) (sessionlog.Tail, error) {
+func (s *instrumented) Seed(ctx context.Context, info sessionlog.SessionInfo, events []harness.Event) (harness.Tail, error) {
 	start := time.Now()
 	t, err := s.Store.Seed(ctx, info, events)
 	s.observe(OpSeed, start, err)

@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/harness-dev/planmode-operator/internal/apiretry"
+	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 )
 
 // Cache lifetimes and retries, as controller-runtime's filter configures k8s.io/apiserver's.

@@ -5,16 +5,6 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
-// The harness's /plan replies (reference spec §4.8), shared with the manager through pkg/planmode.
-const (
-	TextOnCommitted  = planmode.ReplyOnCommitted
-	TextOnOther      = planmode.ReplyOnDeferred
-	TextOffCommitted = planmode.ReplyOffCommitted
-	TextOffQueued    = planmode.ReplyOffDeferred
-	TextOffCancelled = planmode.ReplyOffCancelled
-	TextOffInactive  = planmode.ReplyOffAlreadyOff
-)
-
 // StateOf reads the state set() sees from an AgentSession: the manager's status, plus the
 // user's selection in spec when the manager has not taken it on yet (status.planMode.selection
 // differs), applied through the same decision table first, because the manager applies it

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
@@ -11,23 +12,23 @@ func bp(b bool) *bool { return &b }
 
 func pend(b bool) *planmode.Pending { return &planmode.Pending{Active: b, Narrate: true} }
 
-// /plan replies for every row of the set() table (reference spec §4.5, §4.8, tests 32–34).
+// /plan replies for every row of the set() table.
 func TestReply(t *testing.T) {
 	cases := []struct {
 		s    planmode.State
 		x    bool
 		want string
 	}{
-		{planmode.State{Logged: false}, true, TextOnCommitted},
-		{planmode.State{Logged: false, TurnOpen: true}, true, TextOnOther},
-		{planmode.State{Logged: true}, true, TextOnOther}, // the noop copy quirk
-		{planmode.State{Logged: false, Pending: pend(false), TurnOpen: true}, true, TextOnOther},
-		{planmode.State{Logged: true}, false, TextOffCommitted},
-		{planmode.State{Logged: true, TurnOpen: true}, false, TextOffQueued},
-		{planmode.State{Logged: true, Pending: pend(false), TurnOpen: true}, false, TextOffQueued}, // noop, logged T
-		{planmode.State{Logged: false, Pending: pend(true), TurnOpen: true}, false, TextOffCancelled},
-		{planmode.State{Logged: false, Pending: pend(true)}, false, TextOffCancelled},
-		{planmode.State{Logged: false}, false, TextOffInactive},
+		{planmode.State{Logged: false}, true, harness.ReplyOnCommitted},
+		{planmode.State{Logged: false, TurnOpen: true}, true, harness.ReplyOnDeferred},
+		{planmode.State{Logged: true}, true, harness.ReplyOnDeferred}, // the noop copy quirk
+		{planmode.State{Logged: false, Pending: pend(false), TurnOpen: true}, true, harness.ReplyOnDeferred},
+		{planmode.State{Logged: true}, false, harness.ReplyOffCommitted},
+		{planmode.State{Logged: true, TurnOpen: true}, false, harness.ReplyOffDeferred},
+		{planmode.State{Logged: true, Pending: pend(false), TurnOpen: true}, false, harness.ReplyOffDeferred}, // noop, logged T
+		{planmode.State{Logged: false, Pending: pend(true), TurnOpen: true}, false, harness.ReplyOffCancelled},
+		{planmode.State{Logged: false, Pending: pend(true)}, false, harness.ReplyOffCancelled},
+		{planmode.State{Logged: false}, false, harness.ReplyOffAlreadyOff},
 	}
 	for i, c := range cases {
 		if _, got := Decide(c.s, c.x); got != c.want {
@@ -45,7 +46,7 @@ func TestStateOfAppliesUnprocessedSelection(t *testing.T) {
 	if s.Logged || s.Pending == nil || !s.Pending.Active {
 		t.Fatalf("unprocessed entry during a turn: got %+v, want logged false pending true", s)
 	}
-	if o, txt := Decide(s, false); o != planmode.Cancelled || txt != TextOffCancelled {
+	if o, txt := Decide(s, false); o != planmode.Cancelled || txt != harness.ReplyOffCancelled {
 		t.Fatalf("off after an unprocessed entry: got %s %q, want cancelled", o, txt)
 	}
 	as.Status.PlanMode.Selection = bp(true) // taken on: status is authoritative
@@ -61,7 +62,7 @@ func TestStateOfAppliesUnprocessedSelection(t *testing.T) {
 	// An approved exit pending: "on" cancels it (entering copy).
 	as = &v1alpha1.AgentSession{}
 	as.Status.PlanMode = v1alpha1.PlanModeStatus{Active: true, Pending: true, PendingActive: bp(false), PendingSource: v1alpha1.PendingSourceExit, TurnOpen: true}
-	if o, txt := Decide(StateOf(as), true); o != planmode.Cancelled || txt != TextOnOther {
+	if o, txt := Decide(StateOf(as), true); o != planmode.Cancelled || txt != harness.ReplyOnDeferred {
 		t.Fatalf("on during an approved exit: got %s %q", o, txt)
 	}
 }

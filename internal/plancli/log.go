@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -155,13 +155,13 @@ func newSummariser(section string) *summariser {
 	return &summariser{section: section, exitCalls: map[string]bool{}}
 }
 
-func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
+func (s *summariser) summarise(ev harness.Event) (string, bool) {
 	var d map[string]json.RawMessage
 	_ = json.Unmarshal(ev.Data, &d)
 	num := func(k string) string { return strings.TrimSpace(string(d[k])) }
 	switch ev.Type {
-	case sessionlog.TypePlanMode:
-		var pm sessionlog.PlanMode
+	case harness.TypePlanMode:
+		var pm harness.PlanMode
 		if err := json.Unmarshal(ev.Data, &pm); err != nil {
 			return "invalid: " + string(ev.Data), true
 		}
@@ -169,32 +169,19 @@ func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
 			return "plan mode on (active=true)", true
 		}
 		return "plan mode off (active=false)", true
-	case sessionlog.TypeTurnStart:
+	case harness.TypeTurnStart:
 		return "turn " + num("turn"), true
-	case sessionlog.TypeTurnEnd:
-		var r struct {
-			Kind string `json:"kind"`
-		}
+	case harness.TypeTurnEnd:
+		var r harness.TurnEndReason
 		_ = json.Unmarshal(d["reason"], &r)
 		return fmt.Sprintf("turn %s (%s)", num("turn"), orDash(r.Kind)), true
-	case sessionlog.TypeStepStart, sessionlog.TypeStepEnd:
+	case harness.TypeStepStart, harness.TypeStepEnd:
 		return fmt.Sprintf("turn %s step %s", num("turn"), num("step")), true
-	case sessionlog.TypeRequestHeader:
+	case harness.TypeRequestHeader:
 		return s.header(ev.Data), true
-	case sessionlog.TypeUserMessage:
-		var m struct {
-			Source struct {
-				Kind    string `json:"kind"`
-				Plugin  string `json:"plugin"`
-				Form    string `json:"form"`
-				Summary string `json:"summary"`
-			} `json:"source"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		}
-		if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != "plugin" {
+	case harness.TypeUserMessage:
+		var m harness.UserMessage
+		if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != harness.SourceKindPlugin {
 			return "", false
 		}
 		text := m.Source.Summary
@@ -204,17 +191,15 @@ func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
 			}
 		}
 		return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
-	case "tool/call":
-		var c struct {
-			CallID string `json:"callId"`
-			Name   string `json:"name"`
-		}
-		if json.Unmarshal(ev.Data, &c) != nil || c.Name != planmode.ExitToolName {
+	case harness.TypeToolCall:
+		var c harness.ToolCall
+		if json.Unmarshal(ev.Data, &c) != nil || c.Name != harness.ExitToolName {
 			return "", false
 		}
 		s.exitCalls[c.CallID] = true
 		return fmt.Sprintf("%s (call %s, turn %s step %s)", c.Name, c.CallID, num("turn"), num("step")), true
-	case "tool/result":
+	case harness.TypeToolResult:
+		// Read the harness's toolCallId as well as the callId the operator's SDK writes.
 		var r struct {
 			Message struct {
 				ToolCallID string `json:"toolCallId"`
@@ -233,7 +218,7 @@ func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
 		if id == "" {
 			id = r.Message.CallID
 		}
-		if !s.exitCalls[id] && r.Message.ToolName != planmode.ExitToolName {
+		if !s.exitCalls[id] && r.Message.ToolName != harness.ExitToolName {
 			return "", false
 		}
 		var text string
@@ -244,7 +229,7 @@ func (s *summariser) summarise(ev sessionlog.Event) (string, bool) {
 		if r.Message.IsError {
 			kind = "error"
 		}
-		return fmt.Sprintf("%s result (call %s, %s): %s", planmode.ExitToolName, id, kind, abbreviate(text, 120)), true
+		return fmt.Sprintf("%s result (call %s, %s): %s", harness.ExitToolName, id, kind, abbreviate(text, 120)), true
 	}
 	return "", false
 }
@@ -276,15 +261,15 @@ func (s *summariser) header(data json.RawMessage) string {
 }
 
 // readTail reads the session's log tail from the store at url (O(1) in the log's length).
-func readTail(ctx context.Context, url, sessionID string) (sessionlog.Tail, error) {
+func readTail(ctx context.Context, url, sessionID string) (harness.Tail, error) {
 	store, err := sessionlog.Open(ctx, url)
 	if err != nil {
-		return sessionlog.Tail{}, fmt.Errorf("cannot open the session-log store: %w", err)
+		return harness.Tail{}, fmt.Errorf("cannot open the session-log store: %w", err)
 	}
 	defer func() { _ = store.Close() }()
 	t, err := store.Tail(ctx, sessionID)
 	if err != nil {
-		return sessionlog.Tail{}, fmt.Errorf("read the log tail of session %q: %w", sessionID, err)
+		return harness.Tail{}, fmt.Errorf("read the log tail of session %q: %w", sessionID, err)
 	}
 	return t, nil
 }

@@ -178,7 +178,7 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			// approval sets spec.planMode.active to false with the decision, so only a plan
 			// approved before that rule (webhooks) leaves spec at true after the exit.
 			return fmt.Errorf("spec.planMode.active is already %v, but the session's plan mode moved away from it without a new selection (a plan approved while spec kept the selection): the manager acts only on a changed value, so run: kubectl plan %s %s && kubectl plan %s %s",
-				x, onOff(!x), name, onOff(x), name)
+				x, planmode.OnOff(!x), name, planmode.OnOff(x), name)
 		}
 		if x && w.predicted != planmode.Noop {
 			w.warned = o.warnMissingConfig(ctx, as)
@@ -257,25 +257,11 @@ func sameAck(a, b *v1alpha1.BoundaryAck) bool {
 // the manager's Ready condition (reason ConfigMissing) then says it after the write.
 // It reports whether it warned.
 func (o *Options) warnMissingConfig(ctx context.Context, as *v1alpha1.AgentSession) bool {
-	name := configName(as)
+	name := as.ConfigName()
 	err := o.c.Get(ctx, types.NamespacedName{Namespace: as.Namespace, Name: name}, &v1alpha1.PlanModeConfig{})
 	if apierrors.IsNotFound(err) {
 		fmt.Fprintf(o.Streams.ErrOut, "warning: PlanModeConfig %q does not exist in namespace %q: entering plan mode waits until it is created (or set spec.planMode.configRef.name)\n", name, as.Namespace)
 		return true
 	}
 	return false
-}
-
-func configName(as *v1alpha1.AgentSession) string {
-	if r := as.Spec.PlanMode.ConfigRef; r != nil && r.Name != "" {
-		return r.Name
-	}
-	return v1alpha1.DefaultPlanModeConfigName
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }

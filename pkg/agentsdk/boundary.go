@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/apiretry"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/apiretry"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // Errors a Boundary call can return. Every one of them fails the step proposal: the agent must
@@ -75,7 +75,7 @@ type Result struct {
 // mustAsk is the protocol's condition for asking the manager (docs/protocol.md, "When to
 // ask"): a pending selection, a selection the manager has not taken on yet, or a plan/mode the
 // status does not cover yet (a commit whose notice the status may not carry yet).
-func mustAsk(s *v1alpha1.AgentSession, t sessionlog.Tail) bool {
+func mustAsk(s *v1alpha1.AgentSession, t harness.Tail) bool {
 	pm := &s.Status.PlanMode
 	if pm.Pending {
 		return true

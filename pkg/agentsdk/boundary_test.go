@@ -30,7 +30,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -101,23 +101,23 @@ func (f *fixture) get() *v1alpha1.AgentSession {
 	return s
 }
 
-func (f *fixture) events() []sessionlog.Event {
+func (f *fixture) events() []harness.Event {
 	evs, err := store.ReadFrom(suiteCtx, f.sessionID, 0, 0)
 	Expect(err).NotTo(HaveOccurred())
 	return evs
 }
 
-func (f *fixture) tail() sessionlog.Tail {
+func (f *fixture) tail() harness.Tail {
 	t, err := store.Tail(suiteCtx, f.sessionID)
 	Expect(err).NotTo(HaveOccurred())
 	return t
 }
 
-func types_(evs []sessionlog.Event) []string {
+func types_(evs []harness.Event) []string {
 	out := make([]string, len(evs))
 	for i, ev := range evs {
 		out[i] = ev.Type
-		if ev.Type == agentsdk.TypeUserMessage && strings.Contains(string(ev.Data), `"form":"notice"`) {
+		if ev.Type == harness.TypeUserMessage && strings.Contains(string(ev.Data), `"form":"notice"`) {
 			out[i] = "notice"
 		}
 	}
@@ -167,12 +167,12 @@ var _ = Describe("Boundary", func() {
 			Expect(res.Notice).To(BeEmpty())
 			Expect(res.NextSeq).To(Equal(f.tail().NextSeq))
 			Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{
-				Messages: []sessionlog.Event{agentsdk.UserText("go")},
-				Header:   &agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "sys"},
+				Messages: []harness.Event{agentsdk.UserText("go")},
+				Header:   &harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "sys"},
 			})).To(Succeed())
 			Expect(f.agent.EndStep(suiteCtx, turn, step)).To(Succeed())
 		}
-		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)).To(Succeed())
+		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnCompleted)).To(Succeed())
 		Expect(f.api.Writes()).To(BeZero(), "writes: %v", f.api.Breakdown())
 		Expect(f.api.Writes() - before).To(BeZero())
 		Expect(f.api.Reads()).To(Equal(reads), "no API read per step: the watch cache answers")
@@ -262,7 +262,7 @@ var _ = Describe("Boundary", func() {
 		f := setupAnswered("floor-manager-shape")
 		_, next, res := f.askAtStepTwo()
 		Expect(res.NextSeq).To(Equal(next)) // no append
-		Expect(res.Notice).To(Equal(planmode.NoticePlanOn))
+		Expect(res.Notice).To(Equal(harness.NoticePlanOn))
 
 		s := f.get()
 		Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
@@ -274,8 +274,8 @@ var _ = Describe("Boundary", func() {
 		Expect(pm.Config.SectionSHA256).To(HaveLen(64))
 		Expect(pm.LastTransitionTime).NotTo(BeNil())
 		Expect(pm.ToldActive).NotTo(BeNil())
-		Expect(pm.Notice).To(Equal(&v1alpha1.OwedNotice{Seq: next, Text: planmode.NoticePlanOn}))
-		Expect(pm.LastBoundary.Notice).To(Equal(planmode.NoticePlanOn))
+		Expect(pm.Notice).To(Equal(&v1alpha1.OwedNotice{Seq: next, Text: harness.NoticePlanOn}))
+		Expect(pm.LastBoundary.Notice).To(Equal(harness.NoticePlanOn))
 		Expect(f.tail().NextSeq).To(Equal(next))
 	})
 
@@ -334,7 +334,7 @@ var _ = Describe("Boundary", func() {
 		Expect(err).To(MatchError(agentsdk.ErrProposalFailed))
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
 		// The agent ends the turn as blocked.
-		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnBlocked(pf.Message))).To(Succeed())
+		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnBlocked(pf.Message))).To(Succeed())
 		Expect(types_(f.events())).To(Equal([]string{"turn/start", "turn/end"}))
 	})
 
@@ -344,8 +344,8 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
 		Expect(err).NotTo(HaveOccurred())
-		hdr := agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
-		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("hi")}, Header: &hdr})).To(Succeed())
+		hdr := harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("hi")}, Header: &hdr})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
 		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
 		f.waitAsk(true)
@@ -364,35 +364,35 @@ var _ = Describe("Boundary", func() {
 			return b
 		}).WithTimeout(10 * time.Second).ShouldNot(BeNil())
 		// Play the manager: append plan/mode at the reported seq, then acknowledge.
-		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: b.Seq, Data: json.RawMessage(`{"active":true}`)}})
+		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: b.Seq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"pending": false, "active": true, "nextSeq": b.Seq + 1, "lastBoundary": v1alpha1.BoundaryAck{
 			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryAdmitted, Active: true,
-			NextSeq: b.Seq + 1, Notice: agentsdk.NoticeEnter, Time: metav1.Now(),
+			NextSeq: b.Seq + 1, Notice: harness.NoticePlanOn, Time: metav1.Now(),
 		}})
 		var res2 agentsdk.Result
 		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&res2))
 		Expect(res2.Active).To(BeTrue())
 		Expect(res2.ExitAdmitted).To(BeTrue())
 		Expect(res2.Section).To(Equal(testSection))
-		Expect(res2.Notice).To(Equal(agentsdk.NoticeEnter))
+		Expect(res2.Notice).To(Equal(harness.NoticePlanOn))
 		Expect(res2.NextSeq).To(Equal(b.Seq + 1))
 		hdr.System = "base\n\n" + res2.Section
-		Expect(f.agent.StartStep(suiteCtx, res2, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("steered")}, Header: &hdr})).To(Succeed())
+		Expect(f.agent.StartStep(suiteCtx, res2, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("steered")}, Header: &hdr})).To(Succeed())
 		Expect(types_(f.events())).To(Equal([]string{
 			"turn/start", "step/start", "user/message", "request/header", "step/end",
 			"plan/mode", "step/start", "user/message", "notice", "request/header",
 		}))
 		evs := f.events()
 		var um struct {
-			Content []agentsdk.ContentBlock `json:"content"`
-			Source  agentsdk.MessageSource  `json:"source"`
-			Role    string                  `json:"role"`
-			ID      string                  `json:"id"`
+			Content []harness.ContentBlock `json:"content"`
+			Source  harness.MessageSource  `json:"source"`
+			Role    string                 `json:"role"`
+			ID      string                 `json:"id"`
 		}
 		Expect(json.Unmarshal(evs[8].Data, &um)).To(Succeed())
-		Expect(um.Source).To(Equal(agentsdk.MessageSource{Kind: "plugin", Plugin: "plan-mode", Form: "notice", Summary: agentsdk.NoticeEnter}))
-		Expect(um.Content).To(Equal([]agentsdk.ContentBlock{{Type: "text", Text: agentsdk.NoticeEnter}}))
+		Expect(um.Source).To(Equal(harness.MessageSource{Kind: "plugin", Plugin: "plan-mode", Form: "notice", Summary: harness.NoticePlanOn}))
+		Expect(um.Content).To(Equal([]harness.ContentBlock{{Type: "text", Text: harness.NoticePlanOn}}))
 		Expect(um.Role).To(Equal("user"))
 		Expect(string(evs[8].SurfaceOp)).To(Equal(`"append"`))
 		Expect(string(evs[9].Data)).To(ContainSubstring(`"reason":"change"`))
@@ -406,16 +406,16 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
 		Expect(err).NotTo(HaveOccurred())
-		hdr := agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
+		hdr := harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
 		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &hdr})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
-		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)).To(Succeed())
+		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnCompleted)).To(Succeed())
 		// Play the manager between turns: commit plan/mode, publish the owed notice.
 		seq := f.tail().NextSeq
-		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"active": true, "selection": true, "nextSeq": seq + 1,
-			"notice": map[string]any{"seq": seq, "text": agentsdk.NoticeEnter}})
+			"notice": map[string]any{"seq": seq, "text": harness.NoticePlanOn}})
 		f.select_(true)
 		Eventually(func() bool {
 			s := f.agent.Session()
@@ -430,9 +430,9 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Asked).To(BeFalse())
 		Expect(res.Active).To(BeTrue())
-		Expect(res.Notice).To(Equal(agentsdk.NoticeEnter))
+		Expect(res.Notice).To(Equal(harness.NoticePlanOn))
 		Expect(res.Section).To(Equal(testSection))
-		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("explore")}})).To(Succeed())
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("explore")}})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
 		// Owed once: the second step has no notice.
 		res, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
@@ -445,7 +445,7 @@ var _ = Describe("Boundary", func() {
 	It("asks when the log has a plan/mode the status does not cover yet", func() {
 		f := setup(true)
 		seq := f.tail().NextSeq
-		_, err := store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		_, err := store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
@@ -476,7 +476,7 @@ var _ = Describe("Boundary", func() {
 		f := setup(false)
 		f.patchStatus(map[string]any{"config": map[string]any{"name": "strict"}})
 		seq := f.tail().NextSeq
-		_, err := store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		_, err := store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"active": true, "nextSeq": seq + 1})
 		Eventually(func() int64 { return f.agent.Session().Status.PlanMode.NextSeq }).WithTimeout(10 * time.Second).Should(Equal(seq + 1))
@@ -504,9 +504,9 @@ var _ = Describe("log helpers", func() {
 		Expect(err).NotTo(HaveOccurred())
 		// A late boundary answer appended plan/mode where the agent's turn/end would go.
 		seq := f.agent.NextSeq()
-		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnBlocked("timeout"))).To(Succeed())
+		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnBlocked("timeout"))).To(Succeed())
 		Expect(types_(f.events())).To(Equal([]string{"turn/start", "plan/mode", "turn/end"}))
 
 		// Another writer's turn/start is not the manager's: refused, nothing appended.
@@ -515,9 +515,9 @@ var _ = Describe("log helpers", func() {
 		seq = f.agent.NextSeq()
 		ev := agentsdk.UserText("intruder")
 		ev.Seq = seq
-		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{ev})
+		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{ev})
 		Expect(err).NotTo(HaveOccurred())
-		err = f.agent.EndTurn(suiteCtx, turn, agentsdk.TurnCompleted)
+		err = f.agent.EndTurn(suiteCtx, turn, harness.TurnCompleted)
 		Expect(err).To(MatchError(agentsdk.ErrLogChanged))
 		Expect(f.tail().NextSeq).To(Equal(seq + 1))
 	})
@@ -528,7 +528,7 @@ var _ = Describe("log helpers", func() {
 		Expect(err).NotTo(HaveOccurred())
 		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
 		Expect(err).NotTo(HaveOccurred())
-		_, err = store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: res.NextSeq, Data: json.RawMessage(`{"active":true}`)}})
+		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: res.NextSeq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
 		err = f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})
 		Expect(err).To(MatchError(agentsdk.ErrLogChanged))
@@ -541,7 +541,7 @@ var _ = Describe("log helpers", func() {
 		Expect(err).NotTo(HaveOccurred())
 		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
 		Expect(err).NotTo(HaveOccurred())
-		h := agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "a"}
+		h := harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "a"}
 		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &h})).To(Succeed())
 		// A request-recovery retry reuses the frozen assembly: nothing logged.
 		logged, err := f.agent.LogRequest(suiteCtx, h)
@@ -634,7 +634,7 @@ var _ = Describe("steer", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Asked).To(BeFalse())
 		Expect(res.Steer).NotTo(BeNil())
-		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("prompt")}})).To(Succeed())
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("prompt")}})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
 		evs := f.events()
 		Expect(types_(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "step/end"}))
@@ -733,8 +733,8 @@ type racingStore struct {
 	race func()
 }
 
-func (r *racingStore) Append(ctx context.Context, id string, evs []sessionlog.Event) (sessionlog.Tail, error) {
-	if r.race != nil && len(evs) > 0 && evs[0].Type == agentsdk.TypeTurnStart {
+func (r *racingStore) Append(ctx context.Context, id string, evs []harness.Event) (harness.Tail, error) {
+	if r.race != nil && len(evs) > 0 && evs[0].Type == harness.TypeTurnStart {
 		race := r.race
 		r.race = nil
 		race()
@@ -751,7 +751,7 @@ var _ = Describe("turn/start racing a between-turns commit", func() {
 		defer agent.Close()
 		rs.race = func() {
 			t := f.tail()
-			_, err := store.Append(suiteCtx, f.sessionID, []sessionlog.Event{{Type: "plan/mode", Seq: t.NextSeq, Data: json.RawMessage(`{"active":true}`)}})
+			_, err := store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: t.NextSeq, Data: json.RawMessage(`{"active":true}`)}})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		turn, err := agent.StartTurn(suiteCtx)

@@ -283,20 +283,17 @@ func (c *Client) snapshot() (*v1alpha1.AgentSession, <-chan struct{}) {
 	return c.obj, c.changed
 }
 
-// configName is the PlanModeConfig in force: the one the manager reports, else the spec's
-// reference, else the namespace default.
-func configName(s *v1alpha1.AgentSession) string {
+// configInForce is the PlanModeConfig in force: the one the manager reports, else the one
+// the spec asks for.
+func configInForce(s *v1alpha1.AgentSession) string {
 	if cfg := s.Status.PlanMode.Config; cfg != nil && cfg.Name != "" {
 		return cfg.Name
 	}
-	if ref := s.Spec.PlanMode.ConfigRef; ref != nil && ref.Name != "" {
-		return ref.Name
-	}
-	return v1alpha1.DefaultPlanModeConfigName
+	return s.ConfigName()
 }
 
 func (c *Client) section(s *v1alpha1.AgentSession) (name, text string, ok bool) {
-	name = configName(s)
+	name = configInForce(s)
 	c.mu.Lock()
 	e, ok := c.configs[name]
 	c.mu.Unlock()

@@ -5,15 +5,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
-// The payloads are byte-compatible with the harness (reference spec §2.2): key order of
+// The payloads are byte-compatible with the harness: key order of
 // createUserMessage, the plugin source of the notice, surfaceOp "append" on surface events.
 func TestEventShapes(t *testing.T) {
-	n := Notice(NoticeEnter)
-	var m UserMessage
+	n := Notice(harness.NoticePlanOn)
+	var m harness.UserMessage
 	if err := json.Unmarshal(n.Data, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +42,9 @@ func TestEventShapes(t *testing.T) {
 		{string(TurnStart(3).Data), `{"turn":3}`},
 		{string(StepStart(3, 2).Data), `{"turn":3,"step":2}`},
 		{string(StepEnd(3, 2).Data), `{"turn":3,"step":2}`},
-		{string(TurnEnd(3, TurnCompleted).Data), `{"turn":3,"reason":{"kind":"completed"}}`},
-		{string(TurnEnd(3, TurnBlocked("log store: down")).Data), `{"turn":3,"reason":{"kind":"blocked","message":"log store: down"}}`},
-		{string(RequestHeader(EpochHeader{Config: LLMCallConfig{Provider: "p", Model: "m"}, System: "s"}, HeaderInitial).Data),
+		{string(TurnEnd(3, harness.TurnCompleted).Data), `{"turn":3,"reason":{"kind":"completed"}}`},
+		{string(TurnEnd(3, harness.TurnBlocked("log store: down")).Data), `{"turn":3,"reason":{"kind":"blocked","message":"log store: down"}}`},
+		{string(RequestHeader(harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "s"}, harness.HeaderReasonInitial).Data),
 			`{"header":{"config":{"provider":"p","model":"m"},"system":"s"},"reason":"initial"}`},
 		{string(ToolCall(1, 2, "c1", "read", `{}`).Data), `{"turn":1,"step":2,"callId":"c1","name":"read","arguments":"{}"}`},
 	} {
@@ -54,7 +56,7 @@ func TestEventShapes(t *testing.T) {
 
 func TestHeaderTracker(t *testing.T) {
 	var h HeaderTracker
-	a := EpochHeader{Config: LLMCallConfig{Provider: "p", Model: "m"}, System: "a"}
+	a := harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "a"}
 	ev, ok := h.Next(a, false)
 	if !ok || !strings.Contains(string(ev.Data), `"reason":"initial"`) {
 		t.Fatalf("first header: ok=%v %s", ok, ev.Data)

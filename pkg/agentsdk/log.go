@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -36,7 +37,7 @@ func (c *Client) StartTurn(ctx context.Context) (int64, error) {
 		}
 		c.next = t.NextSeq
 		turn := t.Turn + 1
-		_, err = c.append(ctx, c.next, []sessionlog.Event{TurnStart(turn)})
+		_, err = c.append(ctx, c.next, []harness.Event{TurnStart(turn)})
 		if sessionlog.IsConflict(err) {
 			continue // re-read: the turn number may have moved too
 		}
@@ -52,10 +53,10 @@ func (c *Client) StartTurn(ctx context.Context) (int64, error) {
 type StepInput struct {
 	// Messages are the step's claimed input, in order (prompt, steered messages, ...). The
 	// boundary's notice, if any, is appended after them.
-	Messages []sessionlog.Event
+	Messages []harness.Event
 	// Header, when set, is the step's request header; request/header is logged when it differs
 	// from the previous one (reason initial/resume/change).
-	Header *EpochHeader
+	Header *harness.EpochHeader
 }
 
 // StartStep appends, in one compare-and-swap batch at res.NextSeq: step/start, in.Messages, the
@@ -63,7 +64,7 @@ type StepInput struct {
 // step's state was decided for exactly that position, so a conflict returns ErrLogChanged and
 // the caller runs the boundary again (or ends the turn).
 func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error {
-	evs := make([]sessionlog.Event, 0, len(in.Messages)+3)
+	evs := make([]harness.Event, 0, len(in.Messages)+3)
 	evs = append(evs, StepStart(res.Turn, res.Step))
 	evs = append(evs, in.Messages...)
 	if res.Steer != nil {
@@ -108,7 +109,7 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 // LogRequest logs a request/header for a request inside the open step (a request-recovery
 // retry, or a later request of the same step), only if it differs from the previous header.
 // Retries reuse the step's frozen assembly, so normally nothing is logged.
-func (c *Client) LogRequest(ctx context.Context, h EpochHeader) (bool, error) {
+func (c *Client) LogRequest(ctx context.Context, h harness.EpochHeader) (bool, error) {
 	ev, ok := c.headers.Next(h, c.resumed)
 	if !ok {
 		return false, nil
@@ -131,7 +132,7 @@ func (c *Client) EndStep(ctx context.Context, turn, step int64) error {
 
 // EndTurn appends turn/end with the reason. After a failed proposal (a plan/mode the manager
 // appended late may precede it) the append is re-sequenced.
-func (c *Client) EndTurn(ctx context.Context, turn int64, reason TurnEndReason) error {
+func (c *Client) EndTurn(ctx context.Context, turn int64, reason harness.TurnEndReason) error {
 	_, err := c.Append(ctx, TurnEnd(turn, reason))
 	return err
 }
@@ -139,9 +140,9 @@ func (c *Client) EndTurn(ctx context.Context, turn int64, reason TurnEndReason) 
 // Append appends the agent's own events at the client's next seq (compare-and-swap). On a
 // conflict outside an open step it re-reads the tail and re-sequences after the events that
 // intervened, provided they are all the manager's plan/mode; anything else is ErrLogChanged.
-func (c *Client) Append(ctx context.Context, evs ...sessionlog.Event) (sessionlog.Tail, error) {
+func (c *Client) Append(ctx context.Context, evs ...harness.Event) (harness.Tail, error) {
 	if len(evs) == 0 {
-		return sessionlog.Tail{}, errors.New("append: no events")
+		return harness.Tail{}, errors.New("append: no events")
 	}
 	for range maxResequence {
 		t, err := c.append(ctx, c.next, evs)
@@ -152,13 +153,13 @@ func (c *Client) Append(ctx context.Context, evs ...sessionlog.Event) (sessionlo
 			return t, nil
 		}
 		if err := c.resequence(ctx, evs[0].Type); err != nil {
-			return sessionlog.Tail{}, err
+			return harness.Tail{}, err
 		}
 	}
-	return sessionlog.Tail{}, fmt.Errorf("append %s: %w: the log kept moving for %d attempts", evs[0].Type, ErrLogChanged, maxResequence)
+	return harness.Tail{}, fmt.Errorf("append %s: %w: the log kept moving for %d attempts", evs[0].Type, ErrLogChanged, maxResequence)
 }
 
-func (c *Client) append(ctx context.Context, at int64, evs []sessionlog.Event) (sessionlog.Tail, error) {
+func (c *Client) append(ctx context.Context, at int64, evs []harness.Event) (harness.Tail, error) {
 	t, err := c.store.Append(ctx, c.sessionID, sequence(evs, at))
 	if err == nil {
 		c.next = t.NextSeq
@@ -178,7 +179,7 @@ func (c *Client) resequence(ctx context.Context, typ string) error {
 		return fmt.Errorf("append %s: %w: conflict at seq %d but no events after it", typ, ErrLogChanged, from)
 	}
 	for _, ev := range intervening {
-		if ev.Type != TypePlanMode {
+		if ev.Type != harness.TypePlanMode {
 			return fmt.Errorf("append %s: %w: seq %d is a %s another writer appended; one live writer per session",
 				typ, ErrLogChanged, ev.Seq, ev.Type)
 		}
@@ -191,8 +192,8 @@ func (c *Client) resequence(ctx context.Context, typ string) error {
 }
 
 // sequence returns copies of evs numbered from seq.
-func sequence(evs []sessionlog.Event, seq int64) []sessionlog.Event {
-	out := make([]sessionlog.Event, len(evs))
+func sequence(evs []harness.Event, seq int64) []harness.Event {
+	out := make([]harness.Event, len(evs))
 	for i, ev := range evs {
 		ev.Seq = seq + int64(i)
 		out[i] = ev
@@ -213,11 +214,11 @@ func (c *Client) CloseInterrupted(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	c.next = t.NextSeq
-	var evs []sessionlog.Event
+	var evs []harness.Event
 	if t.StepOpen {
 		evs = append(evs, StepEnd(t.Turn, t.Step))
 	}
-	evs = append(evs, TurnEnd(t.Turn, TurnEndReason{Kind: "interrupted"}))
+	evs = append(evs, TurnEnd(t.Turn, harness.TurnEndReason{Kind: harness.TurnEndInterrupted}))
 	c.stepOpen = false
 	if _, err := c.Append(ctx, evs...); err != nil {
 		return false, fmt.Errorf("repair open turn %d: %w", t.Turn, err)

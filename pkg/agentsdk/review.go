@@ -9,14 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // Codes of a failed exit_plan_mode call (ExitError.Code).
 const (
 	// ExitUnknownTool: the committed plan state is not active, so the tool is not admitted in
-	// this step (the harness's newest docs: "a call outside plan mode returns UNKNOWN_TOOL").
+	// this step (the harness answers a call outside plan mode with UNKNOWN_TOOL).
 	ExitUnknownTool = "UNKNOWN_TOOL"
 	// ExitInvalidPlan: the plan does not start with a level-1 "# " heading.
 	ExitInvalidPlan = "INVALID_PLAN"
@@ -78,7 +78,7 @@ func (c *Client) ExitPlanMode(ctx context.Context, plan string, timeout time.Dur
 		return ExitResult{}, &ExitError{Code: ExitUnknownTool, Message: UnknownToolMessage}
 	}
 	if !planmode.ValidPlan(plan) {
-		return ExitResult{}, &ExitError{Code: ExitInvalidPlan, Message: planmode.ExitErrNoHeading}
+		return ExitResult{}, &ExitError{Code: ExitInvalidPlan, Message: harness.ExitErrNoHeading}
 	}
 	id := NewID()
 	now := metav1.NewTime(time.Now())
@@ -117,7 +117,7 @@ func (c *Client) awaitReview(ctx context.Context, id string, timeout time.Durati
 					return reviewOutcome(rs) // answered just in time
 				}
 			}
-			return ExitResult{}, &ExitError{Code: ExitAborted, ReviewID: id, Message: planmode.ExitErrAborted}
+			return ExitResult{}, &ExitError{Code: ExitAborted, ReviewID: id, Message: harness.ExitErrAborted}
 		}
 	}
 }
@@ -133,15 +133,15 @@ func (c *Client) withdrawReview(ctx context.Context, id string) error {
 func reviewOutcome(rs *v1alpha1.ReviewStatus) (ExitResult, error) {
 	switch rs.Phase {
 	case v1alpha1.ReviewApproved:
-		return ExitResult{Approved: true, ReviewID: rs.ID, Text: orText(rs.Message, planmode.ExitApprovedText)}, nil
+		return ExitResult{Approved: true, ReviewID: rs.ID, Text: orText(rs.Message, harness.ExitApprovedText)}, nil
 	case v1alpha1.ReviewDismissed:
-		return ExitResult{Approved: false, ConcludeTurn: true, ReviewID: rs.ID, Text: orText(rs.Message, planmode.ExitErrDismissed)}, nil
+		return ExitResult{Approved: false, ConcludeTurn: true, ReviewID: rs.ID, Text: orText(rs.Message, harness.ExitErrDismissed)}, nil
 	case v1alpha1.ReviewKeptPlanning:
-		return ExitResult{}, &ExitError{Code: ExitKeepPlanning, ReviewID: rs.ID, Message: orText(rs.Message, planmode.ExitKeepPlanningGeneric)}
+		return ExitResult{}, &ExitError{Code: ExitKeepPlanning, ReviewID: rs.ID, Message: orText(rs.Message, harness.ExitKeepPlanningGeneric)}
 	case v1alpha1.ReviewExpired:
 		return ExitResult{}, &ExitError{Code: ExitExpired, ReviewID: rs.ID, Message: orText(rs.Message, "the plan review expired without an answer")}
 	case v1alpha1.ReviewRejected:
-		return ExitResult{}, &ExitError{Code: ExitRejected, ReviewID: rs.ID, Message: orText(rs.Message, planmode.ExitErrNotInPlanMode)}
+		return ExitResult{}, &ExitError{Code: ExitRejected, ReviewID: rs.ID, Message: orText(rs.Message, harness.ExitErrNotInPlanMode)}
 	}
 	return ExitResult{}, fmt.Errorf("exit_plan_mode: review %s ended in unknown phase %q", rs.ID, rs.Phase)
 }
@@ -155,16 +155,16 @@ func orText(s, def string) string {
 
 // ExitToolEvents are the tool/call and tool/result events of an exit_plan_mode call with the
 // outcome of ExitPlanMode (err an *ExitError, or nil with res), for the agent to append.
-func ExitToolEvents(turn, step int64, callID, arguments string, res ExitResult, err error) ([]sessionlog.Event, error) {
-	call := ToolCall(turn, step, callID, ExitToolName, arguments)
+func ExitToolEvents(turn, step int64, callID, arguments string, res ExitResult, err error) ([]harness.Event, error) {
+	call := ToolCall(turn, step, callID, harness.ExitToolName, arguments)
 	var ee *ExitError
 	switch {
 	case errors.As(err, &ee):
-		return []sessionlog.Event{call, ToolResult(turn, step, callID, ExitToolName, ee.ResultText(), true)}, nil
+		return []harness.Event{call, ToolResult(turn, step, callID, harness.ExitToolName, ee.ResultText(), true)}, nil
 	case err != nil:
 		return nil, err
 	}
-	return []sessionlog.Event{call, ToolResult(turn, step, callID, ExitToolName, res.Text, false)}, nil
+	return []harness.Event{call, ToolResult(turn, step, callID, harness.ExitToolName, res.Text, false)}, nil
 }
 
 // withdrawStaleReview clears a plan review a previous agent process posted and that is still

@@ -1,5 +1,5 @@
 // Package invariant checks a session's log (and what the manager said about it) against the
-// plan-mode invariants of docs/protocol.md and the reference spec §4.5–4.7: a plan/mode never
+// plan-mode invariants of docs/protocol.md: a plan/mode never
 // repeats the committed state, never lands inside a step, at most one lands at a step boundary,
 // every acknowledged boundary matches the log, the final selection committed, notices follow
 // the narration rule, and seqs have no gaps. Tests and the fault runs in test/reliability use
@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -111,7 +112,7 @@ func FinalFrom(s *agentsv1alpha1.AgentSession) *Final {
 // Input is what Check looks at.
 type Input struct {
 	// Events is the session's log from seq 0.
-	Events []sessionlog.Event
+	Events []harness.Event
 	// Acks are the boundary answers observed (a recorded history of lastBoundary), optional.
 	Acks []Ack
 	// Final is the AgentSession's state at the end, optional.
@@ -157,10 +158,9 @@ type notice struct {
 type walker struct {
 	out []Violation
 
-	active        bool
-	told          *bool
-	turnOpen      bool
-	stepOpen      bool
+	// log is the fold of the events walked so far (committed state, last header, open
+	// turn and step): the same fold a store keeps.
+	log           harness.Tail
 	boundaryPM    int64   // seq of a plan/mode at the current open-turn boundary, -1 none
 	sinceStep     *pmInfo // the last plan/mode since the last step/start
 	approvedExit  bool    // an approved exit_plan_mode result since the last plan/mode
@@ -169,7 +169,7 @@ type walker struct {
 	sources       map[int64]Source
 	activeAfter   map[int64]bool // fold after each seq, for the ack checks
 	seqs          []int64        // seqs in log order
-	eventAt       map[int64]*sessionlog.Event
+	eventAt       map[int64]*harness.Event
 	planModeCount int
 }
 
@@ -180,7 +180,7 @@ func (w *walker) add(kind Kind, seq int64, related []int64, format string, args 
 // Check runs every invariant over in and returns the violations in log order (acks and the
 // final state after the log's own).
 func Check(in Input) []Violation {
-	w := &walker{boundaryPM: -1, sources: in.Sources, activeAfter: map[int64]bool{}, eventAt: map[int64]*sessionlog.Event{}}
+	w := &walker{log: harness.EmptyTail(), boundaryPM: -1, sources: in.Sources, activeAfter: map[int64]bool{}, eventAt: map[int64]*harness.Event{}}
 	want := int64(0)
 	for i := range in.Events {
 		ev := &in.Events[i]
@@ -193,7 +193,7 @@ func Check(in Input) []Violation {
 		}
 		want = ev.Seq + 1
 		w.event(ev)
-		w.activeAfter[ev.Seq] = w.active
+		w.activeAfter[ev.Seq] = w.log.Active
 		w.seqs = append(w.seqs, ev.Seq)
 		w.eventAt[ev.Seq] = ev
 	}
@@ -207,30 +207,30 @@ func Check(in Input) []Violation {
 	return w.out
 }
 
-func (w *walker) event(ev *sessionlog.Event) {
+func (w *walker) event(ev *harness.Event) {
+	f, err := harness.Check(ev)
+	if ev.Type == harness.TypePlanMode {
+		w.planMode(ev, f, err)
+		return
+	}
+	// An event the store would refuse changes no state; it cannot come from a store.
+	if err == nil {
+		defer w.log.Apply(ev, f)
+	}
 	switch ev.Type {
-	case sessionlog.TypePlanMode:
-		w.planMode(ev)
-	case sessionlog.TypeRequestHeader:
-		t := w.active
-		w.told = &t
-	case sessionlog.TypeTurnStart:
+	case harness.TypeTurnStart, harness.TypeTurnEnd:
 		w.closeStep()
-		w.turnOpen, w.stepOpen, w.boundaryPM = true, false, -1
-	case sessionlog.TypeTurnEnd:
+		w.boundaryPM = -1
+	case harness.TypeStepStart:
 		w.closeStep()
-		w.turnOpen, w.stepOpen, w.boundaryPM = false, false, -1
-	case sessionlog.TypeStepStart:
-		w.closeStep()
-		var d struct{ Turn, Step int64 }
-		_ = json.Unmarshal(ev.Data, &d)
+		var d harness.StepStart
+		_ = ev.Decode(&d)
 		w.step = &stepInfo{turn: d.Turn, step: d.Step, startSeq: ev.Seq, owed: w.sinceStep}
 		w.sinceStep = nil
-		w.stepOpen, w.boundaryPM = true, -1
-	case sessionlog.TypeStepEnd:
+		w.boundaryPM = -1
+	case harness.TypeStepEnd:
 		w.closeStep()
-		w.stepOpen = false
-	case sessionlog.TypeUserMessage:
+	case harness.TypeUserMessage:
 		if n, ok := planModeNotice(ev); ok {
 			if w.step == nil {
 				w.add(NoticeNotOwed, ev.Seq, nil, "plan-mode notice %q outside any step; notices are recorded only in an admitted step", n.text)
@@ -238,35 +238,40 @@ func (w *walker) event(ev *sessionlog.Event) {
 				w.step.notices = append(w.step.notices, n)
 			}
 		}
-	case "tool/result":
+	case harness.TypeToolResult:
 		if approvedExitResult(ev) {
 			w.approvedExit = true
 		}
 	}
 }
 
-func (w *walker) planMode(ev *sessionlog.Event) {
-	active, err := planmode.DecodePlanMode(ev.Data)
+// planMode checks a plan/mode against the state before it (f and err are Check's answer for
+// it), then folds it in.
+func (w *walker) planMode(ev *harness.Event, f harness.Facts, err error) {
 	if err != nil {
 		w.add(InvalidPlanMode, ev.Seq, nil, "%v", err)
 		return
 	}
+	var d harness.PlanMode
+	_ = ev.Decode(&d)
+	active := d.Active
+	defer w.log.Apply(ev, f)
 	w.planModeCount++
-	duplicate := active == w.active
+	duplicate := active == w.log.Active
 	if duplicate {
 		rel := []int64(nil)
 		if w.lastPlanMode != nil {
 			rel = []int64{w.lastPlanMode.seq}
 		}
-		w.add(Duplicate, ev.Seq, rel, "plan/mode {active: %v} repeats the committed state (the log already folds to %v)", active, w.active)
+		w.add(Duplicate, ev.Seq, rel, "plan/mode {active: %v} repeats the committed state (the log already folds to %v)", active, w.log.Active)
 	}
-	if w.stepOpen {
+	if w.log.StepOpen {
 		rel := []int64(nil)
 		if w.step != nil {
 			rel = []int64{w.step.startSeq}
 		}
 		w.add(InsideStep, ev.Seq, rel, "plan/mode {active: %v} appended inside step %s (after its step/start, before its step/end); plan/mode lands only at a step boundary or between turns", active, w.stepName())
-	} else if w.turnOpen {
+	} else if w.log.TurnOpen {
 		if w.boundaryPM >= 0 {
 			w.add(SameBoundary, ev.Seq, []int64{w.boundaryPM}, "second plan/mode at one step boundary: seq %d already committed a plan/mode at this boundary (no step/start between them)", w.boundaryPM)
 		}
@@ -286,9 +291,8 @@ func (w *walker) planMode(ev *sessionlog.Event) {
 	}
 	pm := &pmInfo{seq: ev.Seq, active: active, source: src}
 	if src == SourceUser {
-		pm.notice = planmode.Narration(w.told, active)
+		pm.notice = planmode.Narration(w.log.Told, active)
 	}
-	w.active = active
 	w.approvedExit = false
 	w.lastPlanMode = pm
 	w.sinceStep = pm
@@ -326,11 +330,11 @@ func (w *walker) closeStep() {
 			case st.owed != nil && st.owed.source == SourceExit:
 				why = fmt.Sprintf("the plan/mode at seq %d is an approved exit, which is never narrated", st.owed.seq)
 			case st.owed != nil:
-				why = fmt.Sprintf("the last request/header before the plan/mode at seq %d already described plan mode %s", st.owed.seq, onOff(st.owed.active))
+				why = fmt.Sprintf("the last request/header before the plan/mode at seq %d already described plan mode %s", st.owed.seq, planmode.OnOff(st.owed.active))
 			}
 			w.add(NoticeNotOwed, n.seq, relatedOf(st), "plan-mode notice %q in step (%d,%d) where none was owed: %s", n.text, st.turn, st.step, why)
 		case n.text != owed:
-			w.add(NoticeText, n.seq, relatedOf(st), "plan-mode notice %q in step (%d,%d) does not match the switch at seq %d (plan mode %s): expected %q", n.text, st.turn, st.step, st.owed.seq, onOff(st.owed.active), owed)
+			w.add(NoticeText, n.seq, relatedOf(st), "plan-mode notice %q in step (%d,%d) does not match the switch at seq %d (plan mode %s): expected %q", n.text, st.turn, st.step, st.owed.seq, planmode.OnOff(st.owed.active), owed)
 			matched = true
 		default:
 			matched = true
@@ -366,8 +370,8 @@ func (w *walker) checkAck(a Ack) {
 	if got := w.foldBefore(a.NextSeq); got != a.Active {
 		w.add(AckNotInLog, a.Seq, nil, "%s says active %v as of nextSeq %d, but the log folds to %v there", where, a.Active, a.NextSeq, got)
 	}
-	if a.Notice != "" && a.Notice != planmode.NoticeText(a.Active) {
-		w.add(AckNotInLog, a.Seq, nil, "%s carries notice %q, which does not narrate plan mode %s", where, a.Notice, onOff(a.Active))
+	if a.Notice != "" && a.Notice != harness.NoticeText(a.Active) {
+		w.add(AckNotInLog, a.Seq, nil, "%s carries notice %q, which does not narrate plan mode %s", where, a.Notice, planmode.OnOff(a.Active))
 	}
 	if a.Result != string(agentsv1alpha1.BoundaryAdmitted) {
 		return
@@ -375,7 +379,7 @@ func (w *walker) checkAck(a Ack) {
 	ev := w.eventAt[a.Seq]
 	switch a.NextSeq {
 	case a.Seq + 1:
-		if ev == nil || ev.Type != sessionlog.TypePlanMode {
+		if ev == nil || ev.Type != harness.TypePlanMode {
 			typ := "no event"
 			if ev != nil {
 				typ = ev.Type
@@ -403,7 +407,7 @@ func (w *walker) foldBefore(n int64) bool {
 // checkFinal: with no turn open and nothing pending, the final selection must be the
 // committed state, unless an approved exit (after the selection was taken on) left plan mode.
 func (w *walker) checkFinal(f *Final) {
-	if f.Selection == nil || w.turnOpen || f.Pending {
+	if f.Selection == nil || w.log.TurnOpen || f.Pending {
 		return
 	}
 	x := *f.Selection
@@ -415,17 +419,17 @@ func (w *walker) checkFinal(f *Final) {
 		w.add(NotCommitted, last, nil, "spec.planMode.active is %v but the manager never took it on (status.planMode.selection %s)", x, ptrText(f.TakenOn))
 		return
 	}
-	if w.active == x {
+	if w.log.Active == x {
 		return
 	}
 	if w.lastPlanMode != nil && w.lastPlanMode.source == SourceExit && x {
 		return // an approved exit left plan mode after the selection; the spec keeps the old value
 	}
-	w.add(NotCommitted, last, nil, "spec.planMode.active is %v and nothing is pending with no turn open, but the log folds to %v", x, w.active)
+	w.add(NotCommitted, last, nil, "spec.planMode.active is %v and nothing is pending with no turn open, but the log folds to %v", x, w.log.Active)
 }
 
 // planModeNotice recognises a plugin-sourced plan-mode notice user/message.
-func planModeNotice(ev *sessionlog.Event) (notice, bool) {
+func planModeNotice(ev *harness.Event) (notice, bool) {
 	var m struct {
 		Content json.RawMessage `json:"content"`
 		Source  struct {
@@ -435,11 +439,11 @@ func planModeNotice(ev *sessionlog.Event) (notice, bool) {
 			Summary *string `json:"summary"`
 		} `json:"source"`
 	}
-	if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != "plugin" || m.Source.Plugin != planmode.NoticeSourcePlugin {
+	if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != harness.SourceKindPlugin || m.Source.Plugin != harness.NoticeSourcePlugin {
 		return notice{}, false
 	}
 	n := notice{seq: ev.Seq}
-	if m.Source.Form != planmode.NoticeSourceForm || m.Source.Summary == nil {
+	if m.Source.Form != harness.NoticeSourceForm || m.Source.Summary == nil {
 		n.badShape = true
 	} else {
 		n.summary = *m.Source.Summary
@@ -468,7 +472,7 @@ func textOf(raw json.RawMessage) string {
 }
 
 // approvedExitResult recognises the tool/result of an approved exit_plan_mode.
-func approvedExitResult(ev *sessionlog.Event) bool {
+func approvedExitResult(ev *harness.Event) bool {
 	var d struct {
 		Message struct {
 			ToolName string          `json:"toolName"`
@@ -476,17 +480,10 @@ func approvedExitResult(ev *sessionlog.Event) bool {
 			IsError  bool            `json:"isError"`
 		} `json:"message"`
 	}
-	if json.Unmarshal(ev.Data, &d) != nil || d.Message.ToolName != "exit_plan_mode" || d.Message.IsError {
+	if json.Unmarshal(ev.Data, &d) != nil || d.Message.ToolName != harness.ExitToolName || d.Message.IsError {
 		return false
 	}
 	return bytes.HasPrefix([]byte(textOf(d.Message.Content)), []byte("Plan approved"))
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }
 
 func ptrText(b *bool) string {

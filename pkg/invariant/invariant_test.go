@@ -6,19 +6,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // logb builds a hand-made log; every helper appends at the next seq.
 type logb struct {
-	evs []sessionlog.Event
+	evs []harness.Event
 }
 
 func (b *logb) raw(typ, data string) int64 {
 	seq := int64(len(b.evs))
-	ev := sessionlog.Event{Type: typ, Seq: seq, Time: 1785406805000 + seq, Data: json.RawMessage(data)}
-	if typ == sessionlog.TypeUserMessage || typ == "tool/result" {
+	ev := harness.Event{Type: typ, Seq: seq, Time: 1785406805000 + seq, Data: json.RawMessage(data)}
+	if typ == harness.TypeUserMessage || typ == "tool/result" {
 		ev.SurfaceOp = json.RawMessage(`"append"`)
 	}
 	b.evs = append(b.evs, ev)
@@ -89,7 +88,7 @@ func dump(vs []Violation) string {
 	return strings.Join(s, "\n")
 }
 
-// §6 A: an idle /plan after a request in default mode, then a prompt: the plan/mode between
+// An idle /plan after a request in default mode, then a prompt: the plan/mode between
 // turns, the notice in the first step of the next turn (here before the prompt, as the
 // harness's inbox delivers it).
 func TestCleanSpecA(t *testing.T) {
@@ -106,7 +105,7 @@ func TestCleanSpecA(t *testing.T) {
 	b.raw("command/done", `{"commandId":"c1","kind":"success","text":"Plan mode on. Use /plan off to leave."}`)
 	b.turnStart(2)
 	b.stepStart(2, 1)
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.user("explore")
 	b.header("change")
 	b.stepEnd(2, 1)
@@ -114,7 +113,7 @@ func TestCleanSpecA(t *testing.T) {
 	expect(t, Input{Events: b.evs, Final: &Final{Selection: bp(true), TakenOn: bp(true)}})
 }
 
-// §6 A without an earlier request/header: the same plan/mode, no notice owed.
+// The same without an earlier request/header: the same plan/mode, no notice owed.
 func TestCleanSpecAFreshSession(t *testing.T) {
 	b := &logb{}
 	b.pm(true)
@@ -127,7 +126,7 @@ func TestCleanSpecAFreshSession(t *testing.T) {
 	expect(t, Input{Events: b.evs})
 }
 
-// §6 B: a mid-turn selection applied at step N+1 with its notice last; the ack matches.
+// A mid-turn selection applied at step N+1 with its notice last; the ack matches.
 func TestCleanSpecBMidTurn(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
@@ -139,15 +138,15 @@ func TestCleanSpecBMidTurn(t *testing.T) {
 	pmSeq := b.pm(true)
 	b.stepStart(1, 2)
 	b.user("draft it")
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(1, 2)
 	b.turnEnd(1)
-	acks := []Ack{{Turn: 1, Step: 2, Seq: pmSeq, Result: "Admitted", Active: true, NextSeq: pmSeq + 1, Notice: planmode.NoticePlanOn}}
+	acks := []Ack{{Turn: 1, Step: 2, Seq: pmSeq, Result: "Admitted", Active: true, NextSeq: pmSeq + 1, Notice: harness.NoticePlanOn}}
 	expect(t, Input{Events: b.evs, Acks: acks, Final: &Final{Selection: bp(true), TakenOn: bp(true)}})
 }
 
-// §4.9 / §6 C: an approved exit is appended at the next boundary and never narrated; the spec
+// An approved exit is appended at the next boundary and never narrated; the spec
 // still holds the old selection (true), which is not a lost selection.
 func TestCleanSpecCApprovedExit(t *testing.T) {
 	b := &logb{}
@@ -157,7 +156,7 @@ func TestCleanSpecCApprovedExit(t *testing.T) {
 	b.user("plan it")
 	b.header("initial")
 	b.raw("tool/call", `{"turn":1,"step":1,"callId":"c1","name":"exit_plan_mode","arguments":"{}"}`)
-	b.toolResult(1, 1, "exit_plan_mode", planmode.ExitApprovedText, false)
+	b.toolResult(1, 1, "exit_plan_mode", harness.ExitApprovedText, false)
 	b.stepEnd(1, 1)
 	seq := b.pm(false)
 	b.stepStart(1, 2)
@@ -168,7 +167,7 @@ func TestCleanSpecCApprovedExit(t *testing.T) {
 	expect(t, Input{Events: b.evs, Acks: acks, Final: &Final{Selection: bp(true), TakenOn: bp(true)}})
 }
 
-// §6 D: a selection during a retried step waits; it commits at turn 2 step 1 with its notice.
+// A selection during a retried step waits; it commits at turn 2 step 1 with its notice.
 func TestCleanSpecDRetry(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
@@ -182,14 +181,14 @@ func TestCleanSpecDRetry(t *testing.T) {
 	b.pm(true)
 	b.stepStart(2, 1)
 	b.user("continue")
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(2, 1)
 	b.turnEnd(2)
 	expect(t, Input{Events: b.evs, Final: &Final{Selection: bp(true), TakenOn: bp(true)}})
 }
 
-// §6 E (NEWER): a failed append fails the proposal (turn/end blocked, nothing of the step
+// A failed append fails the proposal (turn/end blocked, nothing of the step
 // logged); the selection stays pending, and the next healthy boundary appends it.
 func TestCleanSpecEAppendFailure(t *testing.T) {
 	b := &logb{}
@@ -203,12 +202,12 @@ func TestCleanSpecEAppendFailure(t *testing.T) {
 	seq := b.pm(true)
 	b.stepStart(2, 1)
 	b.user("again")
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(2, 1)
 	acks := []Ack{
 		{Turn: 1, Step: 2, Seq: failedAt, Result: "Failed", Active: false, NextSeq: failedAt},
-		{Turn: 2, Step: 1, Seq: seq, Result: "Admitted", Active: true, NextSeq: seq + 1, Notice: planmode.NoticePlanOn},
+		{Turn: 2, Step: 1, Seq: seq, Result: "Admitted", Active: true, NextSeq: seq + 1, Notice: harness.NoticePlanOn},
 	}
 	// The turn is still open: the final check waits.
 	expect(t, Input{Events: b.evs, Acks: acks, Final: &Final{Selection: bp(true), TakenOn: bp(true)}})
@@ -227,7 +226,7 @@ func TestCleanTogglesBetweenTurns(t *testing.T) {
 	b.turnStart(2)
 	b.stepStart(2, 1)
 	b.user("x")
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(2, 1)
 	b.turnEnd(2)
@@ -249,7 +248,7 @@ func TestCleanLateAnswer(t *testing.T) {
 	b.raw("turn/end", `{"turn":1,"reason":{"kind":"blocked","message":"timeout"}}`)
 	b.turnStart(2)
 	b.stepStart(2, 1)
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(2, 1)
 	b.turnEnd(2)
@@ -305,10 +304,10 @@ func TestSeqGap(t *testing.T) {
 	b.turnStart(1)
 	b.plainStep(1, 1)
 	b.turnEnd(1)
-	evs := append([]sessionlog.Event{}, b.evs[:2]...)
+	evs := append([]harness.Event{}, b.evs[:2]...)
 	evs = append(evs, b.evs[3:]...) // drop seq 2
 	expect(t, Input{Events: evs}, "SeqGap@3")
-	evs = append([]sessionlog.Event{}, b.evs...)
+	evs = append([]harness.Event{}, b.evs...)
 	evs = append(evs, b.evs[4]) // seq 4 again
 	expect(t, Input{Events: evs}, "SeqGap@4")
 	expect(t, Input{Events: b.evs[1:]}, "SeqGap@1") // does not start at 0
@@ -327,7 +326,7 @@ func ackLog() (*logb, int64) {
 	b.plainStep(1, 1)
 	seq := b.pm(true)
 	b.stepStart(1, 2)
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(1, 2)
 	return b, seq
@@ -343,7 +342,7 @@ func TestAckNotInLog(t *testing.T) {
 		"beyond the log":        {Turn: 1, Step: 3, Seq: 40, Result: "Admitted", Active: true, NextSeq: 41},
 		"nextSeq off by two":    {Turn: 1, Step: 2, Seq: seq - 1, Result: "Admitted", Active: true, NextSeq: seq + 1},
 		"failed, wrong state":   {Turn: 1, Step: 2, Seq: seq + 1, Result: "Failed", Active: false, NextSeq: seq + 1},
-		"notice of the other":   {Turn: 1, Step: 2, Seq: seq, Result: "Admitted", Active: true, NextSeq: seq + 1, Notice: planmode.NoticeDefault},
+		"notice of the other":   {Turn: 1, Step: 2, Seq: seq, Result: "Admitted", Active: true, NextSeq: seq + 1, Notice: harness.NoticeDefault},
 	}
 	for name, a := range cases {
 		got := Check(Input{Events: b.evs, Acks: []Ack{a}})
@@ -398,7 +397,7 @@ func TestNoticeTextMismatch(t *testing.T) {
 	b.plainStep(1, 1)
 	b.pm(true)
 	b.stepStart(1, 2)
-	n := b.notice(planmode.NoticeDefault) // says "back to default" for an entry
+	n := b.notice(harness.NoticeDefault) // says "back to default" for an entry
 	b.header("change")
 	b.stepEnd(1, 2)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeTextMismatch@%d", n))
@@ -418,7 +417,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
 	b.stepStart(1, 1)
-	n := b.notice(planmode.NoticePlanOn)
+	n := b.notice(harness.NoticePlanOn)
 	b.header("initial")
 	b.stepEnd(1, 1)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeNotOwed@%d", n))
@@ -433,7 +432,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.pm(true) // between turns: told still true, so this one owes nothing, and supersedes
 	b.turnStart(2)
 	b.stepStart(2, 1)
-	n = b.notice(planmode.NoticePlanOn)
+	n = b.notice(harness.NoticePlanOn)
 	b.stepEnd(2, 1)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeNotOwed@%d", n))
 
@@ -443,11 +442,11 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.header("initial")
-	b.toolResult(1, 1, "exit_plan_mode", planmode.ExitApprovedText, false)
+	b.toolResult(1, 1, "exit_plan_mode", harness.ExitApprovedText, false)
 	b.stepEnd(1, 1)
 	b.pm(false)
 	b.stepStart(1, 2)
-	n = b.notice(planmode.NoticeDefault)
+	n = b.notice(harness.NoticeDefault)
 	b.stepEnd(1, 2)
 	got := Check(Input{Events: b.evs})
 	if kinds(got) != fmt.Sprintf("NoticeNotOwed@%d", n) || !strings.Contains(got[0].Message, "approved exit") {
@@ -463,7 +462,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.header("initial")
-	b.toolResult(1, 1, "exit_plan_mode", planmode.ExitErrDismissed, false)
+	b.toolResult(1, 1, "exit_plan_mode", harness.ExitErrDismissed, false)
 	b.stepEnd(1, 1)
 	seq := b.pm(false)
 	b.plainStep(1, 2)
@@ -475,15 +474,15 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.plainStep(1, 1)
 	b.pm(true)
 	b.stepStart(1, 2)
-	b.notice(planmode.NoticePlanOn)
-	n = b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
+	n = b.notice(harness.NoticePlanOn)
 	b.stepEnd(1, 2)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeNotOwed@%d", n))
 
 	// Outside any step.
 	b = &logb{}
 	b.turnStart(1)
-	n = b.notice(planmode.NoticePlanOn)
+	n = b.notice(harness.NoticePlanOn)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeNotOwed@%d", n))
 }
 
@@ -494,11 +493,11 @@ func TestNoticeOnlyInFirstAdmittedStep(t *testing.T) {
 	b.plainStep(1, 1)
 	b.pm(true)
 	b.stepStart(1, 2)
-	b.notice(planmode.NoticePlanOn)
+	b.notice(harness.NoticePlanOn)
 	b.header("change")
 	b.stepEnd(1, 2)
 	b.stepStart(1, 3)
-	n := b.notice(planmode.NoticePlanOn)
+	n := b.notice(harness.NoticePlanOn)
 	b.stepEnd(1, 3)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeNotOwed@%d", n))
 }

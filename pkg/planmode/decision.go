@@ -1,13 +1,16 @@
-// Package planmode holds the harness's plan-mode semantics as pure functions, with no
-// Kubernetes and no I/O: the set() decision table (reference spec §4.5), the step-boundary flush
-// (§4.6, NEWER variant: commit before the request is built, a failed append fails the proposal),
-// the narration rule (§4.7), folds over the session log (§2.5, §4.3) and the harness's exact texts.
-// The reconciler, the agent SDK and the kubectl plugin all decide through this package.
+// Package planmode holds the harness's plan-mode decisions as pure functions, with no
+// Kubernetes and no I/O: what a selection does (Set), what a step boundary does with a pending
+// selection (Flush: commit before the step's request is built; a failed append fails the
+// proposal), when a switch is narrated (Narration), and the checks on a proposed plan. It
+// decides on the harness's vocabulary (pkg/harness); the reconciler, the agent SDK and the
+// kubectl plugin all decide through it.
 package planmode
 
 import (
 	"regexp"
 	"strings"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // Outcome is what set() did (the harness's 'committed' | 'queued' | 'cancelled' | 'noop').
@@ -26,7 +29,8 @@ const (
 )
 
 // Pending is a selection awaiting a step boundary. Active is the target, not a flag: a pending
-// equal to the logged state is the reachable "cancelled residue" of §4.4.
+// equal to the logged state is reachable (the "cancelled residue" an opposite selection
+// leaves during a turn).
 type Pending struct {
 	Active bool
 	// Narrate is true for user selections and false for an approved exit_plan_mode.
@@ -71,7 +75,7 @@ type SetDecision struct {
 	Notice string
 }
 
-// Set is the harness's set(agent, x) decision table (§4.5). It never appends itself: the caller
+// Set is the harness's set(agent, x) decision table. It never appends itself: the caller
 // appends Append (compare-and-swap) and keeps the old state if that fails.
 func Set(s State, x bool) SetDecision {
 	if x == s.Target() {
@@ -104,14 +108,14 @@ type FlushDecision struct {
 	Active bool
 }
 
-// Flush is the step-boundary decision for an accepted step proposal (§4.6, NEWER variant).
+// Flush is the step-boundary decision for an accepted step proposal: the pending selection is
+// committed before the step's request is built.
 //
-// It departs from HEAD in one deliberate place: a net-zero pending selection (toggled back to
-// the logged state) appends nothing and narrates nothing, because the newest doc narrates only
-// "an appended user selection". HEAD would still narrate when the last header told the other
-// state; with the reconciler that case cannot arise from user selections alone (a between-turns
-// commit hands its notice to the next step), so the difference is only observable after an
-// approved exit.
+// A net-zero pending selection (toggled back to the logged state) appends nothing and
+// narrates nothing: only an appended user selection is narrated. An older harness release
+// still narrated when the last header described the other state; with the reconciler that can
+// arise only after an approved exit, since a between-turns commit hands its notice to the
+// next step.
 func Flush(s State) FlushDecision {
 	if s.Pending == nil {
 		return FlushDecision{Active: s.Logged}
@@ -128,22 +132,22 @@ func Flush(s State) FlushDecision {
 	return d
 }
 
-// Narration is the notice for a selection of target that reached the log (§4.7): none before
-// the first request/header (the system section itself states the mode), otherwise one iff the
+// Narration is the notice for a selection of target that reached the log: none before the
+// first request/header (the system section itself states the mode), otherwise one iff the
 // last header described the other state.
 func Narration(told *bool, target bool) string {
 	if told == nil || *told == target {
 		return ""
 	}
-	return NoticeText(target)
+	return harness.NoticeText(target)
 }
 
-// NoticeText is the exact notice for a switch to active.
-func NoticeText(active bool) string {
+// OnOff names a plan state in messages: "on" or "off".
+func OnOff(active bool) string {
 	if active {
-		return NoticePlanOn
+		return "on"
 	}
-	return NoticeDefault
+	return "off"
 }
 
 func clonePending(p *Pending) *Pending {
@@ -157,7 +161,7 @@ func clonePending(p *Pending) *Pending {
 var planHeading = regexp.MustCompile(`^#\s+\S`)
 
 // ValidPlan reports whether plan is the complete markdown plan exit_plan_mode accepts: after
-// trimming, it starts with a level-1 "# " heading (§4.9 step 3; "## X" fails).
+// trimming, it starts with a level-1 "# " heading ("## X" fails).
 func ValidPlan(plan string) bool {
 	return planHeading.MatchString(strings.TrimSpace(plan))
 }
@@ -169,5 +173,5 @@ func PlanTitle(plan string) string {
 	if m := anyHeading.FindStringSubmatch(plan); m != nil {
 		return m[1]
 	}
-	return ReviewDefaultTitle
+	return harness.ReviewDefaultTitle
 }

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
-// bench is the harness's plan-mode.spec.ts bench reduced to what the pure package decides: a
+// bench is the harness's own plan-mode test bench reduced to what this package decides: a
 // real event slice, a process-local pending selection, and boundaries that flush it.
 type bench struct {
 	t          *testing.T
-	events     []sessionlog.Event
+	events     []harness.Event
 	pending    *Pending
 	notices    []string // notices recorded (between-turns ones are delivered at the next step)
 	owed       string   // notice owed by a between-turns commit
@@ -26,27 +26,27 @@ func (b *bench) add(typ string, data any) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.events = append(b.events, sessionlog.Event{Type: typ, Seq: int64(len(b.events)), Data: raw})
+	b.events = append(b.events, harness.Event{Type: typ, Seq: int64(len(b.events)), Data: raw})
 }
 
 func (b *bench) appendPlanMode(active bool) error {
 	if b.failAppend {
 		return errInjected
 	}
-	b.events = append(b.events, PlanModeEvent(int64(len(b.events)), active))
+	b.events = append(b.events, harness.PlanModeEvent(int64(len(b.events)), active))
 	return nil
 }
 
 func (b *bench) state() State {
-	return State{Logged: FoldPlanMode(b.events), Pending: b.pending, TurnOpen: HasOpenTurn(b.events), Told: PlanModeAtLastHeader(b.events)}
+	return State{Logged: harness.FoldPlanMode(b.events), Pending: b.pending, TurnOpen: harness.HasOpenTurn(b.events), Told: harness.PlanModeAtLastHeader(b.events)}
 }
 
-func (b *bench) openTurn() { b.add(EventTurnStart, map[string]int{"turn": 1}) }
+func (b *bench) openTurn() { b.add(harness.TypeTurnStart, map[string]int{"turn": 1}) }
 func (b *bench) closeTurn() {
-	b.add(EventTurnEnd, map[string]any{"turn": 1, "reason": map[string]string{"kind": "completed"}})
+	b.add(harness.TypeTurnEnd, map[string]any{"turn": 1, "reason": map[string]string{"kind": "completed"}})
 }
 func (b *bench) header() {
-	b.add(EventRequestHeader, map[string]any{"header": map[string]any{}, "reason": "initial"})
+	b.add(harness.TypeRequestHeader, map[string]any{"header": map[string]any{}, "reason": "initial"})
 }
 
 func (b *bench) set(x bool) (Outcome, error) {
@@ -83,14 +83,14 @@ func (b *bench) boundary() error {
 		b.notices = append(b.notices, b.owed)
 	}
 	b.owed = ""
-	b.add(EventStepStart, map[string]int{"turn": 1, "step": 1})
+	b.add(harness.TypeStepStart, map[string]int{"turn": 1, "step": 1})
 	return nil
 }
 
 func (b *bench) planModes() int {
 	n := 0
 	for _, e := range b.events {
-		if e.Type == EventPlanMode {
+		if e.Type == harness.TypePlanMode {
 			n++
 		}
 	}
@@ -123,65 +123,7 @@ func fmtPtr(p *bool) any {
 	return *p
 }
 
-func pm(seq int64, active bool) sessionlog.Event { return PlanModeEvent(seq, active) }
-
-// §7 items 4–5.
-func TestFoldPlanMode(t *testing.T) {
-	if FoldPlanMode(nil) {
-		t.Fatal("empty log must fold to inactive")
-	}
-	log := []sessionlog.Event{pm(0, true), pm(1, false), pm(2, true)}
-	if !FoldPlanMode(log) {
-		t.Fatal("T,F,T must fold to T")
-	}
-	two := []sessionlog.Event{pm(0, true), pm(1, false)}
-	if !FoldPlanModeTo(two, 1) || FoldPlanModeTo(two, 0) {
-		t.Fatal("[T,F] end=1 must be T and end=0 F")
-	}
-}
-
-func TestPlanModeAtLastHeaderAndOpenTurn(t *testing.T) {
-	b := &bench{t: t}
-	if PlanModeAtLastHeader(b.events) != nil || HasOpenTurn(b.events) {
-		t.Fatal("empty log: no header, no open turn")
-	}
-	b.set(true)
-	b.openTurn()
-	b.header()
-	b.add(EventPlanMode, PlanModeData{Active: false})
-	told := PlanModeAtLastHeader(b.events)
-	if told == nil || !*told {
-		t.Fatalf("told = %v, want true (the plan/mode after the header does not count)", fmtPtr(told))
-	}
-	if !HasOpenTurn(b.events) {
-		t.Fatal("turn must be open")
-	}
-	b.closeTurn()
-	if HasOpenTurn(b.events) {
-		t.Fatal("turn must be closed")
-	}
-	// The store's own fold (pkg/sessionlog) agrees with the folds above.
-	tail, err := sessionlog.FoldTail("s", b.events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tail.NextSeq != int64(len(b.events)) || tail.Active || tail.LastPlanModeSeq != 3 || tail.Told == nil || !*tail.Told || tail.TurnOpen || tail.Turn != 1 {
-		t.Fatalf("FoldTail = %+v", tail)
-	}
-}
-
-func TestDecodePlanModeIsStrict(t *testing.T) {
-	for _, bad := range []string{`{}`, `{"active":42}`, `{"active":"plan"}`, `{"active":true,"x":1}`, `[]`} {
-		if _, err := DecodePlanMode(json.RawMessage(bad)); err == nil {
-			t.Errorf("DecodePlanMode(%s) accepted", bad)
-		}
-	}
-	if a, err := DecodePlanMode(json.RawMessage(`{"active":true}`)); err != nil || !a {
-		t.Fatalf("valid payload: %v %v", a, err)
-	}
-}
-
-// §4.5 decision table, row by row.
+// The set() decision table, row by row.
 func TestSetDecisionTable(t *testing.T) {
 	T, F := true, false
 	cases := []struct {
@@ -226,18 +168,16 @@ func TestSetDecisionTable(t *testing.T) {
 	}
 }
 
-// §7 item 6.
 func TestGetReadsTheFoldedState(t *testing.T) {
 	b := &bench{t: t}
 	expectGet(t, b, false, nil)
-	b.add(EventPlanMode, PlanModeData{Active: true})
+	b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 	expectGet(t, b, true, nil)
 }
 
-// §7 item 7.
 func TestSelectsInactiveAsExitTargetDuringOpenTurn(t *testing.T) {
 	b := &bench{t: t}
-	b.add(EventPlanMode, PlanModeData{Active: true})
+	b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 	b.openTurn()
 	if o, _ := b.set(false); o != Queued {
 		t.Fatalf("set(false) = %s, want queued", o)
@@ -245,7 +185,6 @@ func TestSelectsInactiveAsExitTargetDuringOpenTurn(t *testing.T) {
 	expectGet(t, b, true, ptr(false))
 }
 
-// §7 item 8.
 func TestDropsNoopSet(t *testing.T) {
 	b := &bench{t: t}
 	b.openTurn()
@@ -260,11 +199,10 @@ func TestDropsNoopSet(t *testing.T) {
 	expectGet(t, b, false, ptr(true))
 }
 
-// §7 item 9.
 func TestBetweenTurnsSelectionCommitsImmediately(t *testing.T) {
 	b := &bench{t: t}
-	if o, _ := b.set(true); o != Committed || !FoldPlanMode(b.events) {
-		t.Fatalf("set(true) = %s, fold %v", o, FoldPlanMode(b.events))
+	if o, _ := b.set(true); o != Committed || !harness.FoldPlanMode(b.events) {
+		t.Fatalf("set(true) = %s, fold %v", o, harness.FoldPlanMode(b.events))
 	}
 	if o, _ := b.set(false); o != Committed {
 		t.Fatalf("set(false) = %s", o)
@@ -278,7 +216,6 @@ func TestBetweenTurnsSelectionCommitsImmediately(t *testing.T) {
 	}
 }
 
-// §7 item 10.
 func TestBetweenTurnsReversalOfMidTurnPendingCancels(t *testing.T) {
 	b := &bench{t: t}
 	b.openTurn()
@@ -295,17 +232,15 @@ func TestBetweenTurnsReversalOfMidTurnPendingCancels(t *testing.T) {
 	expectGet(t, b, false, nil)
 }
 
-// §7 item 11.
 func TestBetweenTurnsCommitNarratesWhenHeaderToldOtherwise(t *testing.T) {
 	b := &bench{t: t}
 	b.header()
 	d := Set(b.state(), true)
-	if d.Outcome != Committed || d.Notice != NoticePlanOn {
-		t.Fatalf("decision %+v, want committed with %q", d, NoticePlanOn)
+	if d.Outcome != Committed || d.Notice != harness.NoticePlanOn {
+		t.Fatalf("decision %+v, want committed with %q", d, harness.NoticePlanOn)
 	}
 }
 
-// §7 item 12.
 func TestFlushIsInertWithNothingPending(t *testing.T) {
 	b := &bench{t: t}
 	b.openTurn()
@@ -318,7 +253,6 @@ func TestFlushIsInertWithNothingPending(t *testing.T) {
 	}
 }
 
-// §7 item 13.
 func TestFlushesBeforeTheFollowingStepStart(t *testing.T) {
 	b := &bench{t: t}
 	b.openTurn()
@@ -328,12 +262,11 @@ func TestFlushesBeforeTheFollowingStepStart(t *testing.T) {
 	}
 	expectGet(t, b, true, nil)
 	// plan/mode precedes the step/start the boundary admitted.
-	if b.events[1].Type != EventPlanMode || b.events[2].Type != EventStepStart {
+	if b.events[1].Type != harness.TypePlanMode || b.events[2].Type != harness.TypeStepStart {
 		t.Fatalf("order %s, %s", b.events[1].Type, b.events[2].Type)
 	}
 }
 
-// §7 item 15.
 func TestBetweenStepSeam(t *testing.T) {
 	b := &bench{t: t}
 	if o, _ := b.set(true); o != Committed {
@@ -341,12 +274,12 @@ func TestBetweenStepSeam(t *testing.T) {
 	}
 	b.openTurn()
 	b.boundary()
-	if !FoldPlanMode(b.events) || b.planModes() != 1 {
+	if !harness.FoldPlanMode(b.events) || b.planModes() != 1 {
 		t.Fatal("the boundary must keep fold T without appending again")
 	}
 }
 
-// §7 items 16–20 (narration and net-zero at the boundary).
+// Narration and net-zero at the boundary.
 func TestBoundaryNarration(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -372,24 +305,24 @@ func TestBoundaryNarration(t *testing.T) {
 			name:     "18 narrates once when the flushed mode differs from the last header",
 			setup:    func(b *bench) { b.header(); b.openTurn() },
 			flips:    []bool{true},
-			wantFold: true, wantPMs: 1, wantNotes: []string{NoticePlanOn},
+			wantFold: true, wantPMs: 1, wantNotes: []string{harness.NoticePlanOn},
 		},
 		{
 			name: "19 narrates a switch back with the default wording",
 			setup: func(b *bench) {
-				b.add(EventPlanMode, PlanModeData{Active: true})
+				b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 				b.header()
 				b.openTurn()
 			},
 			flips:    []bool{false},
-			wantFold: false, wantPMs: 2, wantNotes: []string{NoticeDefault},
+			wantFold: false, wantPMs: 2, wantNotes: []string{harness.NoticeDefault},
 		},
 		{
 			name: "20 stays silent when the header already reflects the flushed mode",
 			setup: func(b *bench) {
-				b.add(EventPlanMode, PlanModeData{Active: true})
+				b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 				b.header()
-				b.add(EventPlanMode, PlanModeData{Active: false})
+				b.add(harness.TypePlanMode, harness.PlanMode{Active: false})
 				b.openTurn()
 			},
 			flips:    []bool{true},
@@ -410,8 +343,8 @@ func TestBoundaryNarration(t *testing.T) {
 			if err := b.boundary(); err != nil {
 				t.Fatal(err)
 			}
-			if FoldPlanMode(b.events) != c.wantFold || b.planModes() != c.wantPMs {
-				t.Fatalf("fold %v with %d plan/mode, want %v with %d", FoldPlanMode(b.events), b.planModes(), c.wantFold, c.wantPMs)
+			if harness.FoldPlanMode(b.events) != c.wantFold || b.planModes() != c.wantPMs {
+				t.Fatalf("fold %v with %d plan/mode, want %v with %d", harness.FoldPlanMode(b.events), b.planModes(), c.wantFold, c.wantPMs)
 			}
 			if len(b.notices) != len(c.wantNotes) {
 				t.Fatalf("notices %q, want %q", b.notices, c.wantNotes)
@@ -426,10 +359,10 @@ func TestBoundaryNarration(t *testing.T) {
 	}
 }
 
-// An approved exit (Narrate false) is never narrated (§7 item 47).
+// An approved exit (Narrate false) is never narrated.
 func TestExitFlushNarratesNothing(t *testing.T) {
 	b := &bench{t: t}
-	b.add(EventPlanMode, PlanModeData{Active: true})
+	b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 	b.header()
 	b.openTurn()
 	b.pending = &Pending{Active: false, Narrate: false}
@@ -437,12 +370,12 @@ func TestExitFlushNarratesNothing(t *testing.T) {
 	if err := b.boundary(); err != nil {
 		t.Fatal(err)
 	}
-	if FoldPlanMode(b.events) || len(b.notices) != 0 {
-		t.Fatalf("fold %v, notices %q", FoldPlanMode(b.events), b.notices)
+	if harness.FoldPlanMode(b.events) || len(b.notices) != 0 {
+		t.Fatalf("fold %v, notices %q", harness.FoldPlanMode(b.events), b.notices)
 	}
 }
 
-// §7 items 21–22 (NEWER: the failed append fails the proposal and the intent stays pending).
+// A failed append fails the proposal and the intent stays pending.
 func TestAppendFailureKeepsIntentPending(t *testing.T) {
 	t.Run("21 between turns", func(t *testing.T) {
 		b := &bench{t: t, failAppend: true}
@@ -451,7 +384,7 @@ func TestAppendFailureKeepsIntentPending(t *testing.T) {
 		}
 		expectGet(t, b, false, nil) // idle set(): pending untouched (none before)
 		b.failAppend = false
-		if o, _ := b.set(true); o != Committed || !FoldPlanMode(b.events) {
+		if o, _ := b.set(true); o != Committed || !harness.FoldPlanMode(b.events) {
 			t.Fatal("after repair the selection must commit")
 		}
 	})
@@ -472,7 +405,7 @@ func TestAppendFailureKeepsIntentPending(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectGet(t, b, true, nil)
-		if len(b.notices) != 1 || b.notices[0] != NoticePlanOn {
+		if len(b.notices) != 1 || b.notices[0] != harness.NoticePlanOn {
 			t.Fatalf("notices %q", b.notices)
 		}
 	})
@@ -490,25 +423,12 @@ func TestBetweenTurnsNoticeDeliveredOnceAtNextStep(t *testing.T) {
 	b.openTurn()
 	b.boundary()
 	b.boundary()
-	if len(b.notices) != 1 || b.notices[0] != NoticePlanOn {
-		t.Fatalf("notices %q, want exactly one %q", b.notices, NoticePlanOn)
+	if len(b.notices) != 1 || b.notices[0] != harness.NoticePlanOn {
+		t.Fatalf("notices %q, want exactly one %q", b.notices, harness.NoticePlanOn)
 	}
 }
 
-func TestExactTexts(t *testing.T) {
-	pins := map[string]string{
-		NoticePlanOn:         "The user switched this session to plan mode.",
-		NoticeDefault:        "The user switched this session back to the default mode.",
-		ExitApprovedText:     "Plan approved — plan mode exited; carry out the plan starting with your next step.",
-		ExitErrDismissed:     "The user dismissed the plan review to speak instead; stay in plan mode, stop here, and wait for their message.",
-		KeepPlanningText(""): "The user chose to keep planning; revise the plan and present it again.",
-		KeepPlanningText("consider the resume path"): "The user chose to keep planning; their feedback: consider the resume path",
-	}
-	for got, want := range pins {
-		if got != want {
-			t.Errorf("%q != %q", got, want)
-		}
-	}
+func TestPlanCommandReplies(t *testing.T) {
 	replies := []struct {
 		off    bool
 		o      Outcome

@@ -10,7 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // DefaultSystem is the reference agent's base system prompt; the plan section is appended to
@@ -19,7 +19,7 @@ const DefaultSystem = "You are a coding agent (planmode-operator reference agent
 
 // BaseTools are declared in every request; exit_plan_mode is added first while plan mode is
 // committed.
-var BaseTools = []agentsdk.ToolSchema{
+var BaseTools = []harness.ToolSchema{
 	{Name: "read", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
 	{Name: "write", Description: "Write a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
 }
@@ -40,7 +40,7 @@ type Options struct {
 	// DefaultReviewTimeout); spec.reviewTimeout is the manager's own expiry.
 	ReviewTimeout time.Duration
 	// Model is the request config; default provider "reference", model "scripted".
-	Model agentsdk.LLMCallConfig
+	Model harness.LLMCallConfig
 	// System is the base system prompt (default DefaultSystem).
 	System string
 	// OnStep, when set, is called after every step proposal (admitted or failed).
@@ -78,7 +78,7 @@ type runner struct {
 	step       int64 // last step of the open turn
 	stepOpen   bool
 	prompt     string // the open turn's prompt, not yet recorded
-	header     agentsdk.EpochHeader
+	header     harness.EpochHeader
 	res        agentsdk.Result
 	turnFailed bool // the open turn's proposal failed: skip to the next turn
 }
@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 		o.BoundaryTimeout = 30 * time.Second
 	}
 	if o.Model.Provider == "" {
-		o.Model = agentsdk.LLMCallConfig{Provider: "reference", Model: "scripted"}
+		o.Model = harness.LLMCallConfig{Provider: "reference", Model: "scripted"}
 	}
 	if o.System == "" {
 		o.System = DefaultSystem
@@ -141,7 +141,7 @@ func (r *runner) abort(ctx context.Context, err error) error {
 		}
 		r.stepOpen = false
 	}
-	reason := agentsdk.TurnEndReason{Kind: "aborted", Reason: &agentsdk.TurnEndReason{Kind: "disposed"}}
+	reason := harness.TurnEndReason{Kind: harness.TurnEndAborted, Reason: &harness.AbortCause{Kind: "disposed"}}
 	if e := r.c.EndTurn(cctx, r.turn, reason); e != nil {
 		return errors.Join(err, e)
 	}
@@ -209,7 +209,7 @@ func (r *runner) runStep(ctx context.Context, steered string) error {
 		if err != nil {
 			break
 		}
-		var msgs []sessionlog.Event
+		var msgs []harness.Event
 		if step == 1 && r.prompt != "" {
 			msgs = append(msgs, agentsdk.UserText(r.prompt))
 		}
@@ -240,7 +240,7 @@ func (r *runner) runStep(ctx context.Context, steered string) error {
 		r.stats.FailedProposals++
 		r.report(rec)
 		r.o.Logger.Info("step proposal failed; ending the turn", "turn", r.turn, "step", step, "error", err.Error())
-		if endErr := r.c.EndTurn(ctx, r.turn, agentsdk.TurnBlocked(err.Error())); endErr != nil {
+		if endErr := r.c.EndTurn(ctx, r.turn, harness.TurnBlocked(err.Error())); endErr != nil {
 			return endErr
 		}
 		r.turnFailed = true
@@ -259,7 +259,7 @@ func (r *runner) runStep(ctx context.Context, steered string) error {
 
 // headerChanged tracks whether hdr differs from the previous step's header (what StartStep
 // logged).
-func (r *runner) headerChanged(hdr agentsdk.EpochHeader) bool {
+func (r *runner) headerChanged(hdr harness.EpochHeader) bool {
 	a, _ := json.Marshal(hdr)
 	b, _ := json.Marshal(r.header)
 	return string(a) != string(b)
@@ -271,20 +271,20 @@ func (r *runner) report(rec StepRecord) {
 	}
 }
 
-func (r *runner) headerFor(res agentsdk.Result) agentsdk.EpochHeader {
+func (r *runner) headerFor(res agentsdk.Result) harness.EpochHeader {
 	return Header(res, r.o.Model, r.o.System)
 }
 
 // Header assembles a step's request header from its boundary result: the plan section rides
 // in the system text (after the base prompt and a blank line) and exit_plan_mode is declared
 // (first) only while plan mode is committed.
-func Header(res agentsdk.Result, model agentsdk.LLMCallConfig, system string) agentsdk.EpochHeader {
-	h := agentsdk.EpochHeader{Config: model, System: system}
+func Header(res agentsdk.Result, model harness.LLMCallConfig, system string) harness.EpochHeader {
+	h := harness.EpochHeader{Config: model, System: system}
 	if res.Active && res.Section != "" {
 		h.System += "\n\n" + res.Section
 	}
 	if res.ExitAdmitted {
-		h.Tools = append(h.Tools, agentsdk.ToolSchema{Name: agentsdk.ExitToolName, Description: agentsdk.ExitToolDescription, Parameters: agentsdk.ExitToolParameters})
+		h.Tools = append(h.Tools, harness.ExitToolSchema())
 	}
 	h.Tools = append(h.Tools, BaseTools...)
 	return h
@@ -297,8 +297,8 @@ func (r *runner) tool(ctx context.Context, name string) error {
 	r.stats.ToolCalls++
 	callID := agentsdk.NewID()
 	text, isErr := "ok", false
-	if name == agentsdk.ExitToolName && !r.res.ExitAdmitted {
-		// Not declared in this step's request: the harness's newest docs answer UNKNOWN_TOOL.
+	if name == harness.ExitToolName && !r.res.ExitAdmitted {
+		// Not declared in this step's request: the harness answers UNKNOWN_TOOL.
 		text, isErr = "Error: UNKNOWN_TOOL: exit_plan_mode is only available in plan mode", true
 	}
 	_, err := r.c.Append(ctx,
@@ -336,7 +336,7 @@ func (r *runner) endTurn(ctx context.Context) error {
 			if err := r.endStep(ctx); err != nil {
 				return err
 			}
-			if err := r.c.EndTurn(ctx, r.turn, agentsdk.TurnCompleted); err != nil {
+			if err := r.c.EndTurn(ctx, r.turn, harness.TurnCompleted); err != nil {
 				return err
 			}
 		}

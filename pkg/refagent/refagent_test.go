@@ -21,6 +21,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -106,7 +107,7 @@ func (a *agent) run(script string, onStep func(refagent.StepRecord)) refagent.St
 	return stats
 }
 
-func (a *agent) tail() sessionlog.Tail {
+func (a *agent) tail() harness.Tail {
 	t, err := a.e.store.Tail(suiteCtx, a.id)
 	Expect(err).NotTo(HaveOccurred())
 	return t
@@ -114,7 +115,7 @@ func (a *agent) tail() sessionlog.Tail {
 
 // logEvent is a decoded event for assertions.
 type logEvent struct {
-	sessionlog.Event
+	harness.Event
 	label string // type, or "notice" for the plan-mode notice, "plan/mode=true|false"
 }
 
@@ -125,9 +126,9 @@ func (a *agent) events() []logEvent {
 	for i, ev := range evs {
 		out[i] = logEvent{Event: ev, label: ev.Type}
 		switch {
-		case ev.Type == agentsdk.TypeUserMessage && strings.Contains(string(ev.Data), `"form":"notice"`):
+		case ev.Type == harness.TypeUserMessage && strings.Contains(string(ev.Data), `"form":"notice"`):
 			out[i].label = "notice"
-		case ev.Type == agentsdk.TypePlanMode:
+		case ev.Type == harness.TypePlanMode:
 			out[i].label = "plan/mode=" + strings.TrimSuffix(strings.TrimPrefix(string(ev.Data), `{"active":`), "}")
 		}
 	}
@@ -162,14 +163,14 @@ func count(evs []logEvent, label string) int {
 }
 
 type header struct {
-	Header agentsdk.EpochHeader `json:"header"`
-	Reason string               `json:"reason"`
+	Header harness.EpochHeader `json:"header"`
+	Reason string              `json:"reason"`
 }
 
 func headers(evs []logEvent) []header {
 	var out []header
 	for _, ev := range evs {
-		if ev.Type == agentsdk.TypeRequestHeader {
+		if ev.Type == harness.TypeRequestHeader {
 			var h header
 			Expect(json.Unmarshal(ev.Data, &h)).To(Succeed())
 			out = append(out, h)
@@ -230,7 +231,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(toolNames(hs[0])).To(Equal([]string{"read", "write"}))
 				Expect(hs[1].Reason).To(Equal("change"))
 				Expect(hs[1].Header.System).To(HaveSuffix("\n\n" + section))
-				Expect(toolNames(hs[1])).To(Equal([]string{agentsdk.ExitToolName, "read", "write"}))
+				Expect(toolNames(hs[1])).To(Equal([]string{harness.ExitToolName, "read", "write"}))
 				// Writes for the toggle: the manager's pending and ack, the agent's one report.
 				Expect(a.api.Writes()).To(BeEquivalentTo(1))
 				Expect(a.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
@@ -247,7 +248,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				hs := headers(evs)
 				Expect(hs[0].Reason).To(Equal("initial"))
 				Expect(hs[0].Header.System).To(ContainSubstring(section))
-				Expect(toolNames(hs[0])).To(Equal([]string{agentsdk.ExitToolName, "read", "write"}))
+				Expect(toolNames(hs[0])).To(Equal([]string{harness.ExitToolName, "read", "write"}))
 				Expect(a.api.Writes()).To(BeZero())
 			})
 
@@ -360,8 +361,8 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(err).NotTo(HaveOccurred())
 				res, err := a.c.Boundary(suiteCtx, turn, 1, wait)
 				Expect(err).NotTo(HaveOccurred())
-				Expect(a.c.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []sessionlog.Event{agentsdk.UserText("hi")},
-					Header: &agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}, System: "s"}})).To(Succeed())
+				Expect(a.c.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("hi")},
+					Header: &harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "s"}})).To(Succeed())
 				Expect(a.c.EndStep(suiteCtx, turn, 1)).To(Succeed())
 				a.toggle(true)
 				a.awaitPending(true)
@@ -379,7 +380,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 					return err
 				}).WithTimeout(wait).Should(Succeed())
 				Expect(res2.Active).To(BeTrue())
-				Expect(res2.Notice).To(Equal(agentsdk.NoticeEnter))
+				Expect(res2.Notice).To(Equal(harness.NoticePlanOn))
 				Expect(res2.NextSeq).To(Equal(a.tail().NextSeq))
 				Expect(a.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
 			})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // OpExit calls exit_plan_mode in the current step; Arg is the plan, with "\n" standing for a
@@ -45,7 +46,7 @@ func (r *runner) exit(ctx context.Context, arg string) error {
 		if err := r.endStep(ctx); err != nil {
 			return err
 		}
-		if err := r.c.EndTurn(ctx, r.turn, agentsdk.TurnCompleted); err != nil {
+		if err := r.c.EndTurn(ctx, r.turn, harness.TurnCompleted); err != nil {
 			return err
 		}
 		r.turnFailed = true // skip the rest of this turn's script; its turn/end is written

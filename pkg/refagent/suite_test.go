@@ -26,6 +26,7 @@ import (
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -97,9 +98,9 @@ type faultStore struct {
 	fail atomic.Bool
 }
 
-func (f *faultStore) Append(ctx context.Context, id string, evs []sessionlog.Event) (sessionlog.Tail, error) {
+func (f *faultStore) Append(ctx context.Context, id string, evs []harness.Event) (harness.Tail, error) {
 	if f.fail.Load() {
-		return sessionlog.Tail{}, errStoreDown
+		return harness.Tail{}, errStoreDown
 	}
 	return f.Store.Append(ctx, id, evs)
 }

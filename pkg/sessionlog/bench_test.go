@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // Benchmarks: `make bench-log` (go test -run '^$' -bench . -count N ./pkg/sessionlog/).
@@ -69,12 +71,12 @@ func benchCleanup() {
 
 // benchEvents returns n events of a realistic mix (turns, steps, plan/mode, headers,
 // messages), numbered from first.
-func benchEvents(first int64, n int) []Event {
-	out := make([]Event, 0, n)
+func benchEvents(first int64, n int) []harness.Event {
+	out := make([]harness.Event, 0, n)
 	for turn := first/6 + 1; len(out) < n; turn++ {
 		out = append(out, durabilityCycle(turn, turn%2 == 0)...)
 	}
-	return Sequence(first, out[:n]...)
+	return harness.Sequence(first, out[:n]...)
 }
 
 // buildLog appends n events to session id in batches of 10,000 unless already built.

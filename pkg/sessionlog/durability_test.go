@@ -3,7 +3,6 @@ package sessionlog
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // The durability test re-executes the test binary as an appender (TestMain sees these
@@ -26,14 +27,14 @@ const (
 
 // durabilityCycle is what the appender writes, over and over: every kind of event the tail
 // fold tracks, so the tail row's consistency after the kill is checked too.
-func durabilityCycle(turn int64, active bool) []Event {
-	return []Event{
-		MustEvent(TypeTurnStart, TurnStart{Turn: turn}),
-		MustEvent(TypeStepStart, StepStart{Turn: turn, Step: 1}),
-		MustEvent(TypePlanMode, PlanMode{Active: active}),
-		MustEvent(TypeRequestHeader, RequestHeader{Header: json.RawMessage(`{"config":{"model":"m"}}`), Reason: HeaderReasonChange}),
-		MustEvent(TypeStepEnd, StepEnd{Turn: turn, Step: 1}),
-		MustEvent(TypeTurnEnd, TurnEnd{Turn: turn, Reason: json.RawMessage(`{"kind":"completed"}`)}),
+func durabilityCycle(turn int64, active bool) []harness.Event {
+	return []harness.Event{
+		harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: turn}),
+		harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: turn, Step: 1}),
+		harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: active}),
+		harness.MustEvent(harness.TypeRequestHeader, harness.RequestHeader{Header: harness.EpochHeader{Config: harness.LLMCallConfig{Model: "m"}}, Reason: harness.HeaderReasonChange}),
+		harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: turn, Step: 1}),
+		harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: turn, Reason: harness.TurnCompleted}),
 	}
 }
 
@@ -47,7 +48,7 @@ func durabilityChild() int {
 		return 3
 	}
 	id := os.Getenv(durabilitySessionEnv)
-	var pending []Event
+	var pending []harness.Event
 	for turn := int64(1); ; turn++ {
 		pending = append(pending, durabilityCycle(turn, turn%2 == 1)...)
 		for len(pending) >= 3 {
@@ -57,7 +58,7 @@ func durabilityChild() int {
 				fmt.Fprintln(os.Stderr, err)
 				return 4
 			}
-			tail, err = s.Append(ctx, id, Sequence(tail.NextSeq, pending[:n]...))
+			tail, err = s.Append(ctx, id, harness.Sequence(tail.NextSeq, pending[:n]...))
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 5
@@ -150,7 +151,7 @@ func runDurability(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	folded, err := FoldTail(id, evs)
+	folded, err := harness.FoldTail(evs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func runDurability(t *testing.T, url string) {
 		t.Fatalf("stored tail %s disagrees with the fold of the stored log %s", fmtTail(tail), fmtTail(folded))
 	}
 	// The log is the appender's exact sequence: nothing torn or reordered.
-	var want []Event
+	var want []harness.Event
 	for turn := int64(1); int64(len(want)) < int64(len(evs)); turn++ {
 		want = append(want, durabilityCycle(turn, turn%2 == 1)...)
 	}
@@ -169,7 +170,7 @@ func runDurability(t *testing.T, url string) {
 	}
 	t.Logf("appender killed with SIGKILL after %d acknowledged appends (last acknowledged seq %d); %d events stored, all acknowledged ones readable", len(acked), last, len(evs))
 	// The log stays writable after the crash.
-	if _, err := s.Append(context.Background(), id, Sequence(tail.NextSeq, ev("after/crash", `{}`))); err != nil {
+	if _, err := s.Append(context.Background(), id, harness.Sequence(tail.NextSeq, ev("after/crash", `{}`))); err != nil {
 		t.Fatalf("append after the crash: %v", err)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // fuzzStore opens one SQLite store per fuzz worker process.
@@ -63,11 +65,11 @@ func FuzzDecodeStoredRow(f *testing.F) {
 			}
 			return
 		}
-		if _, verr := checkEvent("fuzz", &ev); verr != nil {
+		if _, verr := check("fuzz", &ev); verr != nil {
 			t.Fatalf("decoded event does not validate: %v", verr)
 		}
 		if seq == 0 {
-			if _, err := FoldTail("fuzz", []Event{ev}); err != nil {
+			if _, err := harness.FoldTail([]harness.Event{ev}); err != nil {
 				t.Fatalf("FoldTail of a valid event: %v", err)
 			}
 		}
@@ -96,11 +98,11 @@ func FuzzAppendValidation(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ string, data []byte, surfaceOp string, seq int64) {
 		ctx := context.Background()
 		id := nextFuzzSession()
-		ev := Event{Type: typ, Seq: seq, Time: 1785406800000, Data: data}
+		ev := harness.Event{Type: typ, Seq: seq, Time: 1785406800000, Data: data}
 		if surfaceOp != "" {
 			ev.SurfaceOp = json.RawMessage(surfaceOp)
 		}
-		tail, err := s.Append(ctx, id, []Event{ev})
+		tail, err := s.Append(ctx, id, []harness.Event{ev})
 		if err != nil {
 			if !IsInvalid(err) && !IsConflict(err) {
 				t.Fatalf("refusal is neither a ValidationError nor a ConflictError: %v", err)
@@ -129,13 +131,13 @@ func FuzzAppendValidation(f *testing.F) {
 		if evs[0].Type != typ || !bytes.Equal(evs[0].Data, want.Bytes()) {
 			t.Fatalf("read back %s %s, appended %s %s", evs[0].Type, evs[0].Data, typ, want.Bytes())
 		}
-		if ft, err := FoldTail(id, evs); err != nil || !tailsEqual(ft, tail) {
+		if ft, err := harness.FoldTail(evs); err != nil || !tailsEqual(ft, tail) {
 			t.Fatalf("fold %+v (%v) differs from the stored tail %+v", ft, err, tail)
 		}
 	})
 }
 
-func tailsEqual(a, b Tail) bool {
+func tailsEqual(a, b harness.Tail) bool {
 	if (a.Told == nil) != (b.Told == nil) || (a.Told != nil && *a.Told != *b.Told) {
 		return false
 	}

@@ -9,22 +9,12 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // FormatVersion is the harness's SESSION_FORMAT_VERSION; any other version is refused.
 const FormatVersion = 0
-
-// KnownTypes are the event types the harness's session format declares (reference spec §1,
-// §2.2). JSONL import refuses any other type unless the event is marked ignorable, the
-// harness's own format-refusal rule. The Store itself keeps unknown types verbatim.
-var KnownTypes = map[string]bool{
-	TypeTurnStart: true, TypeTurnEnd: true, TypeStepStart: true, TypeStepEnd: true,
-	TypeUserMessage: true, TypeRequestHeader: true, TypePlanMode: true,
-	TypeCommandRun: true, TypeCommandDone: true, TypeInboxSpliced: true, TypeSessionEndSeed: true,
-	"assistant/message": true, "assistant/chunk": true,
-	"tool/call": true, "tool/result": true, "tool/code-dispatch": true, "todo/write": true,
-	"request/context": true, "session/title": true, "llm/retry": true, "llm/retry-started": true,
-}
 
 // Header is the first line of a harness session JSONL file. Only the fields the store keeps
 // are listed; cwd, origin, delegationDepth and agentPreset are accepted on import and dropped.
@@ -48,7 +38,7 @@ func Export(ctx context.Context, s Store, sessionID string, w io.Writer) error {
 		return fmt.Errorf("export session %q: %w", sessionID, err)
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	hdr := Header{Type: "session", Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession}
+	hdr := Header{Type: harness.TypeSessionHeader, Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession}
 	if info.ParentSession != "" || info.SeedLength != 0 {
 		n := info.SeedLength
 		hdr.SeedLength = &n
@@ -80,7 +70,7 @@ func Export(ctx context.Context, s Store, sessionID string, w io.Writer) error {
 
 // AppendJSONL appends the event's JSONL line (with its newline) to dst. Data, surfaceOp and
 // strings are written as stored: no HTML escaping, key order and numbers untouched.
-func AppendJSONL(dst []byte, ev *Event) []byte {
+func AppendJSONL(dst []byte, ev *harness.Event) []byte {
 	dst = append(dst, `{"type":`...)
 	dst = appendString(dst, ev.Type)
 	dst = append(dst, `,"seq":`...)
@@ -146,17 +136,17 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // with Seed: atomically, and only if it does not exist yet. It refuses a format version other
 // than 0, an unknown event type without ignorable:true, unknown envelope fields, packed chunk
 // rows, non-contiguous seqs and invalid payloads, naming the line; nothing is stored then.
-func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (SessionInfo, Tail, error) {
+func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (SessionInfo, harness.Tail, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	lineNo := 0
 	var info SessionInfo
-	var events []Event
+	var events []harness.Event
 	var eventLines []int // line number of each event, for error messages
 	haveHeader := false
 	for {
 		line, rerr := br.ReadBytes('\n')
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return SessionInfo{}, Tail{}, fmt.Errorf("import: read: %w", rerr)
+			return SessionInfo{}, harness.Tail{}, fmt.Errorf("import: read: %w", rerr)
 		}
 		if len(line) > 0 {
 			lineNo++
@@ -165,20 +155,20 @@ func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (Sess
 			if !haveHeader {
 				h, err := parseHeader(t)
 				if err != nil {
-					return SessionInfo{}, Tail{}, &ImportError{Line: lineNo, Err: err}
+					return SessionInfo{}, harness.Tail{}, &ImportError{Line: lineNo, Err: err}
 				}
 				info = h
 				if opts.SessionID != "" {
 					info.ID = opts.SessionID
 				}
 				if info.ID == "" {
-					return SessionInfo{}, Tail{}, &ImportError{Line: lineNo, Err: errors.New(`session header has no "id"; pass a session id`)}
+					return SessionInfo{}, harness.Tail{}, &ImportError{Line: lineNo, Err: errors.New(`session header has no "id"; pass a session id`)}
 				}
 				haveHeader = true
 			} else {
 				ev, err := parseEventLine(t, int64(len(events)), opts.AllowUnknown)
 				if err != nil {
-					return SessionInfo{}, Tail{}, &ImportError{Line: lineNo, Err: err}
+					return SessionInfo{}, harness.Tail{}, &ImportError{Line: lineNo, Err: err}
 				}
 				events = append(events, ev)
 				eventLines = append(eventLines, lineNo)
@@ -189,19 +179,19 @@ func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (Sess
 		}
 	}
 	if !haveHeader {
-		return SessionInfo{}, Tail{}, errors.New(`import: empty input; expected a {"type":"session","version":0,...} header line`)
+		return SessionInfo{}, harness.Tail{}, errors.New(`import: empty input; expected a {"type":"session","version":0,...} header line`)
 	}
 	tail, err := s.Seed(ctx, info, events)
 	if err != nil {
 		var v *ValidationError
 		if errors.As(err, &v) && v.Seq >= 0 && v.Seq < int64(len(eventLines)) {
-			return SessionInfo{}, Tail{}, &ImportError{Line: eventLines[v.Seq], Err: err}
+			return SessionInfo{}, harness.Tail{}, &ImportError{Line: eventLines[v.Seq], Err: err}
 		}
 		var c *ConflictError
 		if errors.As(err, &c) {
-			return SessionInfo{}, Tail{}, fmt.Errorf("import session %q: it already exists with %d events; choose another id (--session): %w", info.ID, c.Expected, err)
+			return SessionInfo{}, harness.Tail{}, fmt.Errorf("import session %q: it already exists with %d events; choose another id (--session): %w", info.ID, c.Expected, err)
 		}
-		return SessionInfo{}, Tail{}, fmt.Errorf("import session %q: %w", info.ID, err)
+		return SessionInfo{}, harness.Tail{}, fmt.Errorf("import session %q: %w", info.ID, err)
 	}
 	return info, tail, nil
 }
@@ -212,8 +202,8 @@ func parseHeader(line []byte) (SessionInfo, error) {
 		return SessionInfo{}, fmt.Errorf("session header is not a JSON object: %v", err)
 	}
 	var typ string
-	if err := json.Unmarshal(m["type"], &typ); err != nil || typ != "session" {
-		return SessionInfo{}, fmt.Errorf(`first line must be the session header {"type":"session",...}; got type %s`, jsonText(m["type"], m["type"] != nil))
+	if err := json.Unmarshal(m["type"], &typ); err != nil || typ != harness.TypeSessionHeader {
+		return SessionInfo{}, fmt.Errorf(`first line must be the session header {"type":"session",...}; got type %s`, harness.JSONText(m["type"]))
 	}
 	vraw, ok := m["version"]
 	if !ok {
@@ -221,7 +211,7 @@ func parseHeader(line []byte) (SessionInfo, error) {
 	}
 	if string(bytes.TrimSpace(vraw)) != "0" {
 		// The harness's SessionFormatUnsupportedError.
-		return SessionInfo{}, fmt.Errorf("unsupported session format version %s; only version %d is supported", jsonText(vraw, true), FormatVersion)
+		return SessionInfo{}, fmt.Errorf("unsupported session format version %s; only version %d is supported", harness.JSONText(vraw), FormatVersion)
 	}
 	var h Header
 	if err := json.Unmarshal(line, &h); err != nil {
@@ -238,59 +228,59 @@ var envelopeFields = map[string]bool{"type": true, "seq": true, "time": true, "d
 
 var packedChunkTypes = map[string]bool{"text-chunks": true, "reasoning-chunks": true, "tool-call-chunks": true}
 
-func parseEventLine(line []byte, wantSeq int64, allowUnknown bool) (Event, error) {
+func parseEventLine(line []byte, wantSeq int64, allowUnknown bool) (harness.Event, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return Event{}, fmt.Errorf("event is not a JSON object: %v", err)
+		return harness.Event{}, fmt.Errorf("event is not a JSON object: %v", err)
 	}
-	var ev Event
+	var ev harness.Event
 	if raw, ok := m["type"]; ok {
 		if err := json.Unmarshal(raw, &ev.Type); err != nil {
-			return Event{}, fmt.Errorf("event type is %s; expected a string", jsonText(raw, true))
+			return harness.Event{}, fmt.Errorf("event type is %s; expected a string", harness.JSONText(raw))
 		}
 	}
 	if packedChunkTypes[ev.Type] {
-		return Event{}, fmt.Errorf("packed chunk row %q is not supported; export the harness session with packChunks: false", ev.Type)
+		return harness.Event{}, fmt.Errorf("packed chunk row %q is not supported; export the harness session with packChunks: false", ev.Type)
 	}
 	for _, k := range []string{"type", "seq", "time", "data"} {
 		if _, ok := m[k]; !ok {
-			return Event{}, fmt.Errorf("event has no %q; the envelope is {type, seq, time, data}", k)
+			return harness.Event{}, fmt.Errorf("event has no %q; the envelope is {type, seq, time, data}", k)
 		}
 	}
-	if ev.Type == "request/header-delta" {
-		return Event{}, errors.New("legacy request/header-delta events are refused (the harness refuses them too)")
+	if ev.Type == harness.TypeLegacyHeaderDelta {
+		return harness.Event{}, errors.New("legacy request/header-delta events are refused (the harness refuses them too)")
 	}
 	for k := range m {
 		if !envelopeFields[k] {
-			return Event{}, fmt.Errorf("%s event has unknown envelope field %q", ev.Type, k)
+			return harness.Event{}, fmt.Errorf("%s event has unknown envelope field %q", ev.Type, k)
 		}
 	}
 	if err := json.Unmarshal(m["seq"], &ev.Seq); err != nil {
-		return Event{}, fmt.Errorf("%s event seq is %s; expected an integer", ev.Type, jsonText(m["seq"], true))
+		return harness.Event{}, fmt.Errorf("%s event seq is %s; expected an integer", ev.Type, harness.JSONText(m["seq"]))
 	}
 	if ev.Seq != wantSeq {
-		return Event{}, fmt.Errorf("%s event has seq %d; expected %d (seqs are contiguous from 0)", ev.Type, ev.Seq, wantSeq)
+		return harness.Event{}, fmt.Errorf("%s event has seq %d; expected %d (seqs are contiguous from 0)", ev.Type, ev.Seq, wantSeq)
 	}
 	if err := json.Unmarshal(m["time"], &ev.Time); err != nil || ev.Time <= 0 {
-		return Event{}, fmt.Errorf("%s event at seq %d has time %s; expected Unix epoch milliseconds", ev.Type, ev.Seq, jsonText(m["time"], true))
+		return harness.Event{}, fmt.Errorf("%s event at seq %d has time %s; expected Unix epoch milliseconds", ev.Type, ev.Seq, harness.JSONText(m["time"]))
 	}
 	ev.Data = m["data"]
 	if raw, ok := m["ignorable"]; ok {
 		if string(bytes.TrimSpace(raw)) != "true" {
-			return Event{}, fmt.Errorf("%s event at seq %d has ignorable %s; only true is allowed", ev.Type, ev.Seq, jsonText(raw, true))
+			return harness.Event{}, fmt.Errorf("%s event at seq %d has ignorable %s; only true is allowed", ev.Type, ev.Seq, harness.JSONText(raw))
 		}
 		ev.Ignorable = true
 	}
 	if raw, ok := m["sourceEventSeqs"]; ok {
 		if err := json.Unmarshal(raw, &ev.SourceEventSeqs); err != nil || len(ev.SourceEventSeqs) == 0 {
-			return Event{}, fmt.Errorf("%s event at seq %d has sourceEventSeqs %s; expected a non-empty array of integers", ev.Type, ev.Seq, jsonText(raw, true))
+			return harness.Event{}, fmt.Errorf("%s event at seq %d has sourceEventSeqs %s; expected a non-empty array of integers", ev.Type, ev.Seq, harness.JSONText(raw))
 		}
 	}
 	if raw, ok := m["surfaceOp"]; ok {
 		ev.SurfaceOp = raw
 	}
-	if !KnownTypes[ev.Type] && !ev.Ignorable && !allowUnknown {
-		return Event{}, fmt.Errorf("unknown event type %q at seq %d is not marked ignorable; the harness refuses such a log (import with --allow-unknown to keep it anyway)", ev.Type, ev.Seq)
+	if !harness.KnownTypes[ev.Type] && !ev.Ignorable && !allowUnknown {
+		return harness.Event{}, fmt.Errorf("unknown event type %q at seq %d is not marked ignorable; the harness refuses such a log (import with --allow-unknown to keep it anyway)", ev.Type, ev.Seq)
 	}
 	return ev, nil
 }

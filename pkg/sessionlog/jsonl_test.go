@@ -8,10 +8,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
-// The fixture is built from the reference spec's examples (§2.1 plan/mode, §2.2 plugin
-// notice and request header, §6 A idle /plan then a prompt after an earlier default-mode
+// The fixture is built from the harness's documented examples (a plan/mode, a plugin notice
+// and a request header, and an idle /plan followed by a prompt after an earlier default-mode
 // request), plus an ignorable unknown event.
 const fixture = "testdata/spec-examples.jsonl"
 
@@ -32,9 +34,9 @@ func TestJSONLRoundTrip(t *testing.T) {
 			if info != (SessionInfo{ID: "spec-examples", CreatedAt: 1785406800000}) {
 				t.Fatalf("info = %+v", info)
 			}
-			// After §6 A: plan mode committed at seq 8, described by the header at seq 18,
+			// After the idle /plan and the prompt: plan mode committed at seq 8, described by the header at seq 18,
 			// turn 2 step 1 open.
-			wantTail := Tail{NextSeq: 20, Active: true, LastPlanModeSeq: 8, Told: boolp(true), TurnOpen: true, Turn: 2, LastStepStartSeq: 15, Step: 1, StepOpen: true}
+			wantTail := harness.Tail{NextSeq: 20, Active: true, LastPlanModeSeq: 8, Told: boolp(true), TurnOpen: true, Turn: 2, LastStepStartSeq: 15, Step: 1, StepOpen: true}
 			if !reflect.DeepEqual(tail, wantTail) {
 				t.Fatalf("tail = %s, want %s", fmtTail(tail), fmtTail(wantTail))
 			}

@@ -69,10 +69,6 @@ func postgresBackend(t *testing.T) testBackend {
 	}}
 }
 
-func TestPostgresConformance(t *testing.T) {
-	runConformance(t, postgresBackend(t))
-}
-
 // PoolSize sizes the pool unless the URL does; the URL's pool_max_conns wins.
 func TestPostgresPoolSize(t *testing.T) {
 	url := postgresDB(t)

@@ -7,6 +7,8 @@ import (
 	neturl "net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // Open returns the Store a URL names:
@@ -97,26 +99,26 @@ type rawRow struct {
 	surfaceOp *string
 }
 
-// event turns a stored row into an Event, reporting corruption with session and seq.
-func (r rawRow) event(sessionID string) (Event, error) {
-	ev := Event{Type: r.typ, Seq: r.seq, Time: r.time, Data: json.RawMessage(r.data), Ignorable: r.ignorable}
+// event turns a stored row into a harness.Event, reporting corruption with session and seq.
+func (r rawRow) event(sessionID string) (harness.Event, error) {
+	ev := harness.Event{Type: r.typ, Seq: r.seq, Time: r.time, Data: json.RawMessage(r.data), Ignorable: r.ignorable}
 	if r.seqs != nil {
 		if err := json.Unmarshal([]byte(*r.seqs), &ev.SourceEventSeqs); err != nil {
-			return Event{}, &CorruptError{SessionID: sessionID, Seq: r.seq, Reason: "sourceEventSeqs is not a JSON array of integers"}
+			return harness.Event{}, &CorruptError{SessionID: sessionID, Seq: r.seq, Reason: "sourceEventSeqs is not a JSON array of integers"}
 		}
 	}
 	if r.surfaceOp != nil {
 		ev.SurfaceOp = json.RawMessage(*r.surfaceOp)
 	}
 	if err := checkStored(sessionID, &ev); err != nil {
-		return Event{}, err
+		return harness.Event{}, err
 	}
 	return ev, nil
 }
 
 // checkRun verifies that rows read from fromSeq are contiguous and, when the read was not cut
 // by a limit, reach the stored next seq: a missing row is corruption, never skipped.
-func checkRun(sessionID string, fromSeq, nextSeq int64, events []Event, limited bool) error {
+func checkRun(sessionID string, fromSeq, nextSeq int64, events []harness.Event, limited bool) error {
 	if fromSeq < 0 {
 		fromSeq = 0
 	}

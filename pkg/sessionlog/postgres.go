@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // postgresSchemaVersion is the schema this binary writes; older databases are migrated on open.
@@ -126,10 +128,10 @@ const pgTailCols = `next_seq, active, last_plan_mode_seq, told, turn_open, turn,
 
 func pgLoadTail(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, sessionID string) (Tail, bool, error) {
+}, sessionID string) (harness.Tail, bool, error) {
 	t, ok, err := pgScanTail(q.QueryRow(ctx, pgTailQuery, sessionID))
 	if err != nil {
-		return Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
+		return harness.Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
 	}
 	return t, ok, nil
 }
@@ -137,7 +139,7 @@ func pgLoadTail(ctx context.Context, q interface {
 // pgQueueLockedTail queues the read of a session's tail row, locked until the transaction
 // ends (SELECT ... FOR UPDATE); *t and *exists are set when b's results are read, and *read
 // once the read has run (so an error of the batch then is the read's).
-func pgQueueLockedTail(b *pgx.Batch, sessionID string, t *Tail, exists, read *bool) {
+func pgQueueLockedTail(b *pgx.Batch, sessionID string, t *harness.Tail, exists, read *bool) {
 	b.Queue(pgTailQuery+` FOR UPDATE`, sessionID).QueryRow(func(row pgx.Row) error {
 		var err error
 		*read = true
@@ -150,36 +152,36 @@ const pgTailQuery = `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = 
 
 // pgScanTail reads a tail row: EmptyTail and false when the session has none. Its callers
 // name the session in an error.
-func pgScanTail(row pgx.Row) (Tail, bool, error) {
-	t := EmptyTail()
+func pgScanTail(row pgx.Row) (harness.Tail, bool, error) {
+	t := harness.EmptyTail()
 	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return EmptyTail(), false, nil
+		return harness.EmptyTail(), false, nil
 	}
 	if err != nil {
-		return Tail{}, false, err
+		return harness.Tail{}, false, err
 	}
 	return t, true, nil
 }
 
-func (s *postgresStore) Tail(ctx context.Context, sessionID string) (Tail, error) {
+func (s *postgresStore) Tail(ctx context.Context, sessionID string) (harness.Tail, error) {
 	t, _, err := pgLoadTail(ctx, s.pool, sessionID)
 	return t, err
 }
 
-func (s *postgresStore) Append(ctx context.Context, sessionID string, events []Event) (Tail, error) {
+func (s *postgresStore) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
 	return s.write(ctx, sessionID, nil, events)
 }
 
-func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []Event) (Tail, error) {
+func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
 	return s.write(ctx, info.ID, &info, events)
 }
 
 // write is Append (info nil) and Seed (info set: the session must not exist yet).
-func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []Event) (Tail, error) {
+func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event) (harness.Tail, error) {
 	p, err := prepareBatch(sessionID, events)
 	if err != nil {
-		return Tail{}, err
+		return harness.Tail{}, err
 	}
 	if info == nil && len(events) == 0 {
 		return s.Tail(ctx, sessionID)
@@ -197,13 +199,13 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)
+		return harness.Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)
 	}
 	defer conn.Release()
 	t, err := pgWrite(ctx, conn.Conn(), sessionID, info != nil, hdr, parent, p)
 	if err != nil {
 		pgRollback(conn.Conn())
-		return Tail{}, err
+		return harness.Tail{}, err
 	}
 	return t, nil
 }
@@ -214,7 +216,7 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 // round trip waits for both processes to be scheduled: a one-event append takes 0.69x the
 // time it took statement by statement, 0.76x with writers in parallel (BenchmarkAppend). The
 // caller rolls back on error.
-func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr SessionInfo, parent any, p prepared) (Tail, error) {
+func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
 	var b pgx.Batch
 	b.Queue(`BEGIN`)
 	// Create the tail row if the session is new. A concurrent creator blocks here on the
@@ -228,7 +230,7 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		return nil
 	})
 	var (
-		t            Tail
+		t            harness.Tail
 		exists, read bool
 	)
 	pgQueueLockedTail(&b, sessionID, &t, &exists, &read)
@@ -237,20 +239,20 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		if read {
 			step = "read the tail"
 		}
-		return Tail{}, fmt.Errorf("append to session %q: %s: %w", sessionID, step, err)
+		return harness.Tail{}, fmt.Errorf("append to session %q: %s: %w", sessionID, step, err)
 	}
 	if !exists {
-		return Tail{}, fmt.Errorf("append to session %q: tail row vanished", sessionID)
+		return harness.Tail{}, fmt.Errorf("append to session %q: tail row vanished", sessionID)
 	}
 	if seed && !created {
-		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
 	}
 	first := t.NextSeq
 	if len(p.events) > 0 {
 		first = p.events[0].Seq
 	}
 	if first != t.NextSeq {
-		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
 	}
 
 	b = pgx.Batch{}
@@ -267,20 +269,20 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		if _, err := c.CopyFrom(ctx, pgx.Identifier{"events"},
 			[]string{"session_id", "seq", "type", "time", "data", "ignorable", "source_event_seqs", "surface_op"},
 			pgx.CopyFromRows(rows)); err != nil {
-			return Tail{}, fmt.Errorf("append to session %q: insert seqs %d..%d: %w", sessionID, p.events[0].Seq, p.events[len(p.events)-1].Seq, err)
+			return harness.Tail{}, fmt.Errorf("append to session %q: insert seqs %d..%d: %w", sessionID, p.events[0].Seq, p.events[len(p.events)-1].Seq, err)
 		}
 	}
 	for i := range p.events {
-		t.apply(&p.events[i], p.facts[i])
+		t.Apply(&p.events[i], p.facts[i])
 	}
 	b.Queue(`UPDATE sessions SET next_seq = $2, active = $3, last_plan_mode_seq = $4, told = $5, turn_open = $6, turn = $7, last_step_start_seq = $8, step = $9, step_open = $10 WHERE session_id = $1`,
 		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.Told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen)
 	b.Queue(`COMMIT`)
 	if err := c.SendBatch(ctx, &b).Close(); err != nil {
 		if len(p.events) == 1 {
-			return Tail{}, fmt.Errorf("append to session %q: insert seq %d, update tail and commit: %w", sessionID, p.events[0].Seq, err)
+			return harness.Tail{}, fmt.Errorf("append to session %q: insert seq %d, update tail and commit: %w", sessionID, p.events[0].Seq, err)
 		}
-		return Tail{}, fmt.Errorf("append to session %q: update tail and commit: %w", sessionID, err)
+		return harness.Tail{}, fmt.Errorf("append to session %q: update tail and commit: %w", sessionID, err)
 	}
 	return t, nil
 }
@@ -298,18 +300,18 @@ func pgRollback(c *pgx.Conn) {
 	}
 }
 
-func pgSurface(ev *Event) any {
+func pgSurface(ev *harness.Event) any {
 	if len(ev.SurfaceOp) == 0 {
 		return nil
 	}
 	return string(ev.SurfaceOp)
 }
 
-func (s *postgresStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]Event, error) {
+func (s *postgresStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error) {
 	if fromSeq < 0 {
 		fromSeq = 0
 	}
-	var out []Event
+	var out []harness.Event
 	// One snapshot, so the rows and the next seq they are checked against agree.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		t, _, err := pgLoadTail(ctx, tx, sessionID)
@@ -348,7 +350,7 @@ func (s *postgresStore) ReadFrom(ctx context.Context, sessionID string, fromSeq 
 	return out, nil
 }
 
-func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (Tail, error) {
+func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
 	return fork(ctx, s, srcID, dstID, throughSeq)
 }
 

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // sqliteSchemaVersion is the schema this binary writes; older files are migrated on open.
@@ -179,16 +181,16 @@ const sqliteTailCols = `next_seq, active, last_plan_mode_seq, told, turn_open, t
 
 // sqliteLoadTail reads the tail row with stmt (sqliteSelectTail); ok is false for a session
 // that does not exist.
-func sqliteLoadTail(ctx context.Context, stmt *sql.Stmt, sessionID string) (Tail, bool, error) {
-	t := EmptyTail()
+func sqliteLoadTail(ctx context.Context, stmt *sql.Stmt, sessionID string) (harness.Tail, bool, error) {
+	t := harness.EmptyTail()
 	var told sql.NullBool
 	err := stmt.QueryRowContext(ctx, sessionID).
 		Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
 	if errors.Is(err, sql.ErrNoRows) {
-		return EmptyTail(), false, nil
+		return harness.EmptyTail(), false, nil
 	}
 	if err != nil {
-		return Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
+		return harness.Tail{}, false, fmt.Errorf("read tail of session %q: %w", sessionID, err)
 	}
 	if told.Valid {
 		b := told.Bool
@@ -197,46 +199,46 @@ func sqliteLoadTail(ctx context.Context, stmt *sql.Stmt, sessionID string) (Tail
 	return t, true, nil
 }
 
-func (s *sqliteStore) Tail(ctx context.Context, sessionID string) (Tail, error) {
+func (s *sqliteStore) Tail(ctx context.Context, sessionID string) (harness.Tail, error) {
 	t, _, err := sqliteLoadTail(ctx, s.tailR, sessionID)
 	return t, err
 }
 
-func (s *sqliteStore) Append(ctx context.Context, sessionID string, events []Event) (Tail, error) {
+func (s *sqliteStore) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
 	return s.write(ctx, sessionID, nil, events)
 }
 
-func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []Event) (Tail, error) {
+func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
 	return s.write(ctx, info.ID, &info, events)
 }
 
 // write is Append (info nil) and Seed (info set: the session must not exist yet).
-func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []Event) (Tail, error) {
+func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event) (harness.Tail, error) {
 	p, err := prepareBatch(sessionID, events)
 	if err != nil {
-		return Tail{}, err
+		return harness.Tail{}, err
 	}
 	if info == nil && len(events) == 0 {
 		return s.Tail(ctx, sessionID)
 	}
 	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
 	if err != nil {
-		return Tail{}, fmt.Errorf("append to session %q: begin: %w", sessionID, err)
+		return harness.Tail{}, fmt.Errorf("append to session %q: begin: %w", sessionID, err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	t, exists, err := sqliteLoadTail(ctx, tx.StmtContext(ctx, s.tailW), sessionID)
 	if err != nil {
-		return Tail{}, err
+		return harness.Tail{}, err
 	}
 	first := t.NextSeq
 	if len(p.events) > 0 {
 		first = p.events[0].Seq
 	}
 	if info != nil && exists {
-		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
 	}
 	if first != t.NextSeq {
-		return Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
 	}
 	if len(p.events) > 0 {
 		stmt := tx.StmtContext(ctx, s.insertEvent)
@@ -247,9 +249,9 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 				surface = string(ev.SurfaceOp)
 			}
 			if _, err := stmt.ExecContext(ctx, sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), surface); err != nil {
-				return Tail{}, fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
+				return harness.Tail{}, fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
 			}
-			t.apply(ev, p.facts[i])
+			t.Apply(ev, p.facts[i])
 		}
 	}
 	var told any
@@ -275,15 +277,15 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 			sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, hdr.CreatedAt, parent, hdr.SeedLength)
 	}
 	if err != nil {
-		return Tail{}, fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
+		return harness.Tail{}, fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return Tail{}, fmt.Errorf("append to session %q: commit: %w", sessionID, err)
+		return harness.Tail{}, fmt.Errorf("append to session %q: commit: %w", sessionID, err)
 	}
 	return t, nil
 }
 
-func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]Event, error) {
+func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error) {
 	if fromSeq < 0 {
 		fromSeq = 0
 	}
@@ -306,7 +308,7 @@ func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq in
 		return nil, fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []Event
+	var out []harness.Event
 	for rows.Next() {
 		var r rawRow
 		if err := rows.Scan(&r.seq, &r.typ, &r.time, &r.data, &r.ignorable, &r.seqs, &r.surfaceOp); err != nil {
@@ -327,7 +329,7 @@ func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq in
 	return out, nil
 }
 
-func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (Tail, error) {
+func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
 	return fork(ctx, s, srcID, dstID, throughSeq)
 }
 

@@ -20,10 +20,6 @@ func sqliteBackend(t *testing.T) testBackend {
 	}}
 }
 
-func TestSQLiteConformance(t *testing.T) {
-	runConformance(t, sqliteBackend(t))
-}
-
 // TestSQLiteDurabilitySettings checks the settings the durability statement in
 // docs/sessionlog.md rests on, on both the writer and a reader connection.
 func TestSQLiteDurabilitySettings(t *testing.T) {

@@ -19,11 +19,11 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-var model = agentsdk.LLMCallConfig{Provider: "reference", Model: "bench"}
+var model = harness.LLMCallConfig{Provider: "reference", Model: "bench"}
 
 // step runs one step through the SDK the way the reference agent does. With lat set, the
 // boundary must ask the manager, and its duration is stored.
@@ -40,7 +40,7 @@ func (b *bench) step(ctx context.Context, ss *session, turn, step int64, lat *ti
 		}
 		*lat = d
 	}
-	var msgs []sessionlog.Event
+	var msgs []harness.Event
 	if step == 1 {
 		msgs = append(msgs, agentsdk.UserText("task"))
 	}

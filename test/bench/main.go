@@ -47,6 +47,7 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -203,7 +204,7 @@ type side struct {
 	// ready reports whether the controller has taken a new session on.
 	ready func(s *v1alpha1.AgentSession) bool
 	// committed reports whether a between-turns toggle to want has been applied.
-	committed func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool
+	committed func(s *v1alpha1.AgentSession, t harness.Tail, want bool) bool
 }
 
 type bench struct {
@@ -457,7 +458,7 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 					return err
 				}
 			}
-			return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+			return ss.agent.EndTurn(ctx, turn, harness.TurnCompleted)
 		})
 	}, func(rn *sideRun, w writes, d time.Duration) {
 		rn.r.idleSteps += n * b.o.idleSteps
@@ -505,7 +506,7 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 			rn.r.latencies = append(rn.r.latencies, lat)
 			mu.Unlock()
 			ss.active = want
-			return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+			return ss.agent.EndTurn(ctx, turn, harness.TurnCompleted)
 		})
 	}, func(rn *sideRun, w writes, d time.Duration) {
 		rn.r.toggles += n * cycles
@@ -552,7 +553,7 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 			if err := b.step(ctx, ss, turn, 1, nil); err != nil {
 				return err
 			}
-			return ss.agent.EndTurn(ctx, turn, agentsdk.TurnCompleted)
+			return ss.agent.EndTurn(ctx, turn, harness.TurnCompleted)
 		})
 	}, func(rn *sideRun, w writes, d time.Duration) {
 		rn.r.idleSteps += n

@@ -7,6 +7,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/floor"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -20,7 +21,7 @@ func sides() []side {
 			},
 			ready: func(*v1alpha1.AgentSession) bool { return true }, // it writes nothing up front
 			// The floor appends nothing: it only takes the selection on.
-			committed: func(s *v1alpha1.AgentSession, _ sessionlog.Tail, want bool) bool {
+			committed: func(s *v1alpha1.AgentSession, _ harness.Tail, want bool) bool {
 				sel := s.Status.PlanMode.Selection
 				return sel != nil && *sel == want
 			},
@@ -52,7 +53,7 @@ func managerSide(name string, events bool) side {
 		ready: func(s *v1alpha1.AgentSession) bool {
 			return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
 		},
-		committed: func(s *v1alpha1.AgentSession, t sessionlog.Tail, want bool) bool {
+		committed: func(s *v1alpha1.AgentSession, t harness.Tail, want bool) bool {
 			return t.Active == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending
 		},
 	}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -75,8 +75,8 @@ func backendSpecs(backend string, storeURL func() string, events bool) {
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)).To(Succeed())
 		return &s
 	}
-	tail := func(sid string) func() sessionlog.Tail {
-		return func() sessionlog.Tail {
+	tail := func(sid string) func() harness.Tail {
+		return func() harness.Tail {
 			t, err := store.Tail(ctx, sid)
 			Expect(err).NotTo(HaveOccurred())
 			return t
@@ -95,7 +95,7 @@ func backendSpecs(backend string, storeURL func() string, events bool) {
 		Expect(out).To(ContainSubstring("agentsession.agents.harness.dev/%s patched", name))
 	}
 	// checkLog runs the invariant checker over the whole log and the final state.
-	checkLog := func(name, sid string) []sessionlog.Event {
+	checkLog := func(name, sid string) []harness.Event {
 		GinkgoHelper()
 		s := get(name)
 		v, err := invariant.CheckStore(ctx, store, sid, nil, invariant.FinalFrom(s))
@@ -154,7 +154,7 @@ func backendSpecs(backend string, storeURL func() string, events bool) {
 		Expect(pms).To(HaveLen(1), "one plan/mode in the log")
 		Expect(pms[0].active).To(BeTrue())
 		Expect(notices).To(HaveLen(1), "exactly one plan-mode notice in the log")
-		Expect(notices[0].text).To(Equal(planmode.NoticePlanOn))
+		Expect(notices[0].text).To(Equal(harness.NoticePlanOn))
 		// The plan/mode sits at the boundary: right after step 1's step/end, before step 2.
 		at := pms[0].seq
 		Expect(evs[at-1].Type).To(Equal("step/end"))
@@ -276,7 +276,7 @@ type pmAt struct {
 	active bool
 }
 
-func planModes(evs []sessionlog.Event) []pmAt {
+func planModes(evs []harness.Event) []pmAt {
 	var out []pmAt
 	for _, e := range evs {
 		if e.Type != "plan/mode" {
@@ -297,7 +297,7 @@ type noticeAt struct {
 }
 
 // planNotices are the plugin-sourced plan-mode notices (user/message from plugin plan-mode).
-func planNotices(evs []sessionlog.Event) []noticeAt {
+func planNotices(evs []harness.Event) []noticeAt {
 	var out []noticeAt
 	for _, e := range evs {
 		if e.Type != "user/message" {
@@ -325,7 +325,7 @@ func planNotices(evs []sessionlog.Event) []noticeAt {
 	return out
 }
 
-func stepOf(e sessionlog.Event) int64 {
+func stepOf(e harness.Event) int64 {
 	var d struct {
 		Step int64 `json:"step"`
 	}
@@ -334,7 +334,7 @@ func stepOf(e sessionlog.Event) int64 {
 }
 
 // nextOfType is the index of the first event of typ at or after seq.
-func nextOfType(evs []sessionlog.Event, seq int64, typ string) int {
+func nextOfType(evs []harness.Event, seq int64, typ string) int {
 	for i := int(seq); i < len(evs); i++ {
 		if evs[i].Type == typ {
 			return i

@@ -15,6 +15,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -78,7 +79,7 @@ var _ = Describe("kstatus health of AgentSessions written by the real manager", 
 	It("is InProgress, saying why, while a selection waits for a step boundary", func() {
 		// A turn is open in the log (the agent is mid-turn), so the selection must wait.
 		data, _ := json.Marshal(map[string]int64{"turn": 1})
-		_, err := store.Append(ctx, sid, []sessionlog.Event{{Type: "turn/start", Seq: 0, Time: time.Now().UnixMilli(), Data: data}})
+		_, err := store.Append(ctx, sid, []harness.Event{{Type: "turn/start", Seq: 0, Time: time.Now().UnixMilli(), Data: data}})
 		Expect(err).NotTo(HaveOccurred())
 		patchSpec(true)
 		Eventually(compute).WithTimeout(settle).WithPolling(poll).Should(And(

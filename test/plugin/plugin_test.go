@@ -12,6 +12,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/plancli"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -359,15 +360,15 @@ var _ = Describe("log", func() {
 		store, err := sessionlog.Open(ctx, url)
 		Expect(err).NotTo(HaveOccurred())
 		defer func() { _ = store.Close() }()
-		raw := func(typ, data string) sessionlog.Event {
-			return sessionlog.Event{Type: typ, Data: json.RawMessage(data)}
+		raw := func(typ, data string) harness.Event {
+			return harness.Event{Type: typ, Data: json.RawMessage(data)}
 		}
-		user := func(text, source string) sessionlog.Event {
+		user := func(text, source string) harness.Event {
 			e := raw("user/message", `{"content":[{"type":"text","text":"`+text+`"}],"source":`+source+`,"role":"user","id":"m-`+text[:3]+`"}`)
 			e.SurfaceOp = json.RawMessage(`"append"`)
 			return e
 		}
-		events := []sessionlog.Event{
+		events := []harness.Event{
 			raw("turn/start", `{"turn":1}`),
 			raw("step/start", `{"turn":1,"step":1}`),
 			user("hello", `{"kind":"user"}`),
@@ -390,7 +391,7 @@ var _ = Describe("log", func() {
 				events[i].SurfaceOp = json.RawMessage(`"append"`)
 			}
 		}
-		_, err = store.Append(ctx, as.Spec.SessionID, sessionlog.Sequence(0, events...))
+		_, err = store.Append(ctx, as.Spec.SessionID, harness.Sequence(0, events...))
 		Expect(err).NotTo(HaveOccurred())
 
 		out := kplan("log", "demo", "-n", ns, "--store", url).ok()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 var _ = Describe("malformed boundary reports", func() {
@@ -25,8 +25,8 @@ var _ = Describe("malformed boundary reports", func() {
 		startManager(managerOpts{store: url})
 		id := w.sessionID("s0")
 		// The agent's side by hand: turn 1 with step 1 done, so the next boundary is (1, 2).
-		evs := sessionlog.Sequence(0, agentsdk.TurnStart(1), agentsdk.StepStart(1, 1),
-			agentsdk.RequestHeader(agentsdk.EpochHeader{Config: agentsdk.LLMCallConfig{Provider: "p", Model: "m"}}, agentsdk.HeaderInitial),
+		evs := harness.Sequence(0, agentsdk.TurnStart(1), agentsdk.StepStart(1, 1),
+			agentsdk.RequestHeader(harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}}, harness.HeaderReasonInitial),
 			agentsdk.StepEnd(1, 1))
 		_, err = w.store.Append(suiteCtx, id, evs)
 		Expect(err).NotTo(HaveOccurred())
@@ -96,8 +96,8 @@ var _ = Describe("malformed boundary reports", func() {
 			g.Expect(lb.NextSeq).To(Equal(next + 1))
 			g.Expect(lb.Active).To(BeTrue())
 		})
-		_, err = w.store.Append(suiteCtx, id, sessionlog.Sequence(next+1, agentsdk.StepStart(1, 2),
-			agentsdk.Notice(agentsdk.NoticeEnter), agentsdk.StepEnd(1, 2), agentsdk.TurnEnd(1, agentsdk.TurnCompleted)))
+		_, err = w.store.Append(suiteCtx, id, harness.Sequence(next+1, agentsdk.StepStart(1, 2),
+			agentsdk.Notice(harness.NoticePlanOn), agentsdk.StepEnd(1, 2), agentsdk.TurnEnd(1, harness.TurnCompleted)))
 		Expect(err).NotTo(HaveOccurred())
 		w.steps.Add(2) // the two steps written by hand above
 		w.settle(time.Minute)

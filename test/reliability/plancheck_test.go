@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // plancheck runs the command against the store and the AgentSession; it returns the output and
@@ -43,9 +43,9 @@ var _ = Describe("cmd/plancheck", func() {
 		// A second writer repeats the committed state between turns.
 		t, err := w.store.Tail(suiteCtx, w.sessionID("s0"))
 		Expect(err).NotTo(HaveOccurred())
-		dup := sessionlog.MustEvent(sessionlog.TypePlanMode, sessionlog.PlanMode{Active: t.Active})
+		dup := harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: t.Active})
 		dup.Seq = t.NextSeq
-		_, err = w.store.Append(suiteCtx, w.sessionID("s0"), []sessionlog.Event{dup})
+		_, err = w.store.Append(suiteCtx, w.sessionID("s0"), []harness.Event{dup})
 		Expect(err).NotTo(HaveOccurred())
 		out, code = plancheck("--store", url, "--session", w.sessionID("s0"))
 		Expect(code).To(Equal(1), out)

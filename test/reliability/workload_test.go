@@ -23,6 +23,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -161,9 +162,9 @@ func (w *workload) closeOpenTurn(ctx context.Context, name string) error {
 			return nil
 		}
 		if err == nil {
-			ev := agentsdk.TurnEnd(t.Turn, agentsdk.TurnEndReason{Kind: "interrupted"})
+			ev := agentsdk.TurnEnd(t.Turn, harness.TurnEndReason{Kind: "interrupted"})
 			ev.Seq = t.NextSeq
-			if _, err = w.store.Append(ctx, id, []sessionlog.Event{ev}); err == nil {
+			if _, err = w.store.Append(ctx, id, []harness.Event{ev}); err == nil {
 				return nil
 			}
 		}
@@ -309,7 +310,7 @@ func (w *workload) planModes(g Gomega) int {
 		evs, err := w.store.ReadFrom(suiteCtx, w.sessionID(name), 0, 0)
 		g.Expect(err).NotTo(HaveOccurred())
 		for _, e := range evs {
-			if e.Type == sessionlog.TypePlanMode {
+			if e.Type == harness.TypePlanMode {
 				n++
 			}
 		}
@@ -339,7 +340,7 @@ func (w *workload) check() outcome {
 		o.Events += len(evs)
 		o.Acks += len(acks)
 		for _, e := range evs {
-			if e.Type == sessionlog.TypePlanMode {
+			if e.Type == harness.TypePlanMode {
 				o.PlanModes++
 			}
 		}

@@ -12,8 +12,8 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // agent drives one session's turns and steps through the real SDK, as the agent's service
@@ -63,11 +63,11 @@ func (a *agent) nextStep(input ...string) agentsdk.Result {
 	a.endStep()
 	res, err := a.c.Boundary(ctx, a.turn, a.step+1, 20*time.Second)
 	Expect(err).NotTo(HaveOccurred())
-	var msgs []sessionlog.Event
+	var msgs []harness.Event
 	for _, in := range input {
 		msgs = append(msgs, agentsdk.UserText(in))
 	}
-	hdr := refagent.Header(res, agentsdk.LLMCallConfig{Provider: "reference", Model: "scripted"}, refagent.DefaultSystem)
+	hdr := refagent.Header(res, harness.LLMCallConfig{Provider: "reference", Model: "scripted"}, refagent.DefaultSystem)
 	Expect(a.c.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr})).To(Succeed())
 	a.step, a.stepOpen, a.res = a.step+1, true, res
 	return res
@@ -84,7 +84,7 @@ func (a *agent) endStep() {
 func (a *agent) endTurn() {
 	GinkgoHelper()
 	a.endStep()
-	Expect(a.c.EndTurn(ctx, a.turn, agentsdk.TurnCompleted)).To(Succeed())
+	Expect(a.c.EndTurn(ctx, a.turn, harness.TurnCompleted)).To(Succeed())
 }
 
 // exit is one exit_plan_mode call running in the background.
@@ -142,18 +142,18 @@ func exitErr(err error) *agentsdk.ExitError {
 }
 
 // events reads the session's log.
-func (a *agent) events() []sessionlog.Event {
+func (a *agent) events() []harness.Event {
 	GinkgoHelper()
 	evs, err := store.ReadFrom(ctx, a.c.SessionID(), 0, 0)
 	Expect(err).NotTo(HaveOccurred())
 	return evs
 }
 
-func types(evs []sessionlog.Event) []string {
+func types(evs []harness.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.Type
-		if e.Type == sessionlog.TypePlanMode {
+		if e.Type == harness.TypePlanMode {
 			out[i] += " " + string(e.Data)
 		}
 	}

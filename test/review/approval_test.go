@@ -11,8 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
 // The manager is edge-triggered on spec.planMode.active, so an approval records the user's wish
@@ -23,10 +22,10 @@ import (
 const leaveMsg = "spec.planMode.active: Invalid value: true: approving a plan leaves plan mode: set spec.planMode.active to false in the same patch (kubectl plan approve does)"
 
 // planModes are the plan/mode events of the log, as types() prints them.
-func planModes(evs []sessionlog.Event) []string {
+func planModes(evs []harness.Event) []string {
 	var out []string
 	for _, t := range types(evs) {
-		if strings.HasPrefix(t, sessionlog.TypePlanMode) {
+		if strings.HasPrefix(t, harness.TypePlanMode) {
 			out = append(out, t)
 		}
 	}
@@ -87,7 +86,7 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 		r = a.nextStep()
 		Expect(r.Active).To(BeTrue(), "plan mode entered again")
-		Expect(r.Notice).To(Equal(planmode.NoticePlanOn))
+		Expect(r.Notice).To(Equal(harness.NoticePlanOn))
 		a.endTurn()
 		Expect(planModes(a.events())).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`, `plan/mode {"active":true}`}))
 	})
@@ -129,6 +128,6 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		evs := a.events()
 		Expect(planModes(evs)).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`, `plan/mode {"active":true}`}))
 		Expect(types(evs[len(evs)-1:])).To(Equal([]string{`plan/mode {"active":true}`}))
-		Expect(a.get().Status.PlanMode.Notice).To(HaveField("Text", planmode.NoticePlanOn))
+		Expect(a.get().Status.PlanMode.Notice).To(HaveField("Text", harness.NoticePlanOn))
 	})
 })

@@ -15,9 +15,8 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 const (
@@ -79,7 +78,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(kplan(reviewer, "approve", a.name, "--review-id", id).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: planmode.ExitApprovedText}))
+		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: harness.ExitApprovedText}))
 
 		as := a.get()
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
@@ -163,7 +162,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(kplan(reviewer, "dismiss", a.name).ok()).To(Equal(`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stays in plan mode and stops its turn.\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: planmode.ExitErrDismissed}))
+		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: harness.ExitErrDismissed}))
 		a.endTurn() // the agent concludes its turn
 
 		as := a.get()
@@ -181,7 +180,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(evs[len(evs)-3].Type).To(Equal("tool/result"))
 		Expect(json.Unmarshal(evs[len(evs)-3].Data, &res)).To(Succeed())
 		Expect(res.Message.IsError).To(BeFalse())
-		Expect(res.Message.Content[0].Text).To(Equal(planmode.ExitErrDismissed))
+		Expect(res.Message.Content[0].Text).To(Equal(harness.ExitErrDismissed))
 		Expect(types(evs[len(evs)-2:])).To(Equal([]string{"step/end", "turn/end"}))
 		Expect(kplan(viewer, "review", a.name).ok()).To(MatchRegexp(`State:\s+Dismissed at `))
 	})
@@ -287,16 +286,16 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 
 		r := a.nextStep()
 		Expect(r.Active).To(BeTrue())
-		Expect(r.Notice).To(Equal(planmode.NoticePlanOn))
+		Expect(r.Notice).To(Equal(harness.NoticePlanOn))
 		evs := a.events()
 		Expect(types(evs[len(evs)-6:])).To(Equal([]string{"step/end", `plan/mode {"active":true}`, "step/start", "user/message", "user/message", "request/header"}))
-		var m agentsdk.UserMessage
+		var m harness.UserMessage
 		Expect(json.Unmarshal(evs[len(evs)-3].Data, &m)).To(Succeed())
 		Expect(m.Content[0].Text).To(Equal("draft the migration"))
 		Expect(m.Source.Kind).To(Equal("user"))
 		Expect(json.Unmarshal(evs[len(evs)-2].Data, &m)).To(Succeed())
 		Expect(m.Source.Kind).To(Equal("plugin"))
-		Expect(m.Content[0].Text).To(Equal(planmode.NoticePlanOn))
+		Expect(m.Content[0].Text).To(Equal(harness.NoticePlanOn))
 		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.Steer.ID))
 		a.endTurn()
 
@@ -306,7 +305,7 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(strings.Count(log, "plan/mode")).To(Equal(2))
 		Expect(log).To(ContainSubstring("plan-mode notice (plugin): The user switched this session to plan mode."))
 		evs = a.events()
-		Expect(evs[len(evs)-1].Type).To(Equal(sessionlog.TypePlanMode))
+		Expect(evs[len(evs)-1].Type).To(Equal(harness.TypePlanMode))
 	})
 })
 

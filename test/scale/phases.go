@@ -21,6 +21,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -145,7 +146,7 @@ func (b *bench) appends(ctx context.Context, backend string, n int) (appendResul
 			default:
 			}
 			t := time.Now()
-			tail, err := store.Append(ctx, id, sessionlog.Sequence(next, agentsdk.UserText("x")))
+			tail, err := store.Append(ctx, id, harness.Sequence(next, agentsdk.UserText("x")))
 			if err != nil {
 				return err
 			}

@@ -22,9 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/apiretry"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/pkg/apiretry"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -283,7 +284,7 @@ func committed(side string, want bool) func(*v1alpha1.AgentSession) bool {
 	}
 }
 
-var model = agentsdk.LLMCallConfig{Provider: "reference", Model: "bench-scale"}
+var model = harness.LLMCallConfig{Provider: "reference", Model: "bench-scale"}
 
 // step runs one step as the reference agent does (as test/bench). With lat set the boundary
 // must ask the manager and its duration is stored.
@@ -302,7 +303,7 @@ func (b *bench) step(ctx context.Context, a *agent, step int64, lat *time.Durati
 	} else if res.Asked {
 		return fmt.Errorf("%s turn %d step %d: an idle boundary asked the manager", a.name, a.turn, step)
 	}
-	var msgs []sessionlog.Event
+	var msgs []harness.Event
 	if step == 1 {
 		msgs = append(msgs, agentsdk.UserText("task"))
 	}
@@ -581,7 +582,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if r.objBytes, err = b.objectBytes(ctx, ns, agents, 20); err != nil {
 		return nil, err
 	}
-	if err := parallel(n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, agentsdk.TurnCompleted) }); err != nil {
+	if err := parallel(n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, harness.TurnCompleted) }); err != nil {
 		return nil, err
 	}
 	b.quiesce(ctx)
@@ -660,7 +661,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		if err := b.step(ctx, a, 1, nil); err != nil {
 			return err
 		}
-		return a.c.EndTurn(ctx, t, agentsdk.TurnCompleted)
+		return a.c.EndTurn(ctx, t, harness.TurnCompleted)
 	}); err != nil {
 		return nil, fmt.Errorf("steps after the toggle storm: %w", err)
 	}

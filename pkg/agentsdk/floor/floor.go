@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -119,14 +119,14 @@ var sectionDigest = fmt.Sprintf("%x", sha256.Sum256([]byte("floor")))
 
 // padToManagerShape adds to status what the manager's status holds besides the floor's fields
 // (see ManagerShape), in the same shapes and sizes.
-func (r *Reconciler) padToManagerShape(s *v1alpha1.AgentSession, t sessionlog.Tail, status map[string]any, unanswered bool) {
+func (r *Reconciler) padToManagerShape(s *v1alpha1.AgentSession, t harness.Tail, status map[string]any, unanswered bool) {
 	st := status["planMode"].(map[string]any)
 	now := metav1.NewTime(time.Now())
 	sel := t.Active
 	if x := s.Spec.PlanMode.Active; x != nil {
 		sel = *x
 	}
-	notice, state := planmode.NoticeText(sel), "off"
+	notice, state := harness.NoticeText(sel), "off"
 	if sel {
 		state = "on"
 	}

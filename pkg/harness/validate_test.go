@@ -1,6 +1,20 @@
-package sessionlog
+package harness
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestDecodePlanModeIsStrict(t *testing.T) {
+	for _, bad := range []string{`{}`, `{"active":42}`, `{"active":"plan"}`, `{"active":true,"x":1}`, `[]`} {
+		if _, err := DecodePlanMode(json.RawMessage(bad)); err == nil {
+			t.Errorf("DecodePlanMode(%s) accepted", bad)
+		}
+	}
+	if a, err := DecodePlanMode(json.RawMessage(`{"active":true}`)); err != nil || !a {
+		t.Fatalf("valid payload: %v %v", a, err)
+	}
+}
 
 func TestNegativeZero(t *testing.T) {
 	for in, want := range map[string]int{
