@@ -2,13 +2,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,9 +125,17 @@ func (r *AgentSessionReconciler) patchGuarded(ctx context.Context, orig, obj *ag
 }
 
 // refusedAsStale reports a guarded write the API server refused because the object changed
-// since it was read: a resourceVersion conflict, or a failed "test" operation (which the API
-// server reports as an unprocessable patch, not as an invalid object).
+// since it was read: a resourceVersion conflict, or a failed "test" operation. The API server
+// reports the latter as an unprocessable patch with no details, where an object that is
+// genuinely invalid names its kind and the fields at fault (and is not retried at once).
 func refusedAsStale(err error) bool {
-	return apierrors.IsConflict(err) ||
-		apierrors.IsInvalid(err) && apierrors.HasStatusCause(err, metav1.CauseTypeUnexpectedServerResponse)
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Kind == "" && len(d.Causes) == 0
 }
