@@ -11,6 +11,8 @@ TEST_FLAGS ?=
 TEST_TIMEOUT ?= 30m
 # Packages the unit and envtest suites cover. test/e2e runs with the same command.
 TEST_PKGS ?= ./...
+# Extra golangci-lint run flags for make lint, e.g. LINT_FLAGS=./webhooks/... (the default lints ./...).
+LINT_FLAGS ?=
 # Flags for test/bench, e.g. BENCH_FLAGS="-sessions 1,100 -store postgres://...".
 BENCH_FLAGS ?=
 
@@ -44,6 +46,18 @@ fmt: ## Run go fmt.
 .PHONY: vet
 vet: ## Run go vet.
 	go vet ./...
+
+.PHONY: golangci-lint
+golangci-lint: ## Build golangci-lint at the version hack/tools/go.mod pins into bin/ (cached by version).
+	@hack/golangci-lint.sh >/dev/null
+
+.PHONY: lint
+lint: ## Run golangci-lint (.golangci.yml), building it first if needed.
+	hack/golangci-lint.sh run $(LINT_FLAGS)
+
+.PHONY: lint-fix
+lint-fix: ## Run golangci-lint and apply the fixes its linters offer.
+	hack/golangci-lint.sh run --fix $(LINT_FLAGS)
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from Go modules into bin/k8s (cached).

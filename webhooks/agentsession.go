@@ -85,7 +85,7 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("no admission request in context: %w", err))
 	}
-	if err := v.denyAgentSpecWrite(req, obj.Name, obj.Namespace); err != nil {
+	if err := v.denyAgentSpecWrite(req, obj.Name); err != nil {
 		return nil, err
 	}
 	errs := validateSpecFields(&obj.Spec)
@@ -115,7 +115,7 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 		// stored before a rule existed can still be finalized and deleted.
 		return nil, nil
 	}
-	if err := v.denyAgentSpecWrite(req, obj.Name, obj.Namespace); err != nil {
+	if err := v.denyAgentSpecWrite(req, obj.Name); err != nil {
 		return nil, err
 	}
 	errs := validateSpecFields(&obj.Spec)
@@ -125,7 +125,8 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 	if r := obj.Spec.Review; r != nil && r.Feedback != "" && r.Decision != agentsv1alpha1.ReviewKeepPlanning && reviewChanged(oldObj, obj) {
 		if r.Decision == agentsv1alpha1.ReviewApprove {
 			// The harness's consent rule (controllers/review.go): Approve with text is feedback.
-			warnings = append(warnings, "spec.review.feedback with decision Approve is not consent: the manager reads it as KeepPlanning and sends the feedback to the model; approve without feedback to approve")
+			warnings = append(warnings, "spec.review.feedback with decision Approve is not consent: "+
+				"the manager reads it as KeepPlanning and sends the feedback to the model; approve without feedback to approve")
 		} else {
 			warnings = append(warnings, fmt.Sprintf("spec.review.feedback is sent to the model only with decision KeepPlanning; it is ignored with %s", r.Decision))
 		}
@@ -148,7 +149,7 @@ func (v *AgentSessionValidator) ValidateDelete(context.Context, *agentsv1alpha1.
 	return nil, nil
 }
 
-func (v *AgentSessionValidator) denyAgentSpecWrite(req admission.Request, name, namespace string) error {
+func (v *AgentSessionValidator) denyAgentSpecWrite(req admission.Request, name string) error {
 	if agent, _ := v.Identities.IsAgent(req.UserInfo); agent && !v.Identities.IsManager(req.UserInfo) {
 		return apierrors.NewForbidden(asGR, name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			fmt.Sprintf("agent identity %q may not create sessions or change spec: an agent writes only status.agent (the status subresource)", req.UserInfo.Username)),

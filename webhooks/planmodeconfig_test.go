@@ -96,14 +96,7 @@ func FuzzPlanModeConfigSpec(f *testing.F) {
 			t.Fatalf("the harness reports one error at a time, got %d: %v", len(errs), errs)
 		}
 		if len(errs) == 1 {
-			e := errs[0]
-			switch {
-			case e.Detail == MsgSectionNotString, e.Detail == MsgSectionBlank, unknownRE.MatchString(e.Detail),
-				e.Type == field.ErrorTypeDuplicate:
-			case e.Type == field.ErrorTypeTooLong && strings.HasPrefix(e.Detail, "PlanModeConfig `section` is "):
-			default:
-				t.Fatalf("unexpected message %q", e.Detail)
-			}
+			checkKnownMessage(t, errs[0])
 		}
 		resp := fuzzHandler.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			Operation: admissionv1.Create, Name: "f", Namespace: "ns", Object: runtime.RawExtension{Raw: raw},
@@ -114,28 +107,46 @@ func FuzzPlanModeConfigSpec(f *testing.F) {
 		if !resp.Allowed && resp.Result.Code != http.StatusUnprocessableEntity {
 			t.Fatalf("a refusal must be 422 Invalid, got %d: %s", resp.Result.Code, resp.Result.Message)
 		}
-		if len(errs) > 0 {
-			return
-		}
-		var keys map[string]json.RawMessage
-		if err := json.Unmarshal(spec, &keys); err != nil || len(keys) != 1 {
-			t.Fatalf("accepted spec must be an object with one key: %s (%v)", spec, err)
-		}
-		var section string
-		if err := json.Unmarshal(keys["section"], &section); err != nil {
-			t.Fatalf("accepted section must be a string: %v", err)
-		}
-		if isBlank(section) || len(section) > agentsv1alpha1.MaxSectionBytes {
-			t.Fatalf("accepted a blank or oversize section (%d bytes)", len(section))
-		}
-		var typed agentsv1alpha1.PlanModeConfig
-		if err := json.Unmarshal(raw, &typed); err != nil || typed.Spec.Section != section {
-			t.Fatalf("typed decode changed the section: %v", err)
-		}
-		if utf8.ValidString(section) && strings.TrimSpace(section) == "" && !strings.ContainsRune(section, '\u0085') {
-			t.Fatalf("accepted a section Go also considers blank: %q", section)
+		if len(errs) == 0 {
+			checkAcceptedSpec(t, spec, raw)
 		}
 	})
+}
+
+// checkKnownMessage fails unless e is one of the harness's messages, or ours for the size cap.
+func checkKnownMessage(t *testing.T, e *field.Error) {
+	t.Helper()
+	switch {
+	case e.Detail == MsgSectionNotString, e.Detail == MsgSectionBlank, unknownRE.MatchString(e.Detail),
+		e.Type == field.ErrorTypeDuplicate:
+	case e.Type == field.ErrorTypeTooLong && strings.HasPrefix(e.Detail, "PlanModeConfig `section` is "):
+	default:
+		t.Fatalf("unexpected message %q", e.Detail)
+	}
+}
+
+// checkAcceptedSpec fails unless an accepted spec's section is non-blank, within the cap, the
+// only key, and decodes typed (from raw, the whole object) unchanged.
+func checkAcceptedSpec(t *testing.T, spec, raw []byte) {
+	t.Helper()
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(spec, &keys); err != nil || len(keys) != 1 {
+		t.Fatalf("accepted spec must be an object with one key: %s (%v)", spec, err)
+	}
+	var section string
+	if err := json.Unmarshal(keys["section"], &section); err != nil {
+		t.Fatalf("accepted section must be a string: %v", err)
+	}
+	if isBlank(section) || len(section) > agentsv1alpha1.MaxSectionBytes {
+		t.Fatalf("accepted a blank or oversize section (%d bytes)", len(section))
+	}
+	var typed agentsv1alpha1.PlanModeConfig
+	if err := json.Unmarshal(raw, &typed); err != nil || typed.Spec.Section != section {
+		t.Fatalf("typed decode changed the section: %v", err)
+	}
+	if utf8.ValidString(section) && strings.TrimSpace(section) == "" && !strings.ContainsRune(section, '\u0085') {
+		t.Fatalf("accepted a section Go also considers blank: %q", section)
+	}
 }
 
 // An update that leaves a stored spec unchanged is not re-judged (ratcheting), so an object

@@ -264,9 +264,9 @@ type ConfigInForce struct {
 type BoundaryResult string
 
 const (
-	// BoundaryAdmitted: the step may proceed with the committed state in the acknowledgement.
+	// BoundaryAdmitted means the step may proceed with the committed state in the acknowledgement.
 	BoundaryAdmitted BoundaryResult = "Admitted"
-	// BoundaryFailed: the append failed; the step proposal fails and the selection stays pending.
+	// BoundaryFailed means the append failed; the step proposal fails and the selection stays pending.
 	BoundaryFailed BoundaryResult = "Failed"
 )
 
@@ -354,13 +354,14 @@ type PlanReviewRequest struct {
 // +kubebuilder:validation:Enum=Pending;Approved;KeepPlanning;Dismissed;Expired;Rejected
 type ReviewPhase string
 
+// The phases of a plan review.
 const (
 	ReviewPending      ReviewPhase = "Pending"
 	ReviewApproved     ReviewPhase = "Approved"
 	ReviewKeptPlanning ReviewPhase = "KeepPlanning"
 	ReviewDismissed    ReviewPhase = "Dismissed"
 	ReviewExpired      ReviewPhase = "Expired"
-	// ReviewRejected: the review could not be opened (for example plan mode is not committed).
+	// ReviewRejected means the review could not be opened (for example plan mode is not committed).
 	ReviewRejected ReviewPhase = "Rejected"
 )
 

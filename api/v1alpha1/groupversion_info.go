@@ -15,7 +15,9 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "agents.harness.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// controller-runtime deprecates its Builder for API packages; apimachinery's
+	// runtime.SchemeBuilder would change this package's exported SchemeBuilder, an API change.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion} //nolint:staticcheck // SA1019, see above
 
 	// AddToScheme adds the types in this group-version to the given scheme.
 	AddToScheme = SchemeBuilder.AddToScheme

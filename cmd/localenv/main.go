@@ -56,7 +56,8 @@ func main() {
 	flag.StringVar(&o.namespace, "namespace", "default", "namespace of the sample session")
 	flag.StringVar(&o.session, "session", "demo", "name of the sample AgentSession")
 	flag.BoolVar(&o.noAgent, "no-agent", false, "do not start the reference agent")
-	flag.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --loop", "extra arguments for the reference agent (the demo script toggles nothing itself; it leaves time to toggle mid-turn and presents a plan while in plan mode)")
+	flag.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --loop", "extra arguments for the reference agent "+
+		"(the demo script toggles nothing itself; it leaves time to toggle mid-turn and presents a plan while in plan mode)")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "extra arguments for the manager")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 60*time.Second, "how long to wait for the control plane and the manager")
 	flag.Parse()
@@ -89,86 +90,28 @@ func run(o options) error {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = agentsv1alpha1.AddToScheme(scheme)
 
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	managerKubeconfig := filepath.Join(dir, "manager.kubeconfig")
-	agentKubeconfig := filepath.Join(dir, "agent.kubeconfig")
-	external := os.Getenv("KUBECONFIG") != ""
-	var cfg *rest.Config
-	var managerFlags []string
 	start := time.Now()
-	if external {
-		kubeconfigPath = os.Getenv("KUBECONFIG")
-		managerKubeconfig, agentKubeconfig = kubeconfigPath, kubeconfigPath
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
-		if err != nil {
-			return fmt.Errorf("load KUBECONFIG %s: %w", kubeconfigPath, err)
-		}
-		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"config/crd/bases"}, ErrorIfPathMissing: true}); err != nil {
-			return fmt.Errorf("install CRDs into the cluster of %s: %w", kubeconfigPath, err)
-		}
-		managerFlags = append(managerFlags, "--webhook-port=-1")
-		fmt.Printf("Using the cluster in KUBECONFIG=%s (CRDs installed; webhooks are off for a manager running outside the cluster).\n", kubeconfigPath)
-	} else {
-		if o.assets == "" {
-			return errors.New("no control-plane binaries: set --assets or KUBEBUILDER_ASSETS (make run does)")
-		}
-		env := &envtest.Environment{
-			BinaryAssetsDirectory: o.assets,
-			CRDDirectoryPaths:     []string{"config/crd/bases"},
-			ErrorIfCRDPathMissing: true,
-			WebhookInstallOptions: envtest.WebhookInstallOptions{
-				Paths:            []string{"config/webhook"},
-				LocalServingHost: "127.0.0.1",
-			},
-		}
-		fmt.Println("Starting a local control plane (kube-apiserver + etcd)...")
-		cfg, err = env.Start()
-		if err != nil {
-			return fmt.Errorf("start the local control plane: %w", err)
-		}
-		defer func() {
-			fmt.Println("Stopping the local control plane...")
-			if err := env.Stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "localenv: stop control plane: %v\n", err)
-			}
-		}()
-		// Three identities, as in a cluster: the manager, the agent (a member of the agent group,
-		// so the webhook limits it to status.agent) and you.
-		for _, u := range []struct {
-			user envtest.User
-			path string
-		}{
-			{envtest.User{Name: "developer", Groups: []string{"system:masters"}}, kubeconfigPath},
-			{envtest.User{Name: "planmode-manager", Groups: []string{"system:masters"}}, managerKubeconfig},
-			{envtest.User{Name: "demo-agent", Groups: []string{"system:masters", "planmode:agents"}}, agentKubeconfig},
-		} {
-			if err := writeUserKubeconfig(env, u.user, u.path); err != nil {
-				return err
-			}
-		}
-		wh := env.WebhookInstallOptions
-		managerFlags = append(managerFlags,
-			"--webhook-cert-dir="+wh.LocalServingCertDir,
-			"--webhook-host="+wh.LocalServingHost,
-			"--webhook-port="+strconv.Itoa(wh.LocalServingPort),
-		)
+	cp, err := startControlPlane(o, dir)
+	if err != nil {
+		return err
 	}
+	defer cp.stop()
 
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cp.cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
 
 	// The manager: the real binary, with the SQLite log in the checkout.
 	store := "sqlite://" + filepath.Join(dir, "sessions.db")
-	managerFlags = append(managerFlags,
-		"--kubeconfig="+managerKubeconfig,
+	managerFlags := append(cp.managerFlags,
+		"--kubeconfig="+cp.managerKubeconfig,
 		"--log-store="+store,
 		"--metrics-bind-address=127.0.0.1:18080",
 		"--health-probe-bind-address=127.0.0.1:18081",
 	)
 	managerFlags = append(managerFlags, strings.Fields(o.managerArgs)...)
-	manager, err := startProcess(ctx, filepath.Join(binDir, "manager"), managerFlags, filepath.Join(dir, "manager.log"))
+	manager, err := startProcess(filepath.Join(binDir, "manager"), managerFlags, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return err
 	}
@@ -184,27 +127,121 @@ func run(o options) error {
 
 	if !o.noAgent {
 		agentFlags := append([]string{
-			"--kubeconfig=" + agentKubeconfig,
+			"--kubeconfig=" + cp.agentKubeconfig,
 			"--store=" + store,
 			"--namespace=" + o.namespace,
 			"--name=" + o.session,
 		}, strings.Fields(o.agentArgs)...)
-		agent, err := startProcess(ctx, filepath.Join(binDir, "refagent"), agentFlags, filepath.Join(dir, "agent.log"))
+		agent, err := startProcess(filepath.Join(binDir, "refagent"), agentFlags, filepath.Join(dir, "agent.log"))
 		if err != nil {
 			return err
 		}
 		defer agent.stop()
 	}
 
-	printNextSteps(o, kubeconfigPath, binDir, dir, store, time.Since(start))
+	printNextSteps(o, cp.kubeconfig, binDir, dir, store, time.Since(start))
 
 	select {
 	case <-ctx.Done():
 		fmt.Println("\nShutting down...")
-	case err := <-manager.exited:
-		return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(dir, "manager.log"), err)
+	case <-manager.exited:
+		return fmt.Errorf("the manager exited (see %s): %v", filepath.Join(dir, "manager.log"), manager.err)
 	}
 	return nil
+}
+
+// mastersGroup makes a user of the local control plane a cluster admin.
+const mastersGroup = "system:masters"
+
+// controlPlane is the API server the manager, the agent and you talk to, with a kubeconfig for
+// each of the three.
+type controlPlane struct {
+	cfg                                            *rest.Config
+	kubeconfig, managerKubeconfig, agentKubeconfig string
+	// managerFlags tell the manager how to serve its webhooks on this control plane.
+	managerFlags []string
+	stop         func()
+}
+
+// startControlPlane uses the cluster in KUBECONFIG when it is set, and starts a local
+// kube-apiserver and etcd otherwise.
+func startControlPlane(o options, dir string) (*controlPlane, error) {
+	if path := os.Getenv("KUBECONFIG"); path != "" {
+		return useCluster(path)
+	}
+	return startLocalControlPlane(o, dir)
+}
+
+func useCluster(kubeconfigPath string) (*controlPlane, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("load KUBECONFIG %s: %w", kubeconfigPath, err)
+	}
+	crds := envtest.CRDInstallOptions{Paths: []string{"config/crd/bases"}, ErrorIfPathMissing: true}
+	if _, err := envtest.InstallCRDs(cfg, crds); err != nil {
+		return nil, fmt.Errorf("install CRDs into the cluster of %s: %w", kubeconfigPath, err)
+	}
+	fmt.Printf("Using the cluster in KUBECONFIG=%s (CRDs installed; webhooks are off for a manager running outside the cluster).\n", kubeconfigPath)
+	return &controlPlane{
+		cfg:        cfg,
+		kubeconfig: kubeconfigPath, managerKubeconfig: kubeconfigPath, agentKubeconfig: kubeconfigPath,
+		managerFlags: []string{"--webhook-port=-1"},
+		stop:         func() {},
+	}, nil
+}
+
+func startLocalControlPlane(o options, dir string) (*controlPlane, error) {
+	if o.assets == "" {
+		return nil, errors.New("no control-plane binaries: set --assets or KUBEBUILDER_ASSETS (make run does)")
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: o.assets,
+		CRDDirectoryPaths:     []string{"config/crd/bases"},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths:            []string{"config/webhook"},
+			LocalServingHost: "127.0.0.1",
+		},
+	}
+	fmt.Println("Starting a local control plane (kube-apiserver + etcd)...")
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start the local control plane: %w", err)
+	}
+	cp := &controlPlane{
+		cfg:               cfg,
+		kubeconfig:        filepath.Join(dir, "kubeconfig"),
+		managerKubeconfig: filepath.Join(dir, "manager.kubeconfig"),
+		agentKubeconfig:   filepath.Join(dir, "agent.kubeconfig"),
+		stop: func() {
+			fmt.Println("Stopping the local control plane...")
+			if err := env.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "localenv: stop control plane: %v\n", err)
+			}
+		},
+	}
+	// Three identities, as in a cluster: the manager, the agent (a member of the agent group,
+	// so the webhook limits it to status.agent) and you.
+	for _, u := range []struct {
+		user envtest.User
+		path string
+	}{
+		{envtest.User{Name: "developer", Groups: []string{mastersGroup}}, cp.kubeconfig},
+		{envtest.User{Name: "planmode-manager", Groups: []string{mastersGroup}}, cp.managerKubeconfig},
+		{envtest.User{Name: "demo-agent", Groups: []string{mastersGroup, "planmode:agents"}}, cp.agentKubeconfig},
+	} {
+		if err := writeUserKubeconfig(env, u.user, u.path); err != nil {
+			cp.stop()
+			return nil, err
+		}
+	}
+	wh := env.WebhookInstallOptions
+	cp.managerFlags = []string{
+		"--webhook-cert-dir=" + wh.LocalServingCertDir,
+		"--webhook-host=" + wh.LocalServingHost,
+		"--webhook-port=" + strconv.Itoa(wh.LocalServingPort),
+	}
+	return cp, nil
 }
 
 func applySamples(ctx context.Context, c client.Client, o options) error {
@@ -263,11 +300,13 @@ Ctrl-C stops everything.
 }
 
 type process struct {
-	cmd    *exec.Cmd
-	exited chan error
+	cmd *exec.Cmd
+	// exited is closed once the process has exited; err then holds what cmd.Wait returned.
+	exited chan struct{}
+	err    error
 }
 
-func startProcess(ctx context.Context, path string, args []string, logPath string) (*process, error) {
+func startProcess(path string, args []string, logPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", logPath, err)
@@ -279,9 +318,10 @@ func startProcess(ctx context.Context, path string, args []string, logPath strin
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	p := &process{cmd: cmd, exited: make(chan error, 1)}
+	p := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		p.exited <- cmd.Wait()
+		p.err = cmd.Wait()
+		close(p.exited)
 		logFile.Close()
 	}()
 	return p, nil
@@ -305,8 +345,8 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration, p *proc
 			return nil
 		}
 		select {
-		case err := <-p.exited:
-			return fmt.Errorf("process exited: %v", err)
+		case <-p.exited:
+			return fmt.Errorf("process exited: %v", p.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):

@@ -122,12 +122,9 @@ func run() error {
 		return err
 	}
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register client-go types: %w", err)
-	}
-	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("register agents.harness.dev/v1alpha1: %w", err)
+	scheme, err := newScheme()
+	if err != nil {
+		return err
 	}
 
 	ctx := ctrl.SetupSignalHandler()
@@ -135,16 +132,10 @@ func run() error {
 		return err
 	}
 	log.Info("opening the session log store", "url", RedactURL(storeURL))
-	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	// One PostgreSQL connection per worker: each reconcile holds at most one (an append holds
-	// it through its commit), and pgx's default of 4 made workers queue for the pool.
-	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(o.concurrency))
-	cancel()
+	store, err := openStore(ctx, storeURL, o.concurrency)
 	if err != nil {
-		// The store's error may quote the URL: never let a password through.
-		return fmt.Errorf("open log store %s: %s", RedactURL(storeURL), redactText(err.Error(), storeURL))
+		return err
 	}
-	store = faultinject.WrapStore(store) // identity unless built with -tags faultinject (test/reliability)
 	defer func() {
 		if err := store.Close(); err != nil {
 			log.Error(err, "close the session log store")
@@ -189,19 +180,11 @@ func run() error {
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
-		sink, err := eventSink(mgr, ctrl.Log.WithName("events"))
+		stopEvents, err := setupEvents(ctx, mgr, r, o.eventMaxHold)
 		if err != nil {
 			return err
 		}
-		// The sink outlives the manager's runnables, so the Events the queue hands on as it
-		// stops are still written (for at most eventsink.Options.DrainFor).
-		sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
-		sinkDone := make(chan struct{})
-		go func() { defer close(sinkDone); sink.Run(sinkCtx) }()
-		defer func() { stopSink(); <-sinkDone }()
-		r.Recorder = sink
-		// Under load the Events trail the status writes (internal/eventqueue).
-		r.EventMaxHold = o.eventMaxHold
+		defer stopEvents()
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
@@ -212,19 +195,8 @@ func run() error {
 		}
 	}
 
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("add the health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("add the readiness check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("log-store", storeCheck(store)); err != nil {
-		return fmt.Errorf("add the log-store readiness check: %w", err)
-	}
-	if o.webhook.Port >= 0 {
-		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return fmt.Errorf("add the webhook readiness check: %w", err)
-		}
+	if err := addHealthChecks(mgr, store, o.webhook.Port >= 0); err != nil {
+		return err
 	}
 
 	log.Info("starting the manager", "logStore", RedactURL(storeURL), "leaderElect", o.leaderElect,
@@ -234,6 +206,72 @@ func run() error {
 		return fmt.Errorf("run the manager: %w", err)
 	}
 	log.Info("manager stopped")
+	return nil
+}
+
+// newScheme holds the built-in types and agents.harness.dev/v1alpha1.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register client-go types: %w", err)
+	}
+	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register agents.harness.dev/v1alpha1: %w", err)
+	}
+	return scheme, nil
+}
+
+// setupEvents gives r an Event recorder: the sink that writes events.k8s.io Events, behind a
+// queue that holds them for at most maxHold while reconciles are in flight. stop ends the sink
+// once the manager has stopped.
+func setupEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSessionReconciler, maxHold time.Duration) (stop func(), err error) {
+	sink, err := eventSink(mgr, ctrl.Log.WithName("events"))
+	if err != nil {
+		return nil, err
+	}
+	// The sink outlives the manager's runnables, so the Events the queue hands on as it
+	// stops are still written (for at most eventsink.Options.DrainFor).
+	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+	sinkDone := make(chan struct{})
+	go func() { defer close(sinkDone); sink.Run(sinkCtx) }()
+	stop = func() { stopSink(); <-sinkDone }
+	r.Recorder = sink
+	// Under load the Events trail the status writes (internal/eventqueue).
+	r.EventMaxHold = maxHold
+	return stop, nil
+}
+
+// openStore opens the session log with one PostgreSQL connection per worker: each reconcile
+// holds at most one (an append holds it through its commit), and pgx's default of 4 made
+// workers queue for the pool.
+func openStore(ctx context.Context, storeURL string, workers int) (sessionlog.Store, error) {
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(workers))
+	if err != nil {
+		// The store's error may quote the URL: never let a password through.
+		return nil, fmt.Errorf("open log store %s: %s", RedactURL(storeURL), redactText(err.Error(), storeURL))
+	}
+	return faultinject.WrapStore(store), nil // identity unless built with -tags faultinject (test/reliability)
+}
+
+// addHealthChecks serves /healthz, and /readyz once the log store answers and, when the
+// manager serves webhooks, the webhook server has started.
+func addHealthChecks(mgr ctrl.Manager, store sessionlog.Store, serveWebhooks bool) error {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add the readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("log-store", storeCheck(store)); err != nil {
+		return fmt.Errorf("add the log-store readiness check: %w", err)
+	}
+	if serveWebhooks {
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return fmt.Errorf("add the webhook readiness check: %w", err)
+		}
+	}
 	return nil
 }
 

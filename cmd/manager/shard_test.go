@@ -123,8 +123,9 @@ func TestCacheTransformSharesStringsThatRepeatAcrossSessions(t *testing.T) {
 		"notice":{"seq":3,"text":"The user switched this session back to the default mode."}},
 		"conditions":[{"type":"Ready","status":"True","reason":"InSync","message":"plan mode off is committed in the session log","lastTransitionTime":"2026-11-30T09:00:00Z"}]}}`
 	}
-	var got []*agentsv1alpha1.AgentSession
-	for _, name := range []string{"s-1", "s-2"} {
+	names := []string{"s-1", "s-2"}
+	got := make([]*agentsv1alpha1.AgentSession, 0, len(names))
+	for _, name := range names {
 		out, err := cacheOptions(o).DefaultTransform(decodeSession(t, doc(name)))
 		if err != nil {
 			t.Fatal(err)

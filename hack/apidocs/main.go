@@ -96,7 +96,7 @@ func walk(b *strings.Builder, path string, s apiextensionsv1.JSONSchemaProps, re
 		notes = append(notes, "required")
 	}
 	if len(s.Enum) > 0 {
-		var vals []string
+		vals := make([]string, 0, len(s.Enum))
 		for _, e := range s.Enum {
 			vals = append(vals, strings.Trim(string(e.Raw), `"`))
 		}
@@ -136,7 +136,7 @@ func walk(b *strings.Builder, path string, s apiextensionsv1.JSONSchemaProps, re
 }
 
 func collectRules(path string, s *apiextensionsv1.JSONSchemaProps) []string {
-	var out []string
+	out := make([]string, 0, len(s.XValidations))
 	for _, r := range s.XValidations {
 		where := path
 		if where == "" {

@@ -408,10 +408,9 @@ func (s *Sink) writer(ctx context.Context) {
 		s.mu.Lock()
 		s.inflight--
 		j.e.queued = false
-		switch {
-		case err == nil:
+		if err == nil {
 			s.wrote(j, count)
-		default:
+		} else {
 			reason := DropGaveUp
 			if !apiretry.Transient(err) && ctx.Err() == nil {
 				reason = DropRejected

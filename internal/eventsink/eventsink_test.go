@@ -95,7 +95,7 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(req)
 }
 
-func (g *gate) stats() (inFlight, max, writes int) {
+func (g *gate) stats() (inFlight, most, writes int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.inFlight, g.max, g.writes

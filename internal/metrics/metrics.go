@@ -52,6 +52,12 @@ const (
 	AckOther         = "other"          // Failed for a reason this version does not know
 )
 
+// Label names that several metrics share.
+const (
+	labelOutcome   = "outcome"
+	labelOperation = "operation"
+)
+
 var (
 	// latencyBuckets covers a selection waiting for a boundary: sub-second (between turns or a
 	// short step) to minutes (a long tool call).
@@ -95,7 +101,7 @@ func New() *Recorder {
 		selections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "selections_total",
 			Help: "New spec.planMode.active selections taken on, by the set() outcome: committed at once, queued for a step boundary, cancelled (a pending opposite undone) or noop.",
-		}, []string{"outcome"}),
+		}, []string{labelOutcome}),
 		pendingToCommit: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "pending_to_commit_seconds",
 			Help:    "Time from a selection becoming pending (or an approved exit) to its plan/mode commit, by source (user or exit).",
@@ -117,7 +123,7 @@ func New() *Recorder {
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "reviews_total",
 			Help: "Plan reviews closed, by outcome (Approved, KeepPlanning, Dismissed, Expired, Rejected, Withdrawn).",
-		}, []string{"outcome"}),
+		}, []string{labelOutcome}),
 		reviewsOpened: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "reviews_opened_total",
 			Help: "Plan reviews opened (an exit_plan_mode plan posted while plan mode is committed).",
@@ -126,20 +132,20 @@ func New() *Recorder {
 			Namespace: Namespace, Name: "review_decision_seconds",
 			Help:    "Time from a plan being posted for review to its decision, by outcome (Approved is the approval latency).",
 			Buckets: periodBuckets,
-		}, []string{"outcome"}),
+		}, []string{labelOutcome}),
 		storeOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "log_store_operations_total",
 			Help: "Session-log store calls made by the manager, by operation and result (ok, conflict, not_found, error).",
-		}, []string{"operation", "result"}),
+		}, []string{labelOperation, "result"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "log_store_errors_total",
 			Help: "Session-log store calls that failed (result error: the store was unreachable or refused the call; conflicts and missing sessions are not errors).",
-		}, []string{"operation"}),
+		}, []string{labelOperation}),
 		storeOpDurations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "log_store_operation_seconds",
 			Help:    "Latency of session-log store calls made by the manager, by operation.",
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
-		}, []string{"operation"}),
+		}, []string{labelOperation}),
 		pendingSince: map[types.UID]time.Time{},
 	}
 	r.initSeries()
@@ -150,11 +156,11 @@ func New() *Recorder {
 // series (and rate() works) before the first event of its kind.
 func (r *Recorder) initSeries() {
 	for _, cause := range []string{CauseUserBetweenTurns, CauseUserAtBoundary, CauseExitAtBoundary, CauseExitBetweenTurns, CauseFork} {
-		for _, active := range []string{"true", "false"} {
-			if (cause == CauseExitAtBoundary || cause == CauseExitBetweenTurns) && active == "true" {
+		for _, active := range []bool{true, false} {
+			if (cause == CauseExitAtBoundary || cause == CauseExitBetweenTurns) && active {
 				continue // an exit only ever leaves plan mode
 			}
-			r.transitions.WithLabelValues(cause, active)
+			r.transitions.WithLabelValues(cause, boolLabel(active))
 		}
 	}
 	for _, o := range []string{SelectionCommitted, SelectionQueued, SelectionCancelled, SelectionNoop} {
@@ -218,71 +224,92 @@ func (r *Recorder) ObserveStatus(s *agentsv1alpha1.AgentSession, before, after a
 	b, a := before.PlanMode, after.PlanMode
 	newAck := ackIsNew(b.LastBoundary, a.LastBoundary)
 
-	// Selection taken on (the status's selection moves only when a new selection is applied).
-	if a.Selection != nil && (b.Selection == nil || *b.Selection != *a.Selection) {
-		switch {
-		case a.Active != b.Active && !newAck:
-			r.selections.WithLabelValues(SelectionCommitted).Inc()
-		case a.Pending:
-			r.selections.WithLabelValues(SelectionQueued).Inc()
-		case b.Pending:
-			r.selections.WithLabelValues(SelectionCancelled).Inc()
-		default:
-			r.selections.WithLabelValues(SelectionNoop).Inc()
-		}
-	}
-
-	firstProjection := before.ObservedGeneration == 0 && b.NextSeq == 0 && b.LastTransitionTime == nil
+	r.observeSelection(b, a, newAck)
 	if a.Active != b.Active {
-		exit := b.PendingSource == agentsv1alpha1.PendingSourceExit && !a.Active
-		cause := CauseUserBetweenTurns
-		switch {
-		case s.Spec.Fork != nil && firstProjection:
-			cause = CauseFork
-		case exit && newAck:
-			cause = CauseExitAtBoundary
-		case exit:
-			cause = CauseExitBetweenTurns
-		case newAck:
-			cause = CauseUserAtBoundary
-		}
-		r.transitions.WithLabelValues(cause, boolLabel(a.Active)).Inc()
-		if cause != CauseFork {
-			source := "user"
-			if exit {
-				source = "exit"
-			}
-			if start, ok := r.pendingStart(s.UID, before, exit); ok {
-				r.pendingToCommit.WithLabelValues(source).Observe(nonNegative(now.Sub(start)))
-			} else if cause == CauseUserBetweenTurns && a.Selection != nil && (b.Selection == nil || *b.Selection != *a.Selection) {
-				r.pendingToCommit.WithLabelValues(source).Observe(0) // committed by the reconcile that took it on
-			}
-		}
-		if !a.Active && b.Active && b.LastTransitionTime != nil {
-			r.planModePeriod.Observe(nonNegative(now.Sub(b.LastTransitionTime.Time)))
-		}
+		r.observeTransition(s, before, after, newAck, now)
 	}
 	r.trackPending(s.UID, b.Pending, a.Pending, now)
 
 	if newAck {
 		ack := a.LastBoundary
-		reason := AckUnchanged
-		switch {
-		case ack.Result == agentsv1alpha1.BoundaryFailed && ack.Reason == agentsv1alpha1.ReasonInvalidBoundary:
-			reason = AckInvalidReport
-		case ack.Result == agentsv1alpha1.BoundaryFailed && ack.Reason == agentsv1alpha1.ReasonLogStoreError:
-			reason = AckLogStore
-		case ack.Result == agentsv1alpha1.BoundaryFailed:
-			reason = AckOther
-		case ack.NextSeq == ack.Seq+1 && ack.Active != b.Active:
-			reason = AckCommitted
-		}
-		r.boundaryAcks.WithLabelValues(string(ack.Result), reason).Inc()
+		r.boundaryAcks.WithLabelValues(string(ack.Result), ackReason(ack, b.Active)).Inc()
 	}
 	if n := a.Notice; n != nil && (b.Notice == nil || b.Notice.Seq != n.Seq) {
 		r.notices.Inc()
 	}
 	r.observeReview(before, after, now)
+}
+
+// selectionTakenOn reports whether a new selection was applied: the status's selection moves
+// only then.
+func selectionTakenOn(b, a agentsv1alpha1.PlanModeStatus) bool {
+	return a.Selection != nil && (b.Selection == nil || *b.Selection != *a.Selection)
+}
+
+// observeSelection counts a selection taken on, by what set() did with it.
+func (r *Recorder) observeSelection(b, a agentsv1alpha1.PlanModeStatus, newAck bool) {
+	if !selectionTakenOn(b, a) {
+		return
+	}
+	switch {
+	case a.Active != b.Active && !newAck:
+		r.selections.WithLabelValues(SelectionCommitted).Inc()
+	case a.Pending:
+		r.selections.WithLabelValues(SelectionQueued).Inc()
+	case b.Pending:
+		r.selections.WithLabelValues(SelectionCancelled).Inc()
+	default:
+		r.selections.WithLabelValues(SelectionNoop).Inc()
+	}
+}
+
+// observeTransition counts a committed change of plan mode, by cause, with the time it waited
+// as pending and, when plan mode ends, the length of the plan-mode period.
+func (r *Recorder) observeTransition(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus, newAck bool, now time.Time) {
+	b, a := before.PlanMode, after.PlanMode
+	firstProjection := before.ObservedGeneration == 0 && b.NextSeq == 0 && b.LastTransitionTime == nil
+	exit := b.PendingSource == agentsv1alpha1.PendingSourceExit && !a.Active
+	cause := CauseUserBetweenTurns
+	switch {
+	case s.Spec.Fork != nil && firstProjection:
+		cause = CauseFork
+	case exit && newAck:
+		cause = CauseExitAtBoundary
+	case exit:
+		cause = CauseExitBetweenTurns
+	case newAck:
+		cause = CauseUserAtBoundary
+	}
+	r.transitions.WithLabelValues(cause, boolLabel(a.Active)).Inc()
+	if cause != CauseFork {
+		source := "user"
+		if exit {
+			source = "exit"
+		}
+		if start, ok := r.pendingStart(s.UID, before, exit); ok {
+			r.pendingToCommit.WithLabelValues(source).Observe(nonNegative(now.Sub(start)))
+		} else if cause == CauseUserBetweenTurns && selectionTakenOn(b, a) {
+			r.pendingToCommit.WithLabelValues(source).Observe(0) // committed by the reconcile that took it on
+		}
+	}
+	if !a.Active && b.Active && b.LastTransitionTime != nil {
+		r.planModePeriod.Observe(nonNegative(now.Sub(b.LastTransitionTime.Time)))
+	}
+}
+
+// ackReason is the reason label of a new boundary answer; wasActive is plan mode before it.
+func ackReason(ack *agentsv1alpha1.BoundaryAck, wasActive bool) string {
+	switch {
+	case ack.Result == agentsv1alpha1.BoundaryFailed && ack.Reason == agentsv1alpha1.ReasonInvalidBoundary:
+		return AckInvalidReport
+	case ack.Result == agentsv1alpha1.BoundaryFailed && ack.Reason == agentsv1alpha1.ReasonLogStoreError:
+		return AckLogStore
+	case ack.Result == agentsv1alpha1.BoundaryFailed:
+		return AckOther
+	case ack.NextSeq == ack.Seq+1 && ack.Active != wasActive:
+		return AckCommitted
+	}
+	return AckUnchanged
 }
 
 func (r *Recorder) observeReview(before, after agentsv1alpha1.AgentSessionStatus, now time.Time) {
@@ -295,23 +322,30 @@ func (r *Recorder) observeReview(before, after agentsv1alpha1.AgentSessionStatus
 		r.reviews.WithLabelValues("Withdrawn").Inc()
 	case ar == nil || ar.Phase == agentsv1alpha1.ReviewPending:
 	case br == nil || br.ID != ar.ID || br.Phase == agentsv1alpha1.ReviewPending:
-		outcome := string(ar.Phase)
-		if ar.Phase == agentsv1alpha1.ReviewRejected {
-			// Refused at once (plan mode not committed): no decision latency to speak of.
-			r.reviews.WithLabelValues(outcome).Inc()
-			return
-		}
-		if br == nil || br.ID != ar.ID {
-			r.reviewsOpened.Inc() // opened and decided in one write
-		}
+		r.observeDecision(br, ar, after.Agent, now)
+	}
+}
+
+// observeDecision counts a review that has just been decided (br is the review before the
+// write, nil or another one when it was opened and decided in one write) and, but for a
+// Rejected one, the time from the plan's posting (in the agent's request) to the decision.
+func (r *Recorder) observeDecision(br, ar *agentsv1alpha1.ReviewStatus, agent *agentsv1alpha1.AgentReport, now time.Time) {
+	outcome := string(ar.Phase)
+	if ar.Phase == agentsv1alpha1.ReviewRejected {
+		// Refused at once (plan mode not committed): no decision latency to speak of.
 		r.reviews.WithLabelValues(outcome).Inc()
-		decided := now
-		if ar.DecidedAt != nil {
-			decided = ar.DecidedAt.Time
-		}
-		if req := after.Agent; req != nil && req.Review != nil && req.Review.ID == ar.ID && req.Review.RequestedAt != nil {
-			r.reviewLatency.WithLabelValues(outcome).Observe(nonNegative(decided.Sub(req.Review.RequestedAt.Time)))
-		}
+		return
+	}
+	if br == nil || br.ID != ar.ID {
+		r.reviewsOpened.Inc() // opened and decided in one write
+	}
+	r.reviews.WithLabelValues(outcome).Inc()
+	decided := now
+	if ar.DecidedAt != nil {
+		decided = ar.DecidedAt.Time
+	}
+	if agent != nil && agent.Review != nil && agent.Review.ID == ar.ID && agent.Review.RequestedAt != nil {
+		r.reviewLatency.WithLabelValues(outcome).Observe(nonNegative(decided.Sub(agent.Review.RequestedAt.Time)))
 	}
 }
 

@@ -35,11 +35,11 @@ func Transient(err error) bool {
 }
 
 // Until calls call until it succeeds, fails with an error that is not Transient, or ctx ends,
-// and returns its last error. The pauses between calls start at first and double up to max,
+// and returns its last error. The pauses between calls start at first and double up to longest,
 // with jitter, so a crowd of callers refused together does not come back together. retrying,
 // when set, is told each error that will be retried and the pause before the retry.
-func Until(ctx context.Context, first, max time.Duration, call func() error, retrying func(err error, pause time.Duration)) error {
-	for delay := first; ; delay = min(2*delay, max) {
+func Until(ctx context.Context, first, longest time.Duration, call func() error, retrying func(err error, pause time.Duration)) error {
+	for delay := first; ; delay = min(2*delay, longest) {
 		err := call()
 		if err == nil || ctx.Err() != nil || !Transient(err) {
 			return err

@@ -57,7 +57,7 @@ func TestUntil(t *testing.T) {
 				return busy
 			}
 			return nil
-		}, func(err error, pause time.Duration) { pauses = append(pauses, pause) })
+		}, func(_ error, pause time.Duration) { pauses = append(pauses, pause) })
 		if err != nil || calls != 4 {
 			t.Fatalf("Until = %v after %d calls, want nil after 4", err, calls)
 		}
