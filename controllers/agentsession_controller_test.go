@@ -184,7 +184,7 @@ func reconcilerSpecs(be func() *backend) {
 			setActive(a.key, F)
 			a.settled(true, true)
 			a.endStep(1, 1)
-			a.endTurn(1, "completed")
+			a.endTurn("completed")
 			as = a.settled(false, false)
 			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
 			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the last header told plan mode: a notice is owed")
@@ -200,7 +200,7 @@ func reconcilerSpecs(be func() *backend) {
 			// Reverted while the turn is still open, then the turn ends: nothing is logged.
 			setActive(a.key, F)
 			a.settled(false, false)
-			a.endTurn(1, "completed")
+			a.endTurn("completed")
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
 			Eventually(func() *bool { return a.get().Status.PlanMode.PendingActive }, timeout, interval).Should(BeNil())
 		})
@@ -231,9 +231,9 @@ func reconcilerSpecs(be func() *backend) {
 			expectWrites(&mgr.statusWrites, before+2, "pending + acknowledgement")
 			Expect(a.apiWrites).To(Equal(1), "the agent's one report")
 
-			pm := a.seqOf(harness.TypePlanMode, nil)
+			pm := a.seqOf(harness.TypePlanMode)
 			Expect(pm).To(Equal([]int64{r.ack.Seq}))
-			stepStarts := a.seqOf(harness.TypeStepStart, nil)
+			stepStarts := a.seqOf(harness.TypeStepStart)
 			Expect(stepStarts[1]).To(Equal(pm[0]+1), "plan/mode lands right before the step's step/start")
 
 			// A second boundary: nothing pending, no write, no second notice.
@@ -281,7 +281,7 @@ func reconcilerSpecs(be func() *backend) {
 			a.startTurn(1)
 			Expect(a.boundary(1, 1).committed).To(BeTrue()) // header told T
 			a.endStep(1, 1)
-			a.endTurn(1, "completed")
+			a.endTurn("completed")
 			setActive(a.key, F) // between turns: F, notice owed (told T)
 			a.settled(false, false)
 			a.startTurn(2)
@@ -308,7 +308,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(as.Status.PlanMode.Pending).To(BeTrue())
 
 			a.endStep(1, 1)
-			a.endTurn(1, "completed")
+			a.endTurn("completed")
 			as = a.settled(true, false)
 			Expect(as.Status.PlanMode.Notice).NotTo(BeNil())
 			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticePlanOn))
@@ -322,13 +322,13 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(a.boundary(2, 2).notice).To(BeEmpty())
 			Expect(a.notices).To(Equal([]string{harness.NoticePlanOn}), "one notice")
 
-			pm := a.seqOf(harness.TypePlanMode, nil)
+			pm := a.seqOf(harness.TypePlanMode)
 			Expect(pm).To(HaveLen(1))
-			stepEnd11 := a.seqOf(harness.TypeStepEnd, nil)[0]
-			stepStarts := a.seqOf(harness.TypeStepStart, nil)
+			stepEnd11 := a.seqOf(harness.TypeStepEnd)[0]
+			stepStarts := a.seqOf(harness.TypeStepStart)
 			Expect(stepEnd11).To(BeNumerically("<", pm[0]))
 			Expect(pm[0]).To(BeNumerically("<", stepStarts[1]), "step/end(1,1) < plan/mode < step/start(2,1)")
-			headers := a.seqOf(harness.TypeRequestHeader, nil)
+			headers := a.seqOf(harness.TypeRequestHeader)
 			Expect(headers).To(HaveLen(4))
 		})
 
@@ -339,8 +339,8 @@ func reconcilerSpecs(be func() *backend) {
 			r := a.boundary(1, 1)
 			Expect(r.committed).To(BeTrue())
 			Expect(r.notice).To(BeEmpty())
-			pm := a.seqOf(harness.TypePlanMode, nil)
-			headers := a.seqOf(harness.TypeRequestHeader, nil)
+			pm := a.seqOf(harness.TypePlanMode)
+			headers := a.seqOf(harness.TypeRequestHeader)
 			Expect(pm).To(Equal([]int64{0}))
 			Expect(pm[0]).To(BeNumerically("<", headers[0]))
 			evs := a.events()
@@ -407,7 +407,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(a.planModes()).To(BeEmpty())
 
 			// The proposal failed: the agent ends the turn; the manager retries between turns.
-			a.endTurn(1, "blocked")
+			a.endTurn("blocked")
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
 			Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
 			mgr.store.failPlanMode.Store(false)
@@ -453,7 +453,7 @@ func reconcilerSpecs(be func() *backend) {
 			parent.settled(false, true)
 			Expect(parent.boundary(1, 1).committed).To(BeTrue())
 			parent.endStep(1, 1)
-			parent.endTurn(1, "completed")
+			parent.endTurn("completed")
 			setActive(parent.key, F) // between turns, after the last turn/end: not inherited
 			parent.settled(false, false)
 
@@ -465,7 +465,7 @@ func reconcilerSpecs(be func() *backend) {
 			Eventually(func() []string { return eventReasons(child.key) }, timeout, interval).Should(ContainElement("Normal/" + EventReasonForkSeeded))
 
 			spawned := newSession(ns, "spawned", nil, nil, be().agentStore)
-			as = spawned.settled(false, false)
+			spawned.settled(false, false)
 			Expect(spawned.planModes()).To(BeEmpty())
 
 			// Selections work on a forked session as on any other.
@@ -484,7 +484,7 @@ func reconcilerSpecs(be func() *backend) {
 			a.startTurn(1)
 			a.boundary(1, 1) // header told F
 			a.endStep(1, 1)
-			a.endTurn(1, "completed")
+			a.endTurn("completed")
 			m1.stop()
 
 			// The toggle is processed by a reconciler that appends and then dies before its
@@ -525,7 +525,7 @@ func reconcilerSpecs(be func() *backend) {
 			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
 			_, err := r.compute(suiteCtx, a.get())
 			Expect(err).NotTo(HaveOccurred())
-			Expect(a.seqOf(harness.TypePlanMode, nil)).To(Equal([]int64{seq}))
+			Expect(a.seqOf(harness.TypePlanMode)).To(Equal([]int64{seq}))
 
 			m2 := startManager(ns, be().mgrStore, managerOptions{})
 			ack := a.awaitAck(1, 2, seq)

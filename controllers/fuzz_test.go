@@ -106,7 +106,7 @@ func fzLog(ops []byte) []harness.Event {
 				turnOpen, stepOpen = false, false
 			}
 		case 5:
-			if !stepOpen && !(turnOpen && pmAtBoundary) {
+			if !stepOpen && (!turnOpen || !pmAtBoundary) {
 				active = !active
 				add("plan/mode", fmt.Sprintf(`{"active":%t}`, active))
 				pmAtBoundary = turnOpen
@@ -318,7 +318,8 @@ func FuzzReviewDecision(f *testing.F) {
 		s, before := e.fzSeed(t, ops, "fz")
 		tail, _ := e.store.Tail(context.Background(), s.Spec.SessionID)
 		s.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: reqID, Plan: "# Plan\n- do it", Turn: tail.Turn}}
-		phases := []agentsv1alpha1.ReviewPhase{"", agentsv1alpha1.ReviewPending, agentsv1alpha1.ReviewApproved, agentsv1alpha1.ReviewKeptPlanning, agentsv1alpha1.ReviewDismissed, agentsv1alpha1.ReviewExpired, agentsv1alpha1.ReviewRejected}
+		phases := []agentsv1alpha1.ReviewPhase{"", agentsv1alpha1.ReviewPending, agentsv1alpha1.ReviewApproved,
+			agentsv1alpha1.ReviewKeptPlanning, agentsv1alpha1.ReviewDismissed, agentsv1alpha1.ReviewExpired, agentsv1alpha1.ReviewRejected}
 		prev := phases[int(prevPhase)%len(phases)]
 		if prev != "" {
 			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier"}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -307,10 +306,10 @@ func (a *agent) planModes() []harness.Event {
 	return out
 }
 
-func (a *agent) seqOf(typ string, match func(harness.Event) bool) []int64 {
+func (a *agent) seqOf(typ string) []int64 {
 	var out []int64
 	for _, e := range a.events() {
-		if e.Type == typ && (match == nil || match(e)) {
+		if e.Type == typ {
 			out = append(out, e.Seq)
 		}
 	}
@@ -328,8 +327,9 @@ func (a *agent) startTurn(turn int64) {
 	a.append(harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: turn}))
 }
 
-func (a *agent) endTurn(turn int64, kind string) {
-	a.append(harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: turn, Reason: harness.TurnEndReason{Kind: kind}}))
+// endTurn ends turn 1 (each test's sessions run one turn before a toggle) with the given kind.
+func (a *agent) endTurn(kind string) {
+	a.append(harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: harness.TurnEndReason{Kind: kind}}))
 }
 
 func (a *agent) endStep(turn, step int64) {
@@ -478,17 +478,13 @@ func eventReasons(key types.NamespacedName) []string {
 }
 
 func activeValues(evs []harness.Event) []bool {
-	var out []bool
+	out := make([]bool, 0, len(evs))
 	for _, e := range evs {
 		a, err := harness.DecodePlanMode(e.Data)
 		Expect(err).NotTo(HaveOccurred())
 		out = append(out, a)
 	}
 	return out
-}
-
-func isNotice(e harness.Event) bool {
-	return strings.Contains(string(e.Data), `"form":"notice"`)
 }
 
 // expectWrites waits for a write counter to reach want and checks that it stays there (the

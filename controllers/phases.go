@@ -111,8 +111,8 @@ func (sc *sessionScope) logChecked() bool { return sc.logRead && sc.failure == n
 // turnOpen, toldActive) alone never cause a write: they move with every event the agent
 // appends, and writing them would cost an API write per agent event. They are refreshed with
 // every write made for another reason.
-func statusChanged(old, new agentsv1alpha1.AgentSessionStatus) bool {
-	a, b := old.DeepCopy(), new.DeepCopy()
+func statusChanged(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
+	a, b := stored.DeepCopy(), computed.DeepCopy()
 	for _, s := range []*agentsv1alpha1.AgentSessionStatus{a, b} {
 		s.PlanMode.NextSeq = 0
 		s.PlanMode.TurnOpen = false

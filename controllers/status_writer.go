@@ -94,28 +94,29 @@ func (r *AgentSessionReconciler) patchGuarded(ctx context.Context, orig, obj *ag
 		Path  string `json:"path"`
 		Value any    `json:"value"`
 	}
+	const test, add, review = "test", "add", "/status/review"
 	old, status := orig.Status, obj.Status
 	var ops []op
 	if r.sessions.guardsByVersion(client.ObjectKeyFromObject(orig)) || equality.Semantic.DeepEqual(old, agentsv1alpha1.AgentSessionStatus{}) {
-		ops = append(ops, op{"test", "/metadata/resourceVersion", orig.ResourceVersion})
+		ops = append(ops, op{test, "/metadata/resourceVersion", orig.ResourceVersion})
 		if equality.Semantic.DeepEqual(old, agentsv1alpha1.AgentSessionStatus{}) {
-			ops = append(ops, op{"add", "/status", map[string]any{}})
+			ops = append(ops, op{add, "/status", map[string]any{}})
 		}
 	} else {
 		ops = append(ops,
-			op{"test", "/status/observedGeneration", old.ObservedGeneration},
-			op{"test", "/status/planMode", old.PlanMode},
-			op{"test", "/status/review", old.Review}, // null also matches an absent field
-			op{"test", "/status/conditions", old.Conditions})
+			op{test, "/status/observedGeneration", old.ObservedGeneration},
+			op{test, "/status/planMode", old.PlanMode},
+			op{test, review, old.Review}, // null also matches an absent field
+			op{test, "/status/conditions", old.Conditions})
 	}
 	ops = append(ops,
-		op{"add", "/status/observedGeneration", status.ObservedGeneration},
-		op{"add", "/status/planMode", status.PlanMode},
-		op{"add", "/status/conditions", status.Conditions})
+		op{add, "/status/observedGeneration", status.ObservedGeneration},
+		op{add, "/status/planMode", status.PlanMode},
+		op{add, "/status/conditions", status.Conditions})
 	if status.Review != nil {
-		ops = append(ops, op{"add", "/status/review", status.Review})
+		ops = append(ops, op{add, review, status.Review})
 	} else if old.Review != nil {
-		ops = append(ops, op{Op: "remove", Path: "/status/review"})
+		ops = append(ops, op{Op: "remove", Path: review})
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
