@@ -8,7 +8,7 @@
 //     pending, counted with a wrapping http.RoundTripper on every client in the run (manager,
 //     agents; the user's own toggle writes are counted apart and not charged).
 //
-// The floor (pkg/agentsdk/floor) answers the same boundary with no log work: it marks the
+// The floor (test/framework/floor) answers the same boundary with no log work: it marks the
 // selection pending and copies the report into lastBoundary with the current tail. The ratio
 // manager/floor is the cost of plan mode itself.
 //
@@ -44,10 +44,10 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 var (

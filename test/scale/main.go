@@ -1,6 +1,6 @@
 // Command scale is the scale benchmark (make bench-scale): the real manager binary and a floor
 // binary (test/scale/floormgr: the same controller-runtime manager running the echo floor of
-// pkg/agentsdk/floor) each run as a process against one envtest control plane, side by side
+// test/framework/floor) each run as a process against one envtest control plane, side by side
 // in the same run, on each log backend:
 //
 //   - boundary storm: N agents (pkg/agentsdk clients in this process) at a step boundary with
@@ -9,7 +9,7 @@
 //     committed state (the floor only copies spec to status);
 //   - API writes per in-turn toggle, per idle toggle and per idle step: the manager's from the
 //     API server's own apiserver_request_total, minus the writes of the user and the agents
-//     (counted client-side with pkg/agentsdk/apicount);
+//     (counted client-side with test/framework/apicount);
 //   - process footprint (VmRSS and CPU from /proc/<pid>) with N sessions idle and under the
 //     storms, and with -idle-sessions (10,000) idle;
 //   - log store appends/s with N concurrent sessions, and Tail cost at 1,000,000 events
@@ -47,9 +47,9 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 var scheme = kruntime.NewScheme()

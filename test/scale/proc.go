@@ -417,7 +417,7 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 		}
 		if labels["code"] == "429" {
 			// Refused before any work (API Priority and Fairness, max-in-flight); the client
-			// sends it again. Counted apart, as pkg/agentsdk/apicount does.
+			// sends it again. Counted apart, as test/framework/apicount does.
 			if prefix == "" {
 				out[key+" 429"] += v
 			}
