@@ -25,6 +25,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/test/framework/apicount"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
@@ -55,13 +56,9 @@ var _ = BeforeSuite(func() {
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest: is KUBEBUILDER_ASSETS set? run `make test`")
+	testEnv, cfg, err = framework.Start(framework.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 

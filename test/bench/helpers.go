@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -89,23 +87,6 @@ func quiesce(counters ...*apicount.Counter) {
 		if n := sum(); n != last {
 			last, since = n, time.Now()
 		}
-	}
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from inside the planmode-operator module (no go.mod found)")
-		}
-		dir = parent
 	}
 }
 

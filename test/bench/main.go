@@ -37,7 +37,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -46,6 +45,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/test/framework/apicount"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
@@ -68,7 +68,6 @@ type opts struct {
 	cyclesMany int // toggle cycles per session with more sessions
 	idleSteps  int
 	timeout    time.Duration
-	root       string
 }
 
 func run() error {
@@ -102,24 +101,16 @@ func run() error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	root, err := repoRoot()
+	assets, err := framework.Assets()
 	if err != nil {
 		return err
-	}
-	o.root = root
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through `make bench`, or set it to bin/k8s/<version>-<os>-<arch>")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	env, cfg, err := framework.Start(framework.Options{})
 	if err != nil {
-		return fmt.Errorf("start envtest: %w", err)
+		return err
 	}
 	defer func() { _ = env.Stop() }()
 	// Client-side rate limits off for every client: the bench measures the protocol.
@@ -157,7 +148,7 @@ func run() error {
 	}
 	b := &bench{o: o, cfg: cfg, store: store, user: userClient}
 	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %s, %s\n",
-		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
+		filepath.Base(assets), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
 	// All sides run at once, each on its own namespace, sessions and counted clients, and the
 	// measured work alternates between them cycle by cycle (floor, manager, ..., then the

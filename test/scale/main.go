@@ -25,7 +25,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,6 +47,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/test/framework/apicount"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
@@ -136,10 +136,11 @@ func run() error {
 		return fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)
 	}
 	logf.SetLogger(logr.Discard())
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set: run through `make bench-scale`")
+	assets, err := framework.Assets()
+	if err != nil {
+		return err
 	}
-	root, err := repoRoot()
+	root, err := framework.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -166,13 +167,9 @@ func run() error {
 		bins[name] = out
 	}
 
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	env, cfg, err := framework.Start(framework.Options{})
 	if err != nil {
-		return fmt.Errorf("start envtest: %w", err)
+		return err
 	}
 	defer func() { _ = env.Stop() }()
 	cfg.QPS, cfg.Burst = -1, 0
@@ -206,7 +203,7 @@ func run() error {
 		b.pg = pg
 	}
 	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %d), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
-		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")),
+		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
 	if o.apf {
@@ -347,23 +344,6 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from inside the planmode-operator module (no go.mod found)")
-		}
-		dir = parent
-	}
 }
 
 // machine describes the host for the report.
