@@ -16,23 +16,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
-	"github.com/harness-dev/planmode-operator/internal/eventqueue"
-	"github.com/harness-dev/planmode-operator/internal/eventsink"
+	"github.com/harness-dev/planmode-operator/internal/eventpath"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -81,7 +77,7 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
-	fs.DurationVar(&o.eventMaxHold, "event-max-hold", 30*time.Second,
+	fs.DurationVar(&o.eventMaxHold, "event-max-hold", eventpath.DefaultMaxHold,
 		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
 		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
@@ -190,25 +186,21 @@ func run() error {
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
-		sink, err := eventSink(mgr, ctrl.Log.WithName("events"))
+		// Events through a bounded sink, behind a queue that makes them trail the status
+		// writes under load (internal/eventpath; the boundary benchmark runs the same).
+		events, err := eventpath.Start(ctx, mgr, eventpath.Options{
+			Controller: controllers.FieldManager, Busy: r.Busy, MaxHold: o.eventMaxHold, Log: ctrl.Log.WithName("events"),
+		})
 		if err != nil {
 			return err
 		}
-		// The sink outlives the manager's runnables, so the Events the queue hands on as it
-		// stops are still written (for at most eventsink.Options.DrainFor).
-		sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
-		sinkDone := make(chan struct{})
-		go func() { defer close(sinkDone); sink.Run(sinkCtx) }()
-		defer func() { stopSink(); <-sinkDone }()
-		r.Recorder = sink
-		if o.eventMaxHold > 0 {
-			// Under load the Events trail the status writes (internal/eventqueue).
-			q := eventqueue.New(r.Recorder, r.Busy, o.eventMaxHold)
-			if err := mgr.Add(q); err != nil {
-				return fmt.Errorf("add the Event queue: %w", err)
+		defer events.Stop() // after mgr.Start returned: the queue's last Events are written
+		for _, c := range events.Sink.Collectors() {
+			if err := ctrlmetrics.Registry.Register(c); err != nil {
+				return fmt.Errorf("register the Event metrics: %w", err)
 			}
-			r.Recorder = q
 		}
+		r.Recorder = events.Recorder
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
@@ -339,24 +331,4 @@ func redactText(msg, storeURL string) string {
 		}
 	}
 	return passwordParam.ReplaceAllString(msg, "${1}xxxxx")
-}
-
-// eventSink writes the manager's Events with a bounded number of writers (internal/eventsink)
-// instead of controller-runtime's recorder, whose client-go broadcaster holds a goroutine and a
-// copy per Event. The names match it: reporting controller planmode-manager, instance
-// planmode-manager-<hostname>.
-func eventSink(mgr manager.Manager, log logr.Logger) (*eventsink.Sink, error) {
-	events, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return nil, fmt.Errorf("make the events.k8s.io client: %w", err)
-	}
-	hostname, _ := os.Hostname()
-	sink := eventsink.New(events, mgr.GetScheme(), controllers.FieldManager,
-		controllers.FieldManager+"-"+hostname, log, eventsink.Options{})
-	for _, c := range sink.Collectors() {
-		if err := ctrlmetrics.Registry.Register(c); err != nil {
-			return nil, fmt.Errorf("register the Event metrics: %w", err)
-		}
-	}
-	return sink, nil
 }
