@@ -189,8 +189,9 @@ func run() error {
 // side is one controller under test.
 type side struct {
 	name string
-	// start registers the controller on mgr.
-	start func(mgr ctrl.Manager, store sessionlog.Store) error
+	// start registers the controller on mgr; stop, called once mgr has stopped, ends what
+	// start began beside it.
+	start func(ctx context.Context, mgr ctrl.Manager, store sessionlog.Store) (stop func(), err error)
 	// ready reports whether the controller has taken a new session on.
 	ready func(s *v1alpha1.AgentSession) bool
 	// committed reports whether a between-turns toggle to want has been applied.
@@ -346,9 +347,11 @@ func (b *bench) setupSide(ctx context.Context, s side, n int) (*sideRun, error) 
 	if err != nil {
 		return fail(err)
 	}
-	if err := s.start(mgr, b.store); err != nil {
+	stopSide, err := s.start(ctx, mgr, b.store)
+	if err != nil {
 		return fail(err)
 	}
+	cleanups = append(cleanups, stopSide)
 	mctx, stop := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mctx) }()
