@@ -6,8 +6,10 @@
 //     and p99, for 1 and 100 concurrent sessions;
 //   - API writes per toggle during a turn and between turns, and per step with nothing
 //     pending, counted with a wrapping http.RoundTripper on every client in the run (manager,
-//     agents; the user's own toggle writes are counted apart and not charged).
+//     agents; the user's own toggle writes are counted apart and not charged). The manager's
+//     Events are writes like the others: their own column, and in the total.
 //
+// The manager side runs the real reconciler with cmd/manager's Event path (internal/eventpath).
 // The floor (test/framework/floor) answers the same boundary with no log work: it marks the
 // selection pending and copies the report into lastBoundary with the current tail. The ratio
 // manager/floor is the cost of plan mode itself.
@@ -219,12 +221,15 @@ type result struct {
 	elapsed       time.Duration
 }
 
-// writes are the API writes of a phase: the manager's to AgentSessions (status), its
-// events.k8s.io Events, anything else it wrote, and the agents' (all status.agent).
+// writes are the API writes of a phase: the manager's to AgentSessions (status), its Events
+// (core or events.k8s.io), anything else it wrote, and the agents' (all status.agent).
 type writes struct{ manager, events, other, agent, conflicts int64 }
 
-// total is every write but the Events.
-func (w writes) total() int64 { return w.manager + w.other + w.agent }
+// total is every write, Events included.
+func (w writes) total() int64 { return w.manager + w.events + w.other + w.agent }
+
+// butEvents is every write but the Events: what the write targets bound.
+func (w writes) butEvents() int64 { return w.total() - w.events }
 
 func (w writes) add(o writes) writes {
 	return writes{w.manager + o.manager, w.events + o.events, w.other + o.other, w.agent + o.agent, w.conflicts + o.conflicts}
@@ -245,7 +250,7 @@ func (s snapshot) since(m, a *apicount.Counter) writes {
 	for k, v := range m.Breakdown() {
 		d := v - s.mgr[k]
 		switch {
-		case strings.HasSuffix(k, " events"):
+		case apicount.IsEventKey(k):
 			w.events += d
 		case strings.Contains(k, " agentsessions"):
 			w.manager += d
