@@ -9,9 +9,11 @@
 //     committed state (the floor only copies spec to status);
 //   - API writes per in-turn toggle, per idle toggle and per idle step: the manager's from the
 //     API server's own apiserver_request_total, minus the writes of the user and the agents
-//     (counted client-side with test/framework/apicount);
+//     (counted client-side with test/framework/apicount); Events are writes, with a column
+//     of their own and in the total;
 //   - process footprint (VmRSS and CPU from /proc/<pid>) with N sessions idle and under the
-//     storms, and with -idle-sessions (10,000) idle;
+//     storms, and with -idle-sessions (10,000) idle, where the peak since start (VmHWM) is
+//     printed beside the settled RSS;
 //   - log store appends/s with N concurrent sessions, and Tail cost at 1,000,000 events
 //     (pkg/sessionlog's BenchmarkTailRatio, run as its test binary);
 //   - webhook admission latency p50/p99 for PlanModeConfig and AgentSession writes, against the
@@ -106,13 +108,13 @@ func run() error {
 	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
-	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes (the default until 2026-12-01)")
+	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
 	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
-	flag.BoolVar(&o.apf, "apf", true, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; -apf=false makes them system:masters, which it exempts (the default until 2026-12-01)")
+	flag.BoolVar(&o.apf, "apf", true, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; -apf=false makes them system:masters, which it exempts")
 	flag.StringVar(&o.floorShape, "floor-shape", "echo", "the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
 	flag.Parse()
 	o.stores = splitList(*stores)

@@ -116,6 +116,8 @@ func TestShardsOnlyTouchTheirSessions(t *testing.T) {
 	logf.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	_, err := framework.Assets() // before the build: without the binaries it cannot run
+	g.Expect(err).NotTo(HaveOccurred())
 	root, err := framework.ModuleRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	bin := filepath.Join(t.TempDir(), "manager")
