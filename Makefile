@@ -100,7 +100,7 @@ bench-log: postgres ## Session-log benchmarks on SQLite and PostgreSQL (append; 
 			>> bin/bench-log.txt 2>&1 || { tail -50 bin/bench-log.txt; exit 1; }; \
 	done
 	@grep -E '^\s+bench_test' bin/bench-log.txt
-	go run ./pkg/sessionlog/internal/benchmedian < bin/bench-log.txt
+	go run ./hack/benchmedian < bin/bench-log.txt
 
 .PHONY: soak
 soak: envtest-assets postgres ## Reliability soak: 1,000 manager crash injections, 30 s outages, 10 patchers x 1,000 toggles (test/reliability; figures to bin/reliability-soak.jsonl).

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 // The suite runs the real reconciler in real managers against a real kube-apiserver and etcd
@@ -46,13 +46,9 @@ var _ = BeforeSuite(func() {
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(agentsv1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest: is KUBEBUILDER_ASSETS set? run `make test` or `make envtest-assets`")
+	testEnv, cfg, err = framework.Start(framework.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 

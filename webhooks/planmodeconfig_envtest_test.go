@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 const webhookDenied = `admission webhook "vplanmodeconfig-v1alpha1.agents.harness.dev" denied the request: `
@@ -192,8 +193,8 @@ var _ = Describe("PlanModeConfig admission", func() {
 	})
 
 	It("refuses through the real kubectl with the harness's text in what it prints, and applies a good config verbatim", func() {
-		kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-		Expect(kubectl).To(BeAnExistingFile())
+		kubectl, err := framework.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
 		dir := GinkgoT().TempDir()
 		bad := filepath.Join(dir, "bad.yaml")
 		Expect(os.WriteFile(bad, []byte(`apiVersion: agents.harness.dev/v1alpha1

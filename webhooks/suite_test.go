@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // Identities used across the envtest specs. Each is reached through impersonation, so the API
@@ -66,20 +67,11 @@ func TestWebhooks(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at the envtest binaries (bin/k8s/<version>-<os>-<arch>)")
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(agentsv1alpha1.AddToScheme(scheme)).To(Succeed())
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(repoRoot, "config", "webhook")},
-		},
-	}
 	var err error
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = framework.Start(framework.Options{Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
 

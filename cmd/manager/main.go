@@ -16,22 +16,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
-	"github.com/harness-dev/planmode-operator/internal/eventsink"
+	"github.com/harness-dev/planmode-operator/internal/eventpath"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -80,7 +77,7 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
-	fs.DurationVar(&o.eventMaxHold, "event-max-hold", 30*time.Second,
+	fs.DurationVar(&o.eventMaxHold, "event-max-hold", eventpath.DefaultMaxHold,
 		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
 		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
@@ -180,11 +177,22 @@ func run() error {
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
-		stopEvents, err := setupEvents(ctx, mgr, r, o.eventMaxHold)
+		// Events through a bounded sink (internal/eventpath; the boundary benchmark runs the
+		// same), held while reconciles run so under load they trail the status writes.
+		events, err := eventpath.Start(ctx, mgr, eventpath.Options{
+			Controller: controllers.FieldManager, Log: ctrl.Log.WithName("events"),
+		})
 		if err != nil {
 			return err
 		}
-		defer stopEvents()
+		defer events.Stop() // after mgr.Start returned: the queue's last Events are written
+		for _, c := range events.Sink.Collectors() {
+			if err := ctrlmetrics.Registry.Register(c); err != nil {
+				return fmt.Errorf("register the Event metrics: %w", err)
+			}
+		}
+		r.Recorder = events.Sink
+		r.EventMaxHold = o.eventMaxHold
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
@@ -219,26 +227,6 @@ func newScheme() (*runtime.Scheme, error) {
 		return nil, fmt.Errorf("register agents.harness.dev/v1alpha1: %w", err)
 	}
 	return scheme, nil
-}
-
-// setupEvents gives r an Event recorder: the sink that writes events.k8s.io Events, behind a
-// queue that holds them for at most maxHold while reconciles are in flight. stop ends the sink
-// once the manager has stopped.
-func setupEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSessionReconciler, maxHold time.Duration) (stop func(), err error) {
-	sink, err := eventSink(mgr, ctrl.Log.WithName("events"))
-	if err != nil {
-		return nil, err
-	}
-	// The sink outlives the manager's runnables, so the Events the queue hands on as it
-	// stops are still written (for at most eventsink.Options.DrainFor).
-	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
-	sinkDone := make(chan struct{})
-	go func() { defer close(sinkDone); sink.Run(sinkCtx) }()
-	stop = func() { stopSink(); <-sinkDone }
-	r.Recorder = sink
-	// Under load the Events trail the status writes (internal/eventqueue).
-	r.EventMaxHold = maxHold
-	return stop, nil
 }
 
 // openStore opens the session log with one PostgreSQL connection per worker: each reconcile
@@ -370,24 +358,4 @@ func redactText(msg, storeURL string) string {
 		}
 	}
 	return passwordParam.ReplaceAllString(msg, "${1}xxxxx")
-}
-
-// eventSink writes the manager's Events with a bounded number of writers (internal/eventsink)
-// instead of controller-runtime's recorder, whose client-go broadcaster holds a goroutine and a
-// copy per Event. The names match it: reporting controller planmode-manager, instance
-// planmode-manager-<hostname>.
-func eventSink(mgr manager.Manager, log logr.Logger) (*eventsink.Sink, error) {
-	events, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return nil, fmt.Errorf("make the events.k8s.io client: %w", err)
-	}
-	hostname, _ := os.Hostname()
-	sink := eventsink.New(events, mgr.GetScheme(), controllers.FieldManager,
-		controllers.FieldManager+"-"+hostname, log, eventsink.Options{})
-	for _, c := range sink.Collectors() {
-		if err := ctrlmetrics.Registry.Register(c); err != nil {
-			return nil, fmt.Errorf("register the Event metrics: %w", err)
-		}
-	}
-	return sink, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 const fixture = "../../pkg/sessionlog/testdata/spec-examples.jsonl"

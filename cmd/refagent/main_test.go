@@ -26,6 +26,7 @@ import (
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // TestRefagentBinary builds cmd/refagent and runs it as a separate process against envtest,
@@ -39,10 +40,9 @@ func TestRefagentBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	env, cfg, err := framework.Start(framework.Options{})
 	if err != nil {
-		t.Fatalf("start envtest (is KUBEBUILDER_ASSETS set? run `make test`): %v", err)
+		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
 	user, err := env.AddUser(envtest.User{Name: "refagent", Groups: []string{"system:masters"}}, nil)

@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 func TestEventSink(t *testing.T) {
@@ -40,9 +42,8 @@ var (
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	testEnv = &envtest.Environment{}
 	var err error
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = framework.Start(framework.Options{NoCRDs: true})
 	Expect(err).NotTo(HaveOccurred())
 	kube, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())

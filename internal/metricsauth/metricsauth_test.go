@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 func TestMetricsAuth(t *testing.T) {
@@ -38,10 +39,9 @@ var (
 )
 
 var _ = BeforeSuite(func() {
-	env = &envtest.Environment{}
 	var err error
-	cfg, err = env.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest (is KUBEBUILDER_ASSETS set? run `make test`)")
+	env, cfg, err = framework.Start(framework.Options{NoCRDs: true})
+	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(env.Stop)
 	cs, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())

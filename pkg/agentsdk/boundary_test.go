@@ -29,9 +29,9 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework/apicount"
 )
 
 const testSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds.\n"

@@ -24,10 +24,11 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 // The suite runs the reference agent (through the agent SDK) against the real reconciler in a
@@ -56,13 +57,9 @@ var _ = BeforeSuite(func() {
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest: is KUBEBUILDER_ASSETS set? run `make test`")
+	testEnv, cfg, err = framework.Start(framework.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 

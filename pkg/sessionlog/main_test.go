@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 // One throwaway PostgreSQL server per test binary, started on first use; each test that

@@ -6,9 +6,11 @@
 //     and p99, for 1 and 100 concurrent sessions;
 //   - API writes per toggle during a turn and between turns, and per step with nothing
 //     pending, counted with a wrapping http.RoundTripper on every client in the run (manager,
-//     agents; the user's own toggle writes are counted apart and not charged).
+//     agents; the user's own toggle writes are counted apart and not charged). The manager's
+//     Events are writes like the others: their own column, and in the total.
 //
-// The floor (pkg/agentsdk/floor) answers the same boundary with no log work: it marks the
+// The manager side runs the real reconciler with cmd/manager's Event path (internal/eventpath).
+// The floor (test/framework/floor) answers the same boundary with no log work: it marks the
 // selection pending and copies the report into lastBoundary with the current tail. The ratio
 // manager/floor is the cost of plan mode itself.
 //
@@ -37,18 +39,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/go-logr/logr"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 var (
@@ -69,7 +71,6 @@ type opts struct {
 	cyclesMany int // toggle cycles per session with more sessions
 	idleSteps  int
 	timeout    time.Duration
-	root       string
 }
 
 func run() error {
@@ -103,24 +104,16 @@ func run() error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	root, err := repoRoot()
+	assets, err := framework.Assets()
 	if err != nil {
 		return err
-	}
-	o.root = root
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through `make bench`, or set it to bin/k8s/<version>-<os>-<arch>")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	env, cfg, err := framework.Start(framework.Options{})
 	if err != nil {
-		return fmt.Errorf("start envtest: %w", err)
+		return err
 	}
 	defer func() { _ = env.Stop() }()
 	// Client-side rate limits off for every client: the bench measures the protocol.
@@ -158,7 +151,7 @@ func run() error {
 	}
 	b := &bench{o: o, cfg: cfg, store: store, user: userClient}
 	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %s, %s\n",
-		filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
+		filepath.Base(assets), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
 	// All sides run at once, each on its own namespace, sessions and counted clients, and the
 	// measured work alternates between them cycle by cycle (floor, manager, ..., then the
@@ -199,8 +192,9 @@ func run() error {
 // side is one controller under test.
 type side struct {
 	name string
-	// start registers the controller on mgr.
-	start func(mgr ctrl.Manager, store sessionlog.Store) error
+	// start registers the controller on mgr; stop, called once mgr has stopped, ends what
+	// start began beside it.
+	start func(ctx context.Context, mgr ctrl.Manager, store sessionlog.Store) (stop func(), err error)
 	// ready reports whether the controller has taken a new session on.
 	ready func(s *v1alpha1.AgentSession) bool
 	// committed reports whether a between-turns toggle to want has been applied.
@@ -228,12 +222,15 @@ type result struct {
 	elapsed       time.Duration
 }
 
-// writes are the API writes of a phase: the manager's to AgentSessions (status), its
-// events.k8s.io Events, anything else it wrote, and the agents' (all status.agent).
+// writes are the API writes of a phase: the manager's to AgentSessions (status), its Events
+// (core or events.k8s.io), anything else it wrote, and the agents' (all status.agent).
 type writes struct{ manager, events, other, agent, conflicts int64 }
 
-// total is every write but the Events.
-func (w writes) total() int64 { return w.manager + w.other + w.agent }
+// total is every write, Events included.
+func (w writes) total() int64 { return w.manager + w.events + w.other + w.agent }
+
+// butEvents is every write but the Events: what the write targets bound.
+func (w writes) butEvents() int64 { return w.total() - w.events }
 
 func (w writes) add(o writes) writes {
 	return writes{w.manager + o.manager, w.events + o.events, w.other + o.other, w.agent + o.agent, w.conflicts + o.conflicts}
@@ -254,7 +251,7 @@ func (s snapshot) since(m, a *apicount.Counter) writes {
 	for k, v := range m.Breakdown() {
 		d := v - s.mgr[k]
 		switch {
-		case strings.HasSuffix(k, " events"):
+		case apicount.IsEventKey(k):
 			w.events += d
 		case strings.Contains(k, " agentsessions"):
 			w.manager += d
@@ -356,9 +353,11 @@ func (b *bench) setupSide(ctx context.Context, s side, n int) (*sideRun, error) 
 	if err != nil {
 		return fail(err)
 	}
-	if err := s.start(mgr, b.store); err != nil {
+	stopSide, err := s.start(ctx, mgr, b.store)
+	if err != nil {
 		return fail(err)
 	}
+	cleanups = append(cleanups, stopSide)
 	mctx, stop := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mctx) }()

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
+
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/floor"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/internal/eventpath"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework/floor"
 )
 
 // sides are the controllers measured, floor first (ratios are to the floor).
@@ -16,8 +20,8 @@ func sides() []side {
 	out := []side{
 		{
 			name: "floor",
-			start: func(mgr ctrl.Manager, store sessionlog.Store) error {
-				return (&floor.Reconciler{Client: mgr.GetClient(), Store: store, Options: controllerOptions()}).SetupWithManager(mgr)
+			start: func(_ context.Context, mgr ctrl.Manager, store sessionlog.Store) (func(), error) {
+				return func() {}, (&floor.Reconciler{Client: mgr.GetClient(), Store: store, Options: controllerOptions()}).SetupWithManager(mgr)
 			},
 			ready: func(*v1alpha1.AgentSession) bool { return true }, // it writes nothing up front
 			// The floor appends nothing: it only takes the selection on.
@@ -39,16 +43,28 @@ func sides() []side {
 }
 
 // managerSide is the real reconciler wired as cmd/manager does (default pending poll), with
-// cmd/manager's --events on or off.
+// cmd/manager's --events on (its Event path: internal/eventpath with the default
+// --event-max-hold) or off.
 func managerSide(name string, events bool) side {
 	return side{
 		name: name,
-		start: func(mgr ctrl.Manager, store sessionlog.Store) error {
+		start: func(ctx context.Context, mgr ctrl.Manager, store sessionlog.Store) (func(), error) {
 			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
+			stop := func() {}
 			if events {
-				r.Recorder = mgr.GetEventRecorder(controllers.FieldManager)
+				p, err := eventpath.Start(ctx, mgr, eventpath.Options{
+					Controller: controllers.FieldManager, Log: logr.Discard(),
+				})
+				if err != nil {
+					return nil, err
+				}
+				r.Recorder, r.EventMaxHold, stop = p.Sink, eventpath.DefaultMaxHold, p.Stop
 			}
-			return r.SetupWithManager(mgr, controllerOptions())
+			if err := r.SetupWithManager(mgr, controllerOptions()); err != nil {
+				stop()
+				return nil, err
+			}
+			return stop, nil
 		},
 		ready: func(s *v1alpha1.AgentSession) bool {
 			return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation

@@ -3,7 +3,6 @@ package crd_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 var nsCounter int
@@ -284,10 +284,8 @@ var _ = Describe("PlanModeConfig", func() {
 
 func kubectlPath() string {
 	GinkgoHelper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	Expect(dir).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must point at the hack-built binaries")
-	p := filepath.Join(dir, "kubectl")
-	Expect(p).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh")
+	p, err := framework.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
 	return p
 }
 

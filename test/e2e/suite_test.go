@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,13 +25,15 @@ import (
 	. "github.com/onsi/gomega"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 var (
@@ -59,9 +60,9 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(agentsv1alpha1.AddToScheme(scheme)).To(Succeed())
-	_, file, _, _ := runtime.Caller(0)
-	root = filepath.Join(filepath.Dir(file), "..", "..")
 	var err error
+	root, err = framework.ModuleRoot()
+	Expect(err).NotTo(HaveOccurred())
 	workDir, err = os.MkdirTemp("", "planmode-e2e-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, workDir)
@@ -73,21 +74,13 @@ var _ = BeforeSuite(func() {
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build: %s", out)
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s", "1.37.2-linux-amd64") // hack/envtest-binaries.sh
-		Expect(os.Setenv("KUBEBUILDER_ASSETS", assets)).To(Succeed())
-	}
-	kubectl = filepath.Join(assets, "kubectl")
-	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh (make envtest-assets)")
+	kubectl, err = framework.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
 
 	By("starting the control plane")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest: run `make test` (it sets KUBEBUILDER_ASSETS)")
+	var cfg *rest.Config
+	testEnv, cfg, err = framework.Start(framework.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // These specs run the kubectl-plan binary the way users do: built into a temporary directory
@@ -50,27 +50,22 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must point at the hack-built binaries (make test sets it)")
-	kubectl = filepath.Join(assets, "kubectl")
-	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh")
+	var err error
+	kubectl, err = framework.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
 
 	By("building kubectl-plan into a directory on PATH")
 	pluginDir = GinkgoT().TempDir()
-	_, thisFile, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(thisFile), "..", "..")
+	root, err := framework.ModuleRoot()
+	Expect(err).NotTo(HaveOccurred())
 	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-plan"), "./cmd/kubectl-plan")
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/kubectl-plan: %s", out)
 
 	Expect(agentsv1alpha1.AddToScheme(clientgoscheme.Scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest")
+	testEnv, cfg, err = framework.Start(framework.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 	Expect(err).NotTo(HaveOccurred())
 	kubeconfig = writeKubeconfig(cfg)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 // pgServer is pgtest's throwaway server plus what the outage runs need: stop it (a fast

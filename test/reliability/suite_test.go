@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -30,7 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 var (
@@ -86,8 +86,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	// The manager under test, with the crash points compiled in.
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root, err := framework.ModuleRoot()
+	Expect(err).NotTo(HaveOccurred())
 	managerBin = filepath.Join(workDir, "manager")
 	build := exec.Command("go", "build", "-tags", "faultinject", "-o", managerBin, "./cmd/manager")
 	build.Dir = root
@@ -99,12 +99,8 @@ var _ = BeforeSuite(func() {
 	out, err = build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/plancheck:\n%s", out)
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "start envtest: is KUBEBUILDER_ASSETS set? run `make test`")
+	testEnv, cfg, err = framework.Start(framework.Options{})
+	Expect(err).NotTo(HaveOccurred())
 	cfg.QPS, cfg.Burst = 200, 400
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())

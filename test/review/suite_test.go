@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
@@ -76,12 +76,11 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(func() { cancel() })
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS must point at the hack-built binaries (make test sets it)")
-	kubectl = filepath.Join(assets, "kubectl")
-	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built next to kube-apiserver by hack/envtest-binaries.sh")
-	_, thisFile, _, _ := runtime.Caller(0)
-	repoRoot = filepath.Join(filepath.Dir(thisFile), "..", "..")
+	var err error
+	kubectl, err = framework.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
+	repoRoot, err = framework.ModuleRoot()
+	Expect(err).NotTo(HaveOccurred())
 
 	By("building kubectl-plan into a directory on PATH")
 	pluginDir = GinkgoT().TempDir()
@@ -92,12 +91,7 @@ var _ = BeforeSuite(func() {
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(agentsv1alpha1.AddToScheme(scheme)).To(Succeed())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(repoRoot, "config", "webhook")}},
-	}
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = framework.Start(framework.Options{Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})

@@ -1,6 +1,6 @@
 // Command scale is the scale benchmark (make bench-scale): the real manager binary and a floor
 // binary (test/scale/floormgr: the same controller-runtime manager running the echo floor of
-// pkg/agentsdk/floor) each run as a process against one envtest control plane, side by side
+// test/framework/floor) each run as a process against one envtest control plane, side by side
 // in the same run, on each log backend:
 //
 //   - boundary storm: N agents (pkg/agentsdk clients in this process) at a step boundary with
@@ -9,9 +9,11 @@
 //     committed state (the floor only copies spec to status);
 //   - API writes per in-turn toggle, per idle toggle and per idle step: the manager's from the
 //     API server's own apiserver_request_total, minus the writes of the user and the agents
-//     (counted client-side with pkg/agentsdk/apicount);
+//     (counted client-side with test/framework/apicount); Events are writes, with a column
+//     of their own and in the total;
 //   - process footprint (VmRSS and CPU from /proc/<pid>) with N sessions idle and under the
-//     storms, and with -idle-sessions (10,000) idle;
+//     storms, and with -idle-sessions (10,000) idle, where the peak since start (VmHWM) is
+//     printed beside the settled RSS;
 //   - log store appends/s with N concurrent sessions, and Tail cost at 1,000,000 events
 //     (pkg/sessionlog's BenchmarkTailRatio, run as its test binary);
 //   - webhook admission latency p50/p99 for PlanModeConfig and AgentSession writes, against the
@@ -25,7 +27,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,9 +48,10 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/testutil/pgtest"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/apicount"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 var scheme = kruntime.NewScheme()
@@ -106,13 +108,13 @@ func run() error {
 	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
-	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes (the default until 2026-12-01)")
+	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
 	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
 	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
-	flag.BoolVar(&o.apf, "apf", true, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; -apf=false makes them system:masters, which it exempts (the default until 2026-12-01)")
+	flag.BoolVar(&o.apf, "apf", true, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; -apf=false makes them system:masters, which it exempts")
 	flag.StringVar(&o.floorShape, "floor-shape", "echo", "the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
 	flag.Parse()
 	o.stores = splitList(*stores)
@@ -136,10 +138,11 @@ func run() error {
 		return fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)
 	}
 	logf.SetLogger(logr.Discard())
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set: run through `make bench-scale`")
+	assets, err := framework.Assets()
+	if err != nil {
+		return err
 	}
-	root, err := repoRoot()
+	root, err := framework.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -166,13 +169,9 @@ func run() error {
 		bins[name] = out
 	}
 
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	env, cfg, err := framework.Start(framework.Options{})
 	if err != nil {
-		return fmt.Errorf("start envtest: %w", err)
+		return err
 	}
 	defer func() { _ = env.Stop() }()
 	cfg.QPS, cfg.Burst = -1, 0
@@ -206,7 +205,7 @@ func run() error {
 		b.pg = pg
 	}
 	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %d), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
-		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(os.Getenv("KUBEBUILDER_ASSETS")),
+		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
 	if o.apf {
@@ -347,23 +346,6 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from inside the planmode-operator module (no go.mod found)")
-		}
-		dir = parent
-	}
 }
 
 // machine describes the host for the report.

@@ -205,8 +205,11 @@ type footprint struct {
 	rssPeak int64
 	rssEnd  int64
 	anonEnd int64
-	cpu     time.Duration
-	wall    time.Duration
+	// hwm is VmHWM at the window's end: the process's peak RSS since it started, which the
+	// samples can miss.
+	hwm  int64
+	cpu  time.Duration
+	wall time.Duration
 }
 
 // cores is the average number of cores busy over the window.
@@ -255,7 +258,7 @@ func (s *sampler) stop() footprint {
 	if end > s.peak {
 		s.peak = end
 	}
-	return footprint{rssPeak: s.peak, rssEnd: end, anonEnd: s.p.anonBytes(), cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
+	return footprint{rssPeak: s.peak, rssEnd: end, anonEnd: s.p.anonBytes(), hwm: s.p.status("VmHWM:"), cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
 }
 
 // idleFootprint waits until the process's CPU use settles (<5% of a core over 1s, at most
@@ -326,8 +329,8 @@ func apiServerPID(cfg *rest.Config) (int, error) {
 }
 
 // apiProfileWindow is the length of the API server's CPU profile of each storm, from its
-// release: the storm's densest part. On a slow machine a storm lasts longer (up to 28 s at
-// 1,000 sessions); both sides' profiles then cover the same first 10 s.
+// release: the storm's densest part. On a slow machine a storm lasts longer; both sides'
+// profiles then still cover the same first seconds.
 const apiProfileWindow = 10 * time.Second
 
 // apiServerProfile fetches a CPU profile of kube-apiserver (its --profiling endpoint) into dir.
@@ -417,7 +420,7 @@ func apiWrites(ctx context.Context, cfg *rest.Config) (map[string]float64, error
 		}
 		if labels["code"] == "429" {
 			// Refused before any work (API Priority and Fairness, max-in-flight); the client
-			// sends it again. Counted apart, as pkg/agentsdk/apicount does.
+			// sends it again. Counted apart, as test/framework/apicount does.
 			if prefix == "" {
 				out[key+" 429"] += v
 			}

@@ -42,7 +42,8 @@ func TestShardFiguresAreMediansOverRuns(t *testing.T) {
 		"shard a: ack latency p50 2000.00ms 3000.00ms 1.50x <= 1.2x MISS",
 		"shard b: ack latency p50 1000.00ms 1000.00ms 1.00x <= 1.2x ok",
 		"shard b: toggle storm committed 1s 1.2s 1.20x <= 1.3x ok",
-		"all shards: API writes / idle toggle 1.00 1.00 1.00x <= 1 ok",
+		"all shards: writes but Events / idle toggle 1.00 1.00 1.00x <= 1 ok",
+		"all shards: API writes / idle toggle, Events included 1.00 1.00 1.00x",
 	} {
 		if !lines[want] {
 			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
@@ -70,5 +71,61 @@ func TestStormRunsPrintTheirRatiosRunByRun(t *testing.T) {
 	want := "\nsqlite, run by run (manager/floor of the same run): ack p50 2.00x 0.50x; ack p99 2.00x 0.50x; toggle storm 1.50x 0.50x\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("the report has no line %q; it is:\n%s", strings.TrimSpace(want), out.String())
+	}
+}
+
+// Events are API writes: in the total beside the writes the targets bound, in their own column
+// of the writes table, and in its total.
+func TestEventsCountAsWrites(t *testing.T) {
+	run := func(status, events float64) *stormResult {
+		return &stormResult{n: 2, ackLat: []time.Duration{time.Second}, toggleConv: time.Second, idleSteps: 2,
+			inTurn: writes{status: 2 * status, agent: 2 * 2, events: 2 * events}, idleToggle: writes{status: 2, events: 2 * events}}
+	}
+	rep := &report{}
+	rep.addStorm("sqlite", "floor", run(1, 0))
+	rep.addStorm("sqlite", "manager", run(1, 1.5))
+	var out bytes.Buffer
+	rep.print(&out, opts{stores: []string{"sqlite"}})
+	lines := map[string]bool{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	for _, want := range []string{
+		"API writes / in-turn toggle, Events included 3.00 4.50 1.50x",
+		"writes but Events 3.00 3.00 1.00x <= 3 ok",
+		"Events 0.00 1.50 -",
+		"API writes / idle toggle, Events included 1.00 2.50 2.50x",
+		"writes but Events 1.00 1.00 1.00x <= 1 ok",
+		"API writes by kind side run operations manager: status manager: other agents Events total total / operation 409s among them 429s refused",
+		"sqlite, in-turn toggles manager 1 2 2 0 4 3 9 4.50 0 0",
+		"sqlite, idle toggles floor 1 2 2 0 0 0 2 1.00 0 0",
+	} {
+		if !lines[want] {
+			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
+		}
+	}
+}
+
+// The idle footprint prints the peak RSS since start (VmHWM) beside the settled RSS, for both
+// sides, with the ratio between them and each side's peak over settled.
+func TestIdleFootprintPrintsPeakBesideSettled(t *testing.T) {
+	rep := &report{idle: map[string]*idleResult{
+		"floor":   {n: 10000, fp: footprint{rssEnd: 40 << 20, hwm: 50 << 20}},
+		"manager": {n: 10000, fp: footprint{rssEnd: 60 << 20, hwm: 90 << 20}},
+	}}
+	var out bytes.Buffer
+	rep.print(&out, opts{})
+	lines := map[string]bool{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	for _, want := range []string{
+		"RSS settled (VmRSS) 40.0MiB 60.0MiB 1.50x < 64MiB ok",
+		"RSS peak since start (VmHWM) 50.0MiB 90.0MiB 1.80x",
+		"peak / settled 1.25x 1.50x 1.20x",
+	} {
+		if !lines[want] {
+			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
+		}
 	}
 }

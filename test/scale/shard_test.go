@@ -28,11 +28,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // recorder is a plain-HTTP reverse proxy in front of the API server for one manager process:
@@ -112,14 +112,13 @@ current-context: rec
 // each shard's sessions are committed, the unlabelled ones are never touched, and every
 // AgentSession read and write (and every Event) of a manager concerns its own shard only.
 func TestShardsOnlyTouchTheirSessions(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: KUBEBUILDER_ASSETS=$PWD/bin/k8s/1.37.2-linux-amd64 go test ./test/scale")
-	}
 	g := NewWithT(t)
 	logf.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	root, err := repoRoot()
+	_, err := framework.Assets() // before the build: without the binaries it cannot run
+	g.Expect(err).NotTo(HaveOccurred())
+	root, err := framework.ModuleRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	bin := filepath.Join(t.TempDir(), "manager")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
@@ -127,8 +126,7 @@ func TestShardsOnlyTouchTheirSessions(t *testing.T) {
 	out, err := build.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "go build ./cmd/manager: %s", out)
 
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	env, cfg, err := framework.Start(framework.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = env.Stop() }()
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})

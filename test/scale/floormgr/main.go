@@ -1,6 +1,6 @@
 // Command floormgr is the benchmark's floor as a process: the same controller-runtime manager
 // as cmd/manager (same cache transform, same worker count, same shard selector) running
-// pkg/agentsdk/floor instead of the plan-mode reconciler. It copies spec.planMode.active to
+// test/framework/floor instead of the plan-mode reconciler. It copies spec.planMode.active to
 // status and echoes boundary reports with the log tail, with no log append, no Events, no
 // config reads. test/scale runs it side by side with the real manager binary, so memory, CPU
 // and latency are compared process to process.
@@ -25,8 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/pkg/agentsdk/floor"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework/floor"
 )
 
 func main() {

@@ -1,6 +1,7 @@
 // Package apicount counts the API requests a client makes, with a wrapping http.RoundTripper
-// on its rest.Config: tests and the benchmark use it to prove "no API write when nothing is
-// pending" and to report writes per toggle.
+// on its rest.Config: tests and the benchmarks use it to prove "no API write when nothing is
+// pending" and to report writes per toggle. Event writes are writes like any other: they are in
+// Writes, and EventWrites tells them apart.
 package apicount
 
 import (
@@ -149,6 +150,30 @@ func (c *Counter) Refused() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.refused
+}
+
+// EventsResource is what Resource makes of both Event APIs' paths, core (/api/v1) and
+// events.k8s.io/v1 alike.
+const EventsResource = "events"
+
+// EventWrites is the number of Event writes (core and events.k8s.io) so far; they are included
+// in Writes.
+func (c *Counter) EventWrites() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for k, v := range c.byKey {
+		if IsEventKey(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+// IsEventKey reports whether a Breakdown key ("METHOD resource") is an Event write.
+func IsEventKey(key string) bool {
+	_, resource, _ := strings.Cut(key, " ")
+	return resource == EventsResource
 }
 
 // Resource shortens an API path to its resource and subresource, for example

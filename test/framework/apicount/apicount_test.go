@@ -19,7 +19,10 @@ func TestResource(t *testing.T) {
 		"/apis/agents.harness.dev/v1alpha1/namespaces/ns/agentsessions/a":        "agentsessions",
 		"/apis/agents.harness.dev/v1alpha1/namespaces/ns/agentsessions":          "agentsessions",
 		"/apis/events.k8s.io/v1/namespaces/ns/events":                            "events",
-		"/api/v1/namespaces": "namespaces",
+		"/apis/events.k8s.io/v1/namespaces/ns/events/e1":                         "events",
+		"/api/v1/namespaces/ns/events":                                           "events",
+		"/api/v1/namespaces/ns/events/e1":                                        "events",
+		"/api/v1/namespaces":                                                     "namespaces",
 	} {
 		if got := Resource(path); got != want {
 			t.Errorf("Resource(%q) = %q, want %q", path, got, want)
@@ -125,6 +128,43 @@ func TestUnsentWritesAreNotWrites(t *testing.T) {
 				t.Fatalf("served %d; writes %d, unsent %d; want 1; 1, 0", served.Load(), c.Writes(), c.Unsent())
 			}
 		})
+	}
+}
+
+// Event writes count as writes, through either Event API, and EventWrites tells them apart; an
+// Event read does not.
+func TestEventWritesAreWrites(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	c := New()
+	hc, err := rest.HTTPClientFor(c.Wrap(&rest.Config{Host: srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []struct{ method, path string }{
+		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/ns/events"},
+		{http.MethodPatch, "/apis/events.k8s.io/v1/namespaces/ns/events/e1"},
+		{http.MethodPost, "/api/v1/namespaces/ns/events"},
+		{http.MethodPut, "/api/v1/namespaces/ns/events/e2"},
+		{http.MethodPatch, "/apis/agents.harness.dev/v1alpha1/namespaces/ns/agentsessions/a/status"},
+		{http.MethodGet, "/apis/events.k8s.io/v1/namespaces/ns/events"},
+	} {
+		resp, err := hc.Do(must(http.NewRequest(req.method, srv.URL+req.path, strings.NewReader("{}"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if c.Writes() != 5 || c.EventWrites() != 4 || c.Reads() != 1 {
+		t.Fatalf("writes %d, Event writes %d, reads %d; want 5, 4, 1", c.Writes(), c.EventWrites(), c.Reads())
+	}
+	if got := c.WritesTo("POST", EventsResource); got != 2 {
+		t.Fatalf("POST events: %d, want 2 (core and events.k8s.io)", got)
+	}
+	for key, want := range map[string]bool{"POST events": true, "PATCH events": true, "PATCH agentsessions/status": false, "POST eventsfoo": false} {
+		if IsEventKey(key) != want {
+			t.Errorf("IsEventKey(%q) = %v, want %v", key, !want, want)
+		}
 	}
 }
 

@@ -1,0 +1,87 @@
+package plancli
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// run executes `kubectl plan ARGS...` up to the point where it would need a cluster.
+func run(t *testing.T, args ...string) (stdout string, err error) {
+	t.Helper()
+	streams, _, out, _ := genericiooptions.NewTestIOStreams()
+	root := NewRootCommand(streams)
+	root.SetArgs(args)
+	err = root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// Invocations refused before any API call, each with a message that names what is wrong and
+// the usage.
+func TestBadInvocations(t *testing.T) {
+	t.Setenv(StoreEnv, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"on"}, `"on" needs exactly one argument, the session name (usage: kubectl plan on SESSION)`},
+		{[]string{"off", "a", "b"}, `"off" needs exactly one argument, the session name (usage: kubectl plan off SESSION)`},
+		{[]string{"status"}, `"status" needs exactly one argument, the session name (usage: kubectl plan status SESSION)`},
+		{[]string{"log"}, `"log" needs exactly one argument, the session name (usage: kubectl plan log SESSION)`},
+		{[]string{"review", "a", "b"}, `"review" needs exactly one argument, the session name (usage: kubectl plan review SESSION)`},
+		{[]string{"approve"}, `"approve" needs exactly one argument, the session name (usage: kubectl plan approve SESSION)`},
+		{[]string{"revise"}, `"revise" needs exactly one argument, the session name (usage: kubectl plan revise SESSION)`},
+		{[]string{"dismiss"}, `"dismiss" needs exactly one argument, the session name (usage: kubectl plan dismiss SESSION)`},
+		{[]string{"message", "demo"}, `"message" needs a session and the text (usage: kubectl plan message SESSION TEXT...)`},
+		{[]string{"message", "demo", "  ", ""}, `"message" needs a non-blank text; to only enter plan mode use: kubectl plan on demo`},
+		{[]string{"--", "-demo"}, `unexpected flag "-demo" before the session name`},
+		{[]string{"status", "demo", "-o", "wide"}, `unknown output format "wide": use -o json or -o yaml, or no -o for text`},
+		{[]string{"log", "demo"}, "no session-log store: pass --store URL or set " + StoreEnv},
+	} {
+		_, err := run(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("kubectl plan %q: err = %v; want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// With no argument the plugin prints its help and succeeds.
+func TestNoArgumentsPrintsHelp(t *testing.T) {
+	out, err := run(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kubectl plan on SESSION", "kubectl plan SESSION [off|TEXT...]", "Plan mode entry cancelled."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Every subcommand's name is reserved, so the short form never reads it as a session name.
+func TestSubcommandsAreReserved(t *testing.T) {
+	root := NewRootCommand(genericiooptions.NewTestIOStreamsDiscard())
+	for _, c := range root.Commands() {
+		if !slices.Contains(reserved, c.Name()) {
+			t.Errorf("subcommand %q is not in reserved", c.Name())
+		}
+	}
+}
+
+// A short form whose session is not found hints at the subcommand it may have been mistyped
+// for; a name nothing like a subcommand gets no hint.
+func TestHintSubcommand(t *testing.T) {
+	root := NewRootCommand(genericiooptions.NewTestIOStreamsDiscard())
+	if err := hintSubcommand(root, "stauts"); err == nil || err.Error() != `(if you meant the subcommand, did you mean "status"?)` {
+		t.Errorf("hint for stauts: %v", err)
+	}
+	if err := hintSubcommand(root, "aprove"); err == nil || !strings.Contains(err.Error(), `"approve"`) {
+		t.Errorf("hint for aprove: %v", err)
+	}
+	if err := hintSubcommand(root, "payments-migration"); err != nil {
+		t.Errorf("hint for payments-migration: %v, want none", err)
+	}
+}

@@ -1,0 +1,107 @@
+package plancli
+
+import (
+	"context"
+	"encoding/json"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+func event(typ, data string) harness.Event {
+	return harness.Event{Type: typ, Data: json.RawMessage(data)}
+}
+
+// Each plan-relevant event gets its one-line summary; the rest of the log is left out.
+func TestSummarise(t *testing.T) {
+	s := newSummariser("You are in plan mode.")
+	for _, tc := range []struct {
+		ev   harness.Event
+		want string // "" when the event is left out
+	}{
+		{event("plan/mode", `{"active":true}`), "plan mode on (active=true)"},
+		{event("plan/mode", `{"active":false}`), "plan mode off (active=false)"},
+		{event("plan/mode", `{"active":"yes"}`), `invalid: {"active":"yes"}`},
+		{event("turn/start", `{"turn":3}`), "turn 3"},
+		{event("turn/end", `{"turn":3,"reason":{"kind":"interrupted"}}`), "turn 3 (interrupted)"},
+		{event("turn/end", `{"turn":3}`), "turn 3 (-)"},
+		{event("step/start", `{"turn":3,"step":2}`), "turn 3 step 2"},
+		{event("step/end", `{"turn":3,"step":2}`), "turn 3 step 2"},
+		{event("request/header", `{"reason":"change","header":{"system":"base\n\nYou are in plan mode.","tools":[{"name":"read"},{"name":"exit_plan_mode"}]}}`),
+			"reason=change plan guidance=yes tools=[read,exit_plan_mode]"},
+		{event("request/header", `{"reason":"initial","header":{"system":"base","tools":[]}}`), "reason=initial plan guidance=no tools=[]"},
+		{event("request/header", `{"header":{}}`), "reason=- plan guidance=no tools=[]"},
+		{event("user/message", `{"role":"user","id":"m1","source":{"kind":"plugin","plugin":"plan","form":"notice","summary":"switched to plan mode"},"content":[{"type":"text","text":"long text"}]}`),
+			"plan notice (plugin): switched to plan mode"},
+		{event("user/message", `{"role":"user","id":"m2","source":{"kind":"plugin","plugin":"plan"},"content":[{"type":"text","text":"The user "},{"type":"text","text":"switched."}]}`),
+			"plan - (plugin): The user switched."},
+		{event("user/message", `{"role":"user","id":"m3","source":{"kind":"user"},"content":[{"type":"text","text":"hello"}]}`), ""},
+		{event("tool/call", `{"turn":3,"step":2,"callId":"c1","name":"exit_plan_mode"}`), "exit_plan_mode (call c1, turn 3 step 2)"},
+		{event("tool/call", `{"turn":3,"step":2,"callId":"c2","name":"read"}`), ""},
+		{event("tool/result", `{"message":{"toolCallId":"c1","content":[{"text":"approved"}]}}`), "exit_plan_mode result (call c1, ok): approved"},
+		{event("tool/result", `{"message":{"callId":"c1","isError":true,"content":[{"text":"keep   planning"}]}}`), "exit_plan_mode result (call c1, error): keep planning"},
+		{event("tool/result", `{"message":{"toolCallId":"c2","content":[{"text":"file"}]}}`), ""},
+		{event("tool/result", `{"message":{"toolCallId":"c9","toolName":"exit_plan_mode","content":[]}}`), "exit_plan_mode result (call c9, ok): "},
+		{event("assistant/message", `{"content":[]}`), ""},
+	} {
+		got, ok := s.summarise(tc.ev)
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s %s: got %q (shown %v), want %q", tc.ev.Type, tc.ev.Data, got, ok, tc.want)
+		}
+	}
+	// Without the section in force (no permission to read the config) the guidance fact is
+	// left out rather than guessed.
+	bare := newSummariser("")
+	if got, _ := bare.summarise(event("request/header", `{"reason":"resume","header":{"tools":[{"name":"read"}]}}`)); got != "reason=resume tools=[read]" {
+		t.Errorf("header without a section: %q", got)
+	}
+}
+
+// `kubectl plan log` against a real SQLite log: the table of plan-relevant events, a session
+// with no log in the store, and a store that cannot be opened.
+func TestLogCommand(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []harness.Event{
+		event("plan/mode", `{"active":true}`),
+		event("turn/start", `{"turn":1}`),
+		event("turn/end", `{"turn":1,"reason":{"kind":"completed"}}`),
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Time = int64(i), 1893553445000+int64(i) // 2030-01-02T03:04:05Z
+	}
+	if _, err := store.Append(ctx, "demo-id", evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCLI(t, session("demo"), session("idle"))
+	if err := c.log(ctx, "demo", logFlags{store: url}); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, c.out.String(),
+		"SEQ TIME EVENT DETAIL",
+		"0 2030-01-02T03:04:05.000Z plan/mode plan mode on (active=true)",
+		"1 2030-01-02T03:04:05.001Z turn/start turn 1",
+		"2 2030-01-02T03:04:05.002Z turn/end turn 1 (completed)",
+	)
+
+	t.Setenv(StoreEnv, url) // the environment names the store when --store does not
+	err = c.log(ctx, "idle", logFlags{})
+	if err == nil || !strings.Contains(err.Error(), `session "idle-id" (spec.sessionID of AgentSession "idle") has no log in this store yet`) {
+		t.Errorf("a session with no log: %v", err)
+	}
+	err = c.log(ctx, "demo", logFlags{store: "mysql://nowhere"})
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot open the session-log store: ") {
+		t.Errorf("an unknown store scheme: %v", err)
+	}
+}

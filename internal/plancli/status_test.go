@@ -1,0 +1,217 @@
+package plancli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+var changed = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// busySession has every fact status shows: committed plan mode, an approved exit pending,
+// spec at false, a config in force, a notice, a failed boundary, a plan under review decided
+// by the user but not by the manager yet, a delivered message and a Ready condition, and a
+// spec change the manager has not caught up with.
+func busySession() *v1alpha1.AgentSession {
+	as := session("demo")
+	as.Generation = 3
+	as.Spec.PlanMode.Active = bp(false)
+	as.Spec.PlanMode.ConfigRef = &v1alpha1.ConfigReference{Name: "strict"}
+	as.Spec.ReviewTimeout = &metav1.Duration{Duration: 90 * time.Minute}
+	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "kp-1", Text: "draft   the\nmigration"}
+	as.Spec.Review = &v1alpha1.ReviewDecision{ReviewID: "r1", Decision: v1alpha1.ReviewApprove}
+	lt := metav1.NewTime(changed.In(time.FixedZone("CET", 3600)))
+	as.Status = v1alpha1.AgentSessionStatus{
+		ObservedGeneration: 2,
+		PlanMode: v1alpha1.PlanModeStatus{
+			Active: true, Pending: true, PendingActive: bp(false), PendingSource: v1alpha1.PendingSourceExit,
+			TurnOpen: true, NextSeq: 42, LastTransitionTime: &lt,
+			Config: &v1alpha1.ConfigInForce{Name: "strict", Generation: 7, SectionSHA256: "0123456789abcdef0123"},
+			Notice: &v1alpha1.OwedNotice{Seq: 40, Text: "The user switched this session to plan mode."},
+			LastBoundary: &v1alpha1.BoundaryAck{Turn: 2, Step: 3, Seq: 41, Result: v1alpha1.BoundaryFailed, Active: true,
+				Message: "seq 41 is behind the log"},
+		},
+		Agent: &v1alpha1.AgentReport{SteerID: "kp-1",
+			Review: &v1alpha1.PlanReviewRequest{ID: "r1", Turn: 2, Plan: "# Migrate the schema\n\n1. add columns\n"}},
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonSelectionPending, Message: "waiting for the next step boundary"}},
+	}
+	return as
+}
+
+func TestViewOf(t *testing.T) {
+	v := viewOf(busySession())
+	if v.Pending == nil || *v.Pending || v.PendingSource != v1alpha1.PendingSourceExit {
+		t.Errorf("pending %v %q, want false Exit", v.Pending, v.PendingSource)
+	}
+	if v.ConfigRef != "strict" || v.ReviewTimeout != "1h30m0s" || !v.SteerDelivered || v.ObservedCurrent {
+		t.Errorf("configRef %q, reviewTimeout %q, steerDelivered %v, observedCurrent %v; want strict, 1h30m0s, true, false",
+			v.ConfigRef, v.ReviewTimeout, v.SteerDelivered, v.ObservedCurrent)
+	}
+	if v.LastTransition == nil || !v.LastTransition.Equal(changed) || v.LastTransition.Location() != time.UTC {
+		t.Errorf("last transition %v, want %v in UTC", v.LastTransition, changed)
+	}
+	if v.Ready != "False" || v.ReadyReason != v1alpha1.ReasonSelectionPending || v.Review == nil || v.Review.ID != "r1" {
+		t.Errorf("ready %q %q, review %+v", v.Ready, v.ReadyReason, v.Review)
+	}
+
+	// PendingActive without Pending is a leftover, not a pending selection; a steer the agent
+	// has not recorded is not delivered; no configRef is the default config.
+	as := session("quiet")
+	as.Status.PlanMode.PendingActive = bp(true)
+	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "kp-2", Text: "hi"}
+	as.Status.Agent = &v1alpha1.AgentReport{SteerID: "kp-1"}
+	v = viewOf(as)
+	if v.Pending != nil || v.SteerDelivered || v.ConfigRef != v1alpha1.DefaultPlanModeConfigName || !v.ObservedCurrent {
+		t.Errorf("quiet session: pending %v, steerDelivered %v, configRef %q, observedCurrent %v", v.Pending, v.SteerDelivered, v.ConfigRef, v.ObservedCurrent)
+	}
+}
+
+func TestWriteStatus(t *testing.T) {
+	var out bytes.Buffer
+	if err := writeStatus(&out, viewOf(busySession()), changed.Add(90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out.String(),
+		"Session: demo (namespace team-a, session ID demo-id)",
+		"Committed: plan mode",
+		"Pending: leaving plan mode at the next step boundary (approved exit_plan_mode, not narrated)",
+		"Desired: default mode (spec.planMode.active=false)",
+		"Turn: open at the manager's last status write (selections wait for the next step boundary)",
+		"Config: strict (generation 7, section sha256 0123456789ab)",
+		"Last change: 2030-01-02T03:04:05Z (1m30s ago)",
+		`Notice owed: "The user switched this session to plan mode." (for plan/mode at seq 40)`,
+		"Last boundary: turn 2 step 3 seq 41: Failed, plan mode: seq 41 is behind the log",
+		"Log position: next seq 42",
+		`Review: "Migrate the schema" (review r1, turn 2): decided Approve, waiting for the manager`,
+		`Last message: "draft the migration" (delivered)`,
+		"Ready: False SelectionPending: waiting for the next step boundary",
+		"Note: the manager has not caught up with the latest spec change yet",
+	)
+}
+
+// A fresh session: nothing pending, nothing desired, no config read yet, never changed, no
+// review, no Ready condition.
+func TestWriteStatusFreshSession(t *testing.T) {
+	var out bytes.Buffer
+	if err := writeStatus(&out, viewOf(session("fresh")), changed); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out.String(),
+		"Committed: default mode",
+		"Pending: none",
+		"Desired: unset (the session follows its log)",
+		"Turn: none open at the manager's last status write (the agent may have opened one since)",
+		"Config: default (requested; not read by the manager yet)",
+		"Last change: never (no plan/mode in the log)",
+		"Review: none",
+		"Ready: unknown (the manager has not reported yet)",
+	)
+	for _, absent := range []string{"Notice owed:", "Last boundary:", "Last message:", "Note:"} {
+		if strings.Contains(out.String(), absent) {
+			t.Errorf("a fresh session's status shows %q:\n%s", absent, out.String())
+		}
+	}
+}
+
+// With the live tail (--store), the turn and the log position come from the log, and a commit
+// the status does not show yet is pointed out.
+func TestWriteStatusLiveTail(t *testing.T) {
+	v := viewOf(busySession())
+	v.Live = &LiveTail{Active: false, NextSeq: 45, TurnOpen: true, Turn: 3, Step: 1}
+	var out bytes.Buffer
+	if err := writeStatus(&out, v, changed); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out.String(),
+		"Turn: 3 open, step 1 (live from the log: selections wait for the agent's next step boundary)",
+		"Log position: next seq 45 (live; the status reflects 42)",
+		"Note: the log has committed default mode since the manager's last status write",
+	)
+	v.Live = &LiveTail{Active: true, NextSeq: 42}
+	out.Reset()
+	if err := writeStatus(&out, v, changed); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out.String(), "Turn: none open (live from the log: selections are logged at once)")
+	if strings.Contains(out.String(), "has committed") {
+		t.Errorf("a live tail that agrees with the status is reported as a change:\n%s", out.String())
+	}
+}
+
+func TestReviewLine(t *testing.T) {
+	as := busySession()
+	as.Spec.Review = nil
+	if got := reviewLine(viewOf(as)); got != `"Migrate the schema" (review r1, turn 2): Pending` {
+		t.Errorf("undecided: %s", got)
+	}
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewExpired, Message: strings.Repeat("x", 100)}
+	if got := reviewLine(viewOf(as)); got != `"Migrate the schema" (review r1, turn 2): Expired (`+strings.Repeat("x", 79)+"…)" {
+		t.Errorf("expired: %s", got)
+	}
+	// The status of an older review says nothing about this one.
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r0", Phase: v1alpha1.ReviewApproved}
+	if got := reviewLine(viewOf(as)); !strings.HasSuffix(got, ": Pending") {
+		t.Errorf("older review's status: %s", got)
+	}
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Message: "posted"}
+	if got := reviewLine(viewOf(as)); !strings.HasSuffix(got, ": Pending") {
+		t.Errorf("pending review with a message: %s", got)
+	}
+}
+
+func TestAbbreviate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"a  b\n\tc", 10, "a b c"},
+		{"abcdef", 6, "abcdef"},
+		{"abcdefg", 6, "abcde…"},
+		{"ääääääää", 4, "äää…"},
+	} {
+		if got := abbreviate(tc.in, tc.n); got != tc.want {
+			t.Errorf("abbreviate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+// -o json and -o yaml print the same facts as the text, as documents a script can read.
+func TestStatusStructuredOutput(t *testing.T) {
+	t.Setenv(StoreEnv, "")
+	c := newCLI(t, busySession())
+	if err := c.status(context.Background(), "demo", "json", ""); err != nil {
+		t.Fatal(err)
+	}
+	var v StatusView
+	if err := json.Unmarshal(c.out.Bytes(), &v); err != nil {
+		t.Fatalf("-o json is not a StatusView: %v\n%s", err, c.out)
+	}
+	if v.Session != "demo" || !v.Committed || v.Pending == nil || *v.Pending || v.NextSeq != 42 || v.Review == nil || v.Live != nil {
+		t.Errorf("-o json: %+v", v)
+	}
+	c.out.Reset()
+	if err := c.status(context.Background(), "demo", "yaml", ""); err != nil {
+		t.Fatal(err)
+	}
+	var y StatusView
+	if err := yaml.Unmarshal(c.out.Bytes(), &y); err != nil {
+		t.Fatalf("-o yaml is not a StatusView: %v\n%s", err, c.out)
+	}
+	if y.SessionID != "demo-id" || y.ConfigRef != "strict" || y.ReadyReason != v1alpha1.ReasonSelectionPending {
+		t.Errorf("-o yaml: %+v", y)
+	}
+	if err := c.status(context.Background(), "missing", "", ""); err == nil ||
+		err.Error() != `no AgentSession "missing" in namespace "team-a" (list them with: kubectl get agentsessions -n team-a)` {
+		t.Errorf("status of a missing session: %v", err)
+	}
+}

@@ -1,0 +1,233 @@
+package plancli
+
+import (
+	"context"
+	"errors"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+)
+
+// toggled returns a session whose committed state is logged, with a turn open or not, and the
+// default PlanModeConfig beside it.
+func toggled(logged, turnOpen bool) *v1alpha1.AgentSession {
+	as := session("demo")
+	as.Spec.PlanMode.Active = bp(logged)
+	as.Status.PlanMode = v1alpha1.PlanModeStatus{Active: logged, Selection: bp(logged), TurnOpen: turnOpen}
+	return as
+}
+
+// With --wait=0 the reply is the harness's /plan reply predicted from the status read before
+// the write, and the selection is written to spec.
+func TestToggleReplies(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		as       *v1alpha1.AgentSession
+		x        bool
+		reply    string
+		wantSpec bool
+	}{
+		{"on between turns", toggled(false, false), true, "Plan mode on. Use /plan off to leave.", true},
+		{"on during a turn", toggled(false, true), true, "Entering plan mode (applies from the next step). Use /plan off to leave.", true},
+		{"off between turns", toggled(true, false), false, "Plan mode off.", false},
+		{"off during a turn", toggled(true, true), false, "Leaving plan mode (applies from the next step).", false},
+		{"off when already off", toggled(false, false), false, "Plan mode is already inactive.", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t, tc.as, config(v1alpha1.DefaultPlanModeConfigName))
+			if err := c.toggle(context.Background(), "demo", tc.x, "", nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(c.out.String()); got != tc.reply {
+				t.Errorf("reply %q, want %q", got, tc.reply)
+			}
+			if a := c.read(t, "demo").Spec.PlanMode.Active; a == nil || *a != tc.wantSpec {
+				t.Errorf("spec.planMode.active %v, want %v", a, tc.wantSpec)
+			}
+			if c.errOut.Len() != 0 {
+				t.Errorf("stderr: %s", c.errOut)
+			}
+		})
+	}
+}
+
+// "off" while an entry waits for the next step boundary cancels it.
+func TestToggleCancelsAPendingEntry(t *testing.T) {
+	as := toggled(false, true)
+	as.Spec.PlanMode.Active = bp(true)
+	as.Status.PlanMode.Selection = bp(true)
+	as.Status.PlanMode.Pending, as.Status.PlanMode.PendingActive = true, bp(true)
+	c := newCLI(t, as)
+	if err := c.toggle(context.Background(), "demo", false, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(c.out.String()); got != harness.ReplyOffCancelled {
+		t.Errorf("reply %q, want %q", got, harness.ReplyOffCancelled)
+	}
+}
+
+// A message enters plan mode and carries its text, trimmed, with a fresh steer id, in the same
+// write.
+func TestToggleWithMessage(t *testing.T) {
+	c := newCLI(t, toggled(false, true), config(v1alpha1.DefaultPlanModeConfigName))
+	if err := c.toggle(context.Background(), "demo", true, "  draft the migration \n", nil); err != nil {
+		t.Fatal(err)
+	}
+	as := c.read(t, "demo")
+	if s := as.Spec.Steer; s == nil || s.Text != "draft the migration" || !strings.HasPrefix(s.ID, "kp-") {
+		t.Fatalf("spec.steer %+v, want the trimmed text with a kp- id", s)
+	}
+	if a := as.Spec.PlanMode.Active; a == nil || !*a {
+		t.Errorf("spec.planMode.active %v, want true", a)
+	}
+	first := as.Spec.Steer.ID
+	// Already in plan mode: the message alone is written, with a new id.
+	c = newCLI(t, as)
+	if err := c.toggle(context.Background(), "demo", true, "again", nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.read(t, "demo").Spec.Steer; s == nil || s.Text != "again" || s.ID == first {
+		t.Errorf("second message: %+v (first id %s)", s, first)
+	}
+}
+
+// A selection spec already records, with the state where it says, writes nothing.
+func TestToggleNoopWritesNothing(t *testing.T) {
+	c := newCLI(t, toggled(true, false))
+	before := c.read(t, "demo").ResourceVersion
+	if err := c.toggle(context.Background(), "demo", true, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.read(t, "demo").ResourceVersion; got != before {
+		t.Errorf("a noop wrote the session: resourceVersion %s -> %s", before, got)
+	}
+	if got := strings.TrimSpace(c.out.String()); got != harness.ReplyOnDeferred {
+		t.Errorf("reply %q, want the harness's deferred copy for a noop entry", got)
+	}
+}
+
+// spec.planMode.active already true while plan mode moved away from it (a plan approved while
+// spec kept the selection): the manager acts only on a changed value, so the plugin says how
+// to give it one instead of writing nothing.
+func TestToggleSpecAlreadyRecordsTheSelection(t *testing.T) {
+	as := toggled(false, false)
+	as.Spec.PlanMode.Active, as.Status.PlanMode.Selection = bp(true), bp(true) // taken on, then left
+	c := newCLI(t, as)
+	err := c.toggle(context.Background(), "demo", true, "", nil)
+	if err == nil || !strings.Contains(err.Error(), "so run: kubectl plan off demo && kubectl plan on demo") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// An entry whose PlanModeConfig does not exist waits for it: the plugin warns before writing.
+func TestToggleWarnsOfAMissingConfig(t *testing.T) {
+	as := toggled(false, false)
+	as.Spec.PlanMode.ConfigRef = &v1alpha1.ConfigReference{Name: "strict"}
+	c := newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
+	if err := c.toggle(context.Background(), "demo", true, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `warning: PlanModeConfig "strict" does not exist in namespace "team-a": entering plan mode waits until it is created (or set spec.planMode.configRef.name)`
+	if got := strings.TrimSpace(c.errOut.String()); got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+	// Leaving plan mode needs no config.
+	c = newCLI(t, toggled(true, false))
+	if err := c.toggle(context.Background(), "demo", false, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.errOut.Len() != 0 {
+		t.Errorf("off warned: %s", c.errOut)
+	}
+}
+
+// The short form's session not found: the hint is joined to the error.
+func TestToggleNotFoundHint(t *testing.T) {
+	c := newCLI(t)
+	err := c.toggle(context.Background(), "stauts", true, "", func() error { return errors.New("(did you mean status?)") })
+	if err == nil || !strings.HasPrefix(err.Error(), `no AgentSession "stauts" in namespace "team-a"`) || !strings.HasSuffix(err.Error(), "(did you mean status?)") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// With --wait, the outcome is read from the status the manager writes once it has taken the
+// selection on.
+func TestObserve(t *testing.T) {
+	ctx := context.Background()
+	taken := func(mutate func(pm *v1alpha1.PlanModeStatus)) *v1alpha1.AgentSession {
+		as := session("demo")
+		as.Status.ObservedGeneration = 5
+		as.Status.PlanMode.Selection = bp(true)
+		mutate(&as.Status.PlanMode)
+		return as
+	}
+	oldAck := &v1alpha1.BoundaryAck{Turn: 1, Step: 1, Seq: 3, Result: v1alpha1.BoundaryAdmitted}
+	for _, tc := range []struct {
+		name   string
+		as     *v1alpha1.AgentSession
+		before planmode.State
+		want   planmode.Outcome
+	}{
+		{"committed between turns", taken(func(pm *v1alpha1.PlanModeStatus) { pm.Active = true; pm.LastBoundary = oldAck }),
+			planmode.State{}, planmode.Committed},
+		{"queued for the next boundary", taken(func(pm *v1alpha1.PlanModeStatus) { pm.Pending, pm.PendingActive = true, bp(true) }),
+			planmode.State{}, planmode.Queued},
+		{"flushed by a boundary since the write", taken(func(pm *v1alpha1.PlanModeStatus) {
+			pm.Active = true
+			pm.LastBoundary = &v1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 5, Result: v1alpha1.BoundaryAdmitted, Active: true}
+		}), planmode.State{}, planmode.Queued},
+		{"a pending exit undone", taken(func(pm *v1alpha1.PlanModeStatus) { pm.Active = true }),
+			planmode.State{Logged: true, Pending: &planmode.Pending{Active: false}}, planmode.Cancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t, tc.as)
+			c.wait = time.Second
+			got, seen, ok := c.observe(ctx, "demo", true, written{before: tc.before, predicted: planmode.Noop, gen: 5, ack: oldAck})
+			if !ok || seen == nil || got != tc.want {
+				t.Errorf("outcome %q (ok %v), want %q", got, ok, tc.want)
+			}
+		})
+	}
+	// Not taken on within --wait (the manager has not seen the write's generation).
+	c := newCLI(t, taken(func(pm *v1alpha1.PlanModeStatus) {}))
+	c.wait = 100 * time.Millisecond
+	if _, _, ok := c.observe(ctx, "demo", true, written{gen: 6}); ok {
+		t.Error("observed a selection the manager has not taken on")
+	}
+}
+
+// API errors become messages that say what was wrong and what to do.
+func TestExplain(t *testing.T) {
+	o := &Options{ns: testNS}
+	gr := schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "agentsessions"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"not found", apierrors.NewNotFound(gr, "demo"),
+			`no AgentSession "demo" in namespace "team-a" (list them with: kubectl get agentsessions -n team-a)`},
+		{"no such resource", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gr.Group, Kind: "AgentSession"}},
+			"the AgentSession API (agents.harness.dev/v1alpha1) is not installed in this cluster: install the planmode-operator CRDs (config/crd)"},
+		{"RBAC", apierrors.NewForbidden(gr, "demo", errors.New("user ed cannot patch")),
+			`not allowed to toggle plan mode: this needs the "patch" permission on agentsessions.agents.harness.dev in namespace "team-a" (server said: agentsessions.agents.harness.dev "demo" is forbidden: user ed cannot patch)`},
+		{"webhook", apierrors.NewForbidden(gr, "demo", errors.New(`admission webhook "vagentsession" denied the request: not the agent`)),
+			`not allowed to toggle plan mode: agentsessions.agents.harness.dev "demo" is forbidden: admission webhook "vagentsession" denied the request: not the agent`},
+		{"invalid", apierrors.NewBadRequest("spec.steer.text: too long"),
+			"the API server refused the change (toggle plan mode): spec.steer.text: too long"},
+		{"unauthorized", apierrors.NewUnauthorized("token expired"), "not logged in to the cluster (toggle plan mode): token expired"},
+		{"other", errors.New("connection refused"), "cannot toggle plan mode: connection refused"},
+	} {
+		if got := o.explain(tc.err, "demo", "patch", "toggle plan mode"); got == nil || got.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
