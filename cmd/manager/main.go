@@ -177,22 +177,11 @@ func run() error {
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
-		// Events through a bounded sink (internal/eventpath; the boundary benchmark runs the
-		// same), held while reconciles run so under load they trail the status writes.
-		events, err := eventpath.Start(ctx, mgr, eventpath.Options{
-			Controller: controllers.FieldManager, Log: ctrl.Log.WithName("events"),
-		})
+		stop, err := startEvents(ctx, mgr, r, o.eventMaxHold)
 		if err != nil {
 			return err
 		}
-		defer events.Stop() // after mgr.Start returned: the queue's last Events are written
-		for _, c := range events.Sink.Collectors() {
-			if err := ctrlmetrics.Registry.Register(c); err != nil {
-				return fmt.Errorf("register the Event metrics: %w", err)
-			}
-		}
-		r.Recorder = events.Sink
-		r.EventMaxHold = o.eventMaxHold
+		defer stop() // after mgr.Start returned: the queue's last Events are written
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
@@ -227,6 +216,24 @@ func newScheme() (*runtime.Scheme, error) {
 		return nil, fmt.Errorf("register agents.harness.dev/v1alpha1: %w", err)
 	}
 	return scheme, nil
+}
+
+// startEvents gives r its Events: a bounded sink (internal/eventpath; the boundary benchmark
+// runs the same), held while reconciles run so under load they trail the status writes. stop
+// drains the sink once the manager has stopped.
+func startEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSessionReconciler, maxHold time.Duration) (stop func(), err error) {
+	events, err := eventpath.Start(ctx, mgr, eventpath.Options{Controller: controllers.FieldManager, Log: ctrl.Log.WithName("events")})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range events.Sink.Collectors() {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			events.Stop()
+			return nil, fmt.Errorf("register the Event metrics: %w", err)
+		}
+	}
+	r.Recorder, r.EventMaxHold = events.Sink, maxHold
+	return events.Stop, nil
 }
 
 // openStore opens the session log with one PostgreSQL connection per worker: each reconcile
