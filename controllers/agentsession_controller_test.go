@@ -385,7 +385,7 @@ func reconcilerSpecs(be func() *backend) {
 		})
 	})
 
-	Describe("append failure (reference 4.13, NEWER)", func() {
+	Describe("append failure", func() {
 		BeforeEach(start)
 
 		It("fails the proposal at the boundary, keeps the selection pending, and commits once the store is back", func() {

@@ -22,7 +22,8 @@ import (
 // PlanModeConfigPath is where the PlanModeConfig validator is served.
 const PlanModeConfigPath = "/validate-agents-harness-dev-v1alpha1-planmodeconfig"
 
-// The harness's own messages (reference spec §4.1), byte for byte. The dash is U+2014.
+// The harness's own messages, byte for byte (the DeepSeek harness validates its plan-mode config
+// with these). The dash is U+2014.
 const (
 	MsgSectionNotString = "PlanModeConfig needs a string `section`"
 	MsgSectionBlank     = "PlanModeConfig needs a non-empty `section`"

@@ -162,7 +162,7 @@ type AgentSessionStatus struct {
 
 	// Conditions, unlike the usual map keyed by type: a condition another writer added would
 	// not survive the manager's next write anyway, and a map made the API server track each
-	// leaf of Ready (about 150 bytes of managedFields per session, handled on every write).
+	// leaf of Ready (a managedFields entry per leaf, handled on every write).
 
 	// Conditions: Ready, plus reasons that explain a stuck selection. The manager owns the
 	// whole list and replaces it on each status write.

@@ -91,9 +91,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 
 // defaultGCPercent is the manager's GOGC unless the environment sets one. Its heap is mostly
 // the informer cache, which lives as long as the process; the runtime's default of 100 lets the
-// heap grow to twice that before a collection. With 50, 10,000 idle sessions stay under 64 MiB
-// of RSS (make bench-scale: 72.0 MiB at 100, 62.9 MiB at 50), for more frequent collections
-// while storms allocate (docs/performance.md has the CPU figures).
+// heap grow to twice that before a collection. With 50, 10,000 idle sessions stay within the
+// footprint target, for more frequent collections while storms allocate (docs/performance.md).
 const defaultGCPercent = 50
 
 func run() error {

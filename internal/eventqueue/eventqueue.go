@@ -2,9 +2,8 @@
 // load they trail the status writes instead of competing with them for the API server.
 //
 // An Event written as soon as it is recorded competes with the status writes: in a storm of
-// 1,000 toggles, 1,000 Event creates arrive beside the 1,000 status writes users wait for, and
-// on the benchmark's control plane one Event costs the API server about 2.3 ms of CPU, a
-// quarter of a whole toggle (docs/performance.md).
+// toggles, an Event create arrives beside each status write users wait for, and each costs
+// the API server a sizeable share of a whole toggle's CPU (docs/performance.md).
 // Events are best-effort observability; the status is what `kubectl get`, kstatus and the
 // agents read. So a Recorder queues each Event and hands it to the real recorder once no
 // reconcile has been in flight for 100 ms, or once it has waited MaxHold, whichever comes
@@ -28,11 +27,9 @@ const (
 	// settle is how long no reconcile must have been seen in flight before the queue is sent:
 	// in a storm the workers can all be idle for a moment between watch events.
 	settle = 100 * time.Millisecond
-	// flushBatch is the most Events handed on per pollInterval (2,000 a second). It was set
-	// when client-go's broadcaster sent each Event from a goroutine of its own, and handing
-	// on a storm's 2,000 at once put 2,000 requests in flight together (the manager's RSS
-	// peaked 17 MiB higher than with no queue, docs/performance.md); internal/eventsink now
-	// bounds the writes in flight itself, and the batch keeps the hand-on smooth.
+	// flushBatch is the most Events handed on per pollInterval. internal/eventsink bounds the
+	// writes in flight itself; the batch keeps a storm's hand-on smooth instead of handing
+	// thousands on at once.
 	flushBatch = 50
 )
 

@@ -2,11 +2,9 @@
 // writers and a compact series cache, in place of client-go's tools/events broadcaster.
 //
 // The broadcaster starts a goroutine per Event that holds its write in flight, and retries it
-// 10 s apart, however many are already waiting; and for series aggregation it keeps a full copy
-// of every Event for 6 to 12 minutes. In a storm the API server takes Events slower than they
-// come. With the broadcaster the manager's RSS under 10,000-session storms peaked at twice the
-// echo floor's, and with this Sink at 1.1x-1.2x (two runs each); at 1,000 sessions with Events
-// off it matched the floor (docs/performance.md). A Sink keeps the broadcaster's behaviour on
+// however many are already waiting; and for series aggregation it keeps a full copy of every
+// Event for minutes. In a storm the API server takes Events slower than they come, so the
+// manager's memory grew with the storm (docs/performance.md). A Sink keeps the broadcaster's behaviour on
 // the wire (the same Event names, series and retries) but writes with Options.Writers requests
 // at most in flight, queues at most Options.MaxQueued Events, and keeps only a few fields of an
 // Event in a series, and a hash of an Event written once, for aggregation.
@@ -275,8 +273,8 @@ func (s *Sink) AnnotatedEventf(regarding, related runtime.Object, annotations ma
 }
 
 // format is fmt.Sprintf, but a note passed on as ("%s", text), as recorders pass notes through,
-// is the caller's text rather than a copy: a 10,000-session storm leaves 30,000 entries whose
-// notes are a few texts made once (controllers): 1.6 MB as copies (BenchmarkSeriesCacheBytes).
+// is the caller's text rather than a copy: a large storm leaves an entry per Event whose notes
+// are a few texts made once (controllers); BenchmarkSeriesCacheBytes measures the difference.
 func format(note string, args []any) string {
 	if note == "%s" && len(args) == 1 {
 		if text, ok := args[0].(string); ok {
