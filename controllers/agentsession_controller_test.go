@@ -602,6 +602,16 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(as.Status.Agent.Boundary.Seq).To(Equal(a.tail().NextSeq+1), "the agent's newer report is kept")
 		})
 
+		It("forgets a deleted session's side state", func() {
+			start()
+			a := newSession(ns, "forget", nil, nil, be().agentStore)
+			a.settled(false, false)
+			held := func() bool { _, ok := mgr.r.sessions.heldDigest(a.key); return ok }
+			Expect(held()).To(BeTrue(), "the manager holds its last write of the session")
+			Expect(k8sClient.Delete(suiteCtx, a.get())).To(Succeed())
+			Eventually(held, timeout, interval).Should(BeFalse(), "forgotten once the session is gone")
+		})
+
 		It("applies a selection made while the manager is down when it returns", func() {
 			ns = newNamespace(true)
 			m1 := startManager(ns, be().mgrStore, managerOptions{})
