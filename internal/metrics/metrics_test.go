@@ -228,10 +228,12 @@ func TestForkAndFailedAcks(t *testing.T) {
 
 	base := agentsv1alpha1.AgentSessionStatus{ObservedGeneration: 1, PlanMode: agentsv1alpha1.PlanModeStatus{NextSeq: 3, TurnOpen: true}}
 	bad := *base.DeepCopy()
-	bad.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 1, Seq: 9, Result: agentsv1alpha1.BoundaryFailed, Reason: agentsv1alpha1.ReasonInvalidBoundary, Message: "invalid boundary report: status.agent.boundary.seq is 9"}
+	bad.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 1, Seq: 9, Result: agentsv1alpha1.BoundaryFailed,
+		Reason: agentsv1alpha1.ReasonInvalidBoundary, Message: "invalid boundary report: status.agent.boundary.seq is 9"}
 	r.ObserveStatus(s, base, bad)
 	down := *bad.DeepCopy()
-	down.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 1, Seq: 3, Result: agentsv1alpha1.BoundaryFailed, Reason: agentsv1alpha1.ReasonLogStoreError, Message: "log store: connection refused"}
+	down.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 1, Seq: 3, Result: agentsv1alpha1.BoundaryFailed,
+		Reason: agentsv1alpha1.ReasonLogStoreError, Message: "log store: connection refused"}
 	r.ObserveStatus(s, bad, down)
 	if got := count(t, r.boundaryAcks.WithLabelValues("Failed", AckInvalidReport)); got != 1 {
 		t.Fatalf("boundary_acks{Failed,invalid_report} = %v, want 1", got)
