@@ -237,7 +237,7 @@ const (
 // touches status.agent.boundary only, needs no resourceVersion (no conflicts), and is one write.
 //
 // An API server too busy to finish the write in time answers 504 (or 429, or drops the
-// connection); when 10,000 agents reach a boundary at once, thousands do. The same patch
+// connection), as many do when thousands of agents reach a boundary at once. The same patch
 // (same boundary, same time) is then sent again, with growing pauses, until ctx (the caller's
 // acknowledgement timeout) ends: it is idempotent, so one that did land meanwhile changes
 // nothing. Any other refusal fails the step at once.
