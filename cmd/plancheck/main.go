@@ -89,15 +89,8 @@ Exit status: 0 clean, 1 violations found, 2 the check could not run.`,
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	switch {
-	case o.store == "":
-		return errors.New("--store is required: the session-log URL (sqlite:///abs/path.db or postgres://...)")
-	case o.name != "" && o.namespace == "":
-		return errors.New("--name needs --namespace")
-	case o.namespace != "" && o.name == "":
-		return errors.New("--namespace needs --name")
-	case o.session == "" && o.name == "":
-		return errors.New("--session is required (or --namespace and --name to take it from the AgentSession)")
+	if err := o.validate(); err != nil {
+		return err
 	}
 	var acks []invariant.Ack
 	if o.acks != "" {
@@ -108,18 +101,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	var final *invariant.Final
 	if o.name != "" {
-		s, err := getSession(ctx, o)
-		if err != nil {
+		var err error
+		if final, acks, err = o.readAgentSession(ctx, acks); err != nil {
 			return err
-		}
-		if o.session == "" {
-			o.session = s.Spec.SessionID
-		} else if o.session != s.Spec.SessionID {
-			return fmt.Errorf("--session %q differs from AgentSession %s/%s spec.sessionID %q", o.session, o.namespace, o.name, s.Spec.SessionID)
-		}
-		final = invariant.FinalFrom(s)
-		if a := invariant.AckFrom(s.Status.PlanMode.LastBoundary); a != nil {
-			acks = append(acks, *a)
 		}
 	}
 	store, err := sessionlog.Open(ctx, o.store)
@@ -151,6 +135,40 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return errViolations
 	}
 	return nil
+}
+
+// validate checks that the flags name a store and one session.
+func (o *options) validate() error {
+	switch {
+	case o.store == "":
+		return errors.New("--store is required: the session-log URL (sqlite:///abs/path.db or postgres://...)")
+	case o.name != "" && o.namespace == "":
+		return errors.New("--name needs --namespace")
+	case o.namespace != "" && o.name == "":
+		return errors.New("--namespace needs --name")
+	case o.session == "" && o.name == "":
+		return errors.New("--session is required (or --namespace and --name to take it from the AgentSession)")
+	}
+	return nil
+}
+
+// readAgentSession reads the AgentSession --namespace/--name: it sets o.session from its spec
+// (or checks --session against it), and returns its final selection and acks with its last
+// boundary answer added.
+func (o *options) readAgentSession(ctx context.Context, acks []invariant.Ack) (*invariant.Final, []invariant.Ack, error) {
+	s, err := getSession(ctx, *o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.session == "" {
+		o.session = s.Spec.SessionID
+	} else if o.session != s.Spec.SessionID {
+		return nil, nil, fmt.Errorf("--session %q differs from AgentSession %s/%s spec.sessionID %q", o.session, o.namespace, o.name, s.Spec.SessionID)
+	}
+	if a := invariant.AckFrom(s.Status.PlanMode.LastBoundary); a != nil {
+		acks = append(acks, *a)
+	}
+	return invariant.FinalFrom(s), acks, nil
 }
 
 func getSession(ctx context.Context, o options) (*agentsv1alpha1.AgentSession, error) {

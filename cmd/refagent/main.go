@@ -50,7 +50,8 @@ func run() error {
 		provider   = flag.String("provider", "reference", "request/header config.provider")
 		model      = flag.String("model", "scripted", "request/header config.model")
 		quiet      = flag.Bool("quiet", false, "print only the summary")
-		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; 0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
+		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
+			"0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
 	)
 	flag.Parse()
 	switch {
@@ -111,7 +112,9 @@ func run() error {
 	})
 	fmt.Printf("session %s: %d turns, %d steps, %d asked, %d notices, %d failed proposals, %d retries, %d tool calls\n",
 		c.SessionID(), stats.Turns, stats.Steps, stats.Asked, stats.Notices, stats.FailedProposals, stats.Retries, stats.ToolCalls)
-	if err != nil && !(*loop && ctx.Err() != nil) {
+	// An interrupt is how a looping demo ends, not a failure.
+	interrupted := *loop && ctx.Err() != nil
+	if err != nil && !interrupted {
 		return err
 	}
 	return nil

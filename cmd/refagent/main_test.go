@@ -128,7 +128,7 @@ func TestRefagentBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var types []string
+	types := make([]string, 0, 10)
 	for _, ev := range evs[:10] {
 		types = append(types, ev.Type)
 	}

@@ -180,17 +180,7 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 	case harness.TypeRequestHeader:
 		return s.header(ev.Data), true
 	case harness.TypeUserMessage:
-		var m harness.UserMessage
-		if json.Unmarshal(ev.Data, &m) != nil || m.Source.Kind != harness.SourceKindPlugin {
-			return "", false
-		}
-		text := m.Source.Summary
-		if text == "" {
-			for _, c := range m.Content {
-				text += c.Text
-			}
-		}
-		return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
+		return pluginMessage(ev.Data)
 	case harness.TypeToolCall:
 		var c harness.ToolCall
 		if json.Unmarshal(ev.Data, &c) != nil || c.Name != harness.ExitToolName {
@@ -199,39 +189,61 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 		s.exitCalls[c.CallID] = true
 		return fmt.Sprintf("%s (call %s, turn %s step %s)", c.Name, c.CallID, num("turn"), num("step")), true
 	case harness.TypeToolResult:
-		// Read the harness's toolCallId as well as the callId the operator's SDK writes.
-		var r struct {
-			Message struct {
-				ToolCallID string `json:"toolCallId"`
-				CallID     string `json:"callId"`
-				ToolName   string `json:"toolName"`
-				IsError    bool   `json:"isError"`
-				Content    []struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"message"`
-		}
-		if json.Unmarshal(ev.Data, &r) != nil {
-			return "", false
-		}
-		id := r.Message.ToolCallID
-		if id == "" {
-			id = r.Message.CallID
-		}
-		if !s.exitCalls[id] && r.Message.ToolName != harness.ExitToolName {
-			return "", false
-		}
-		var text string
-		for _, c := range r.Message.Content {
-			text += c.Text
-		}
-		kind := "ok"
-		if r.Message.IsError {
-			kind = "error"
-		}
-		return fmt.Sprintf("%s result (call %s, %s): %s", harness.ExitToolName, id, kind, abbreviate(text, 120)), true
+		return s.exitResult(ev.Data)
 	}
 	return "", false
+}
+
+// pluginMessage summarises a plugin's user/message (a plan-mode notice); a human's message is
+// left out.
+func pluginMessage(data json.RawMessage) (string, bool) {
+	var m harness.UserMessage
+	if json.Unmarshal(data, &m) != nil || m.Source.Kind != harness.SourceKindPlugin {
+		return "", false
+	}
+	text := m.Source.Summary
+	if text == "" {
+		for _, c := range m.Content {
+			text += c.Text
+		}
+	}
+	return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
+}
+
+// exitResult summarises the tool/result of an exit_plan_mode call; other tools' results are
+// left out.
+func (s *summariser) exitResult(data json.RawMessage) (string, bool) {
+	// Read the harness's toolCallId as well as the callId the operator's SDK writes.
+	var r struct {
+		Message struct {
+			ToolCallID string `json:"toolCallId"`
+			CallID     string `json:"callId"`
+			ToolName   string `json:"toolName"`
+			IsError    bool   `json:"isError"`
+			Content    []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &r) != nil {
+		return "", false
+	}
+	id := r.Message.ToolCallID
+	if id == "" {
+		id = r.Message.CallID
+	}
+	if !s.exitCalls[id] && r.Message.ToolName != harness.ExitToolName {
+		return "", false
+	}
+	var text string
+	for _, c := range r.Message.Content {
+		text += c.Text
+	}
+	kind := "ok"
+	if r.Message.IsError {
+		kind = "error"
+	}
+	return fmt.Sprintf("%s result (call %s, %s): %s", harness.ExitToolName, id, kind, abbreviate(text, 120)), true
 }
 
 func (s *summariser) header(data json.RawMessage) string {

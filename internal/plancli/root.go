@@ -12,9 +12,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// subcommand names; a first argument that is one of these is never read as a session name.
-var reserved = []string{"on", "off", "message", "status", "log", "review", "approve", "revise", "dismiss", "help", "completion"}
-
 const rootLong = `Enter and leave plan mode on an AgentSession, talk to its agent, and review the plans it
 presents, the way the harness's /plan command and plan review do.
 

@@ -95,7 +95,7 @@ message, never an exit.
 Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan message demo "draft the migration"
   kubectl plan message demo -- --explain the flag handling`,
-		Args: func(cmd *cobra.Command, args []string) error {
+		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return fmt.Errorf(`"message" needs a session and the text (usage: kubectl plan message SESSION TEXT...)`)
 			}
@@ -155,7 +155,9 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 				fmt.Fprintf(o.Streams.ErrOut, "warning: %s\n", c.Message)
 			}
 		} else {
-			fmt.Fprintf(o.Streams.ErrOut, "warning: the manager has not taken the selection on within %s; the reply below is predicted from the status read before the write (check with: kubectl plan status %s)\n", o.wait, name)
+			fmt.Fprintf(o.Streams.ErrOut,
+				"warning: the manager has not taken the selection on within %s; the reply below is predicted from the status read before the write (check with: kubectl plan status %s)\n",
+				o.wait, name)
 		}
 	}
 	fmt.Fprintln(o.Streams.Out, planmode.PlanCommandReply(!x, outcome, w.before.Logged))
@@ -177,7 +179,8 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			// The state moved away from the selection spec records without a new one. An
 			// approval sets spec.planMode.active to false with the decision, so only a plan
 			// approved before that rule (webhooks) leaves spec at true after the exit.
-			return fmt.Errorf("spec.planMode.active is already %v, but the session's plan mode moved away from it without a new selection (a plan approved while spec kept the selection): the manager acts only on a changed value, so run: kubectl plan %s %s && kubectl plan %s %s",
+			return fmt.Errorf("spec.planMode.active is already %v, but the session's plan mode moved away from it without a new selection "+
+				"(a plan approved while spec kept the selection): the manager acts only on a changed value, so run: kubectl plan %s %s && kubectl plan %s %s",
 				x, planmode.OnOff(!x), name, planmode.OnOff(x), name)
 		}
 		if x && w.predicted != planmode.Noop {
@@ -260,7 +263,8 @@ func (o *Options) warnMissingConfig(ctx context.Context, as *v1alpha1.AgentSessi
 	name := as.ConfigName()
 	err := o.c.Get(ctx, types.NamespacedName{Namespace: as.Namespace, Name: name}, &v1alpha1.PlanModeConfig{})
 	if apierrors.IsNotFound(err) {
-		fmt.Fprintf(o.Streams.ErrOut, "warning: PlanModeConfig %q does not exist in namespace %q: entering plan mode waits until it is created (or set spec.planMode.configRef.name)\n", name, as.Namespace)
+		fmt.Fprintf(o.Streams.ErrOut,
+			"warning: PlanModeConfig %q does not exist in namespace %q: entering plan mode waits until it is created (or set spec.planMode.configRef.name)\n", name, as.Namespace)
 		return true
 	}
 	return false

@@ -114,29 +114,14 @@ func answers(ack *v1alpha1.BoundaryAck, turn, step, seq int64) bool {
 // (turn, step, seq). Any error fails the step proposal; a report the API server could not take
 // (5xx, 429) is first sent again until timeout.
 func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Duration) (Result, error) {
-	t, err := c.store.Tail(ctx, c.sessionID)
+	t, err := c.proposalTail(ctx, turn, step)
 	if err != nil {
-		return Result{}, fmt.Errorf("step boundary (turn %d, step %d): read log tail: %w", turn, step, err)
+		return Result{}, err
 	}
-	c.next = t.NextSeq
-	if !t.TurnOpen || t.Turn != turn || step < 1 {
-		return Result{}, fmt.Errorf("%w: turn %d step %d proposed, but the log's open turn is %d (open: %v); append turn/start first and number steps from 1",
-			ErrInvalidBoundary, turn, step, t.Turn, t.TurnOpen)
+	s, err := c.sessionOfThisLog()
+	if err != nil {
+		return Result{}, err
 	}
-	if t.StepOpen {
-		return Result{}, fmt.Errorf("%w: step %d of turn %d is still open; append its step/end before the next boundary", ErrInvalidBoundary, t.Step, turn)
-	}
-	s, _ := c.snapshot()
-	if s == nil {
-		return Result{}, ErrSessionNotFound
-	}
-	if s.Spec.SessionID != c.sessionID {
-		// Deleted and recreated for another log: this client's log position means nothing there.
-		return Result{}, fmt.Errorf("%w: AgentSession %s/%s now names session %q, this client serves %q; restart the agent",
-			ErrSessionNotFound, c.ns, c.name, s.Spec.SessionID, c.sessionID)
-	}
-	res := Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq}
-	pm := &s.Status.PlanMode
 	seq := t.NextSeq
 	if b := statusBoundary(s); b != nil && b.Turn == turn && b.Step == step && b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq {
 		// Our earlier report for this step (a call that timed out) has been acted on: the
@@ -144,23 +129,63 @@ func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Du
 		// answer instead of reporting the moved tail.
 		seq = b.Seq
 	}
-	switch ack := pm.LastBoundary; {
+	switch ack := s.Status.PlanMode.LastBoundary; {
 	case answers(ack, turn, step, seq):
 		// Already answered (an earlier call timed out just before the ack arrived).
 		return c.fromAck(s, ack)
 	case seq == t.NextSeq && !mustAsk(s, t):
-		if ack != nil && ack.Turn == turn && ack.Step == step && ack.Result == v1alpha1.BoundaryAdmitted &&
-			ack.NextSeq == t.NextSeq && ack.Seq < t.NextSeq {
-			// A late answer to this very step after our timeout: the manager appended
-			// plan/mode at ack.Seq; its notice is still owed.
-			return c.fromAck(s, ack)
-		}
-		if n := pm.Notice; n != nil && n.Seq == t.LastPlanModeSeq && t.LastPlanModeSeq > t.LastStepStartSeq {
-			res.Notice = n.Text
-		}
-		return c.withSection(s, res)
+		return c.withoutAsking(s, t, turn, step)
 	}
 	return c.ask(ctx, s, turn, step, seq, timeout)
+}
+
+// proposalTail reads the log tail for a boundary of step `step` of turn `turn` and checks the
+// log allows that step: the turn is the open one and no step is open.
+func (c *Client) proposalTail(ctx context.Context, turn, step int64) (harness.Tail, error) {
+	t, err := c.store.Tail(ctx, c.sessionID)
+	if err != nil {
+		return harness.Tail{}, fmt.Errorf("step boundary (turn %d, step %d): read log tail: %w", turn, step, err)
+	}
+	c.next = t.NextSeq
+	if !t.TurnOpen || t.Turn != turn || step < 1 {
+		return harness.Tail{}, fmt.Errorf("%w: turn %d step %d proposed, but the log's open turn is %d (open: %v); append turn/start first and number steps from 1",
+			ErrInvalidBoundary, turn, step, t.Turn, t.TurnOpen)
+	}
+	if t.StepOpen {
+		return harness.Tail{}, fmt.Errorf("%w: step %d of turn %d is still open; append its step/end before the next boundary", ErrInvalidBoundary, t.Step, turn)
+	}
+	return t, nil
+}
+
+// sessionOfThisLog is the watched AgentSession, as long as it still names this client's log.
+func (c *Client) sessionOfThisLog() (*v1alpha1.AgentSession, error) {
+	s, _ := c.snapshot()
+	if s == nil {
+		return nil, ErrSessionNotFound
+	}
+	if s.Spec.SessionID != c.sessionID {
+		// Deleted and recreated for another log: this client's log position means nothing there.
+		return nil, fmt.Errorf("%w: AgentSession %s/%s now names session %q, this client serves %q; restart the agent",
+			ErrSessionNotFound, c.ns, c.name, s.Spec.SessionID, c.sessionID)
+	}
+	return s, nil
+}
+
+// withoutAsking answers a boundary the manager need not be asked about: from the log tail t,
+// the status's notice and the manager's late answer to this step, if any.
+func (c *Client) withoutAsking(s *v1alpha1.AgentSession, t harness.Tail, turn, step int64) (Result, error) {
+	pm := &s.Status.PlanMode
+	if ack := pm.LastBoundary; ack != nil && ack.Turn == turn && ack.Step == step && ack.Result == v1alpha1.BoundaryAdmitted &&
+		ack.NextSeq == t.NextSeq && ack.Seq < t.NextSeq {
+		// A late answer to this very step after our timeout: the manager appended
+		// plan/mode at ack.Seq; its notice is still owed.
+		return c.fromAck(s, ack)
+	}
+	res := Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq}
+	if n := pm.Notice; n != nil && n.Seq == t.LastPlanModeSeq && t.LastPlanModeSeq > t.LastStepStartSeq {
+		res.Notice = n.Text
+	}
+	return c.withSection(s, res)
 }
 
 func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, turn, step, seq int64, timeout time.Duration) (Result, error) {
@@ -212,18 +237,25 @@ const (
 // touches status.agent.boundary only, needs no resourceVersion (no conflicts), and is one write.
 //
 // An API server too busy to finish the write in time answers 504 (or 429, or drops the
-// connection); when 10,000 agents reach a boundary at once, thousands do. The same patch
+// connection), as many do when thousands of agents reach a boundary at once. The same patch
 // (same boundary, same time) is then sent again, with growing pauses, until ctx (the caller's
 // acknowledgement timeout) ends: it is idempotent, so one that did land meanwhile changes
 // nothing. Any other refusal fails the step at once.
 func (c *Client) report(ctx context.Context, turn, step, seq int64) error {
 	now := metav1.NewTime(time.Now())
-	fields := map[string]any{"boundary": v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}}
+	fields := map[string]any{agentFieldBoundary: v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}}
 	return apiretry.Until(ctx, reportRetryDelay, reportRetryDelayMax, func() error { return c.patchAgent(ctx, fields) },
 		func(err error, pause time.Duration) {
 			c.log.V(1).Info("the API server did not take the boundary report; sending it again", "turn", turn, "step", step, "after", pause, "error", err.Error())
 		})
 }
+
+// The status.agent fields the agent writes, by their JSON names.
+const (
+	agentFieldBoundary = "boundary"
+	agentFieldSteerID  = "steerID"
+	agentFieldReview   = "review"
+)
 
 // patchAgent merge-patches fields of status.agent (and nothing else) as the agent.
 func (c *Client) patchAgent(ctx context.Context, fields map[string]any) error {

@@ -89,7 +89,7 @@ func (f *fixture) patchStatus(planMode map[string]any) {
 	Expect(k8s.Status().Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner("planmode-manager"))).To(Succeed())
 }
 
-func (f *fixture) select_(active bool) {
+func (f *fixture) setSelection(active bool) {
 	body := []byte(`{"spec":{"planMode":{"active":` + map[bool]string{true: "true", false: "false"}[active] + `}}}`)
 	obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
 	Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, body))).To(Succeed())
@@ -113,7 +113,7 @@ func (f *fixture) tail() harness.Tail {
 	return t
 }
 
-func types_(evs []harness.Event) []string {
+func eventTypes(evs []harness.Event) []string {
 	out := make([]string, len(evs))
 	for i, ev := range evs {
 		out[i] = ev.Type
@@ -135,8 +135,8 @@ func (f *fixture) askAtStepTwo() (turn, next int64, res agentsdk.Result) {
 	Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
 	Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
 
-	f.select_(true)
-	f.waitAsk(true)
+	f.setSelection(true)
+	f.waitUntilAsks()
 	next = f.tail().NextSeq
 	res, err = f.agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
 	Expect(err).NotTo(HaveOccurred())
@@ -144,9 +144,10 @@ func (f *fixture) askAtStepTwo() (turn, next int64, res agentsdk.Result) {
 	return turn, next, res
 }
 
-func (f *fixture) waitAsk(want bool) {
+// waitUntilAsks waits until a boundary would ask the manager: a selection reached the watch.
+func (f *fixture) waitUntilAsks() {
 	Eventually(func() (bool, error) { return f.agent.WouldAsk(suiteCtx) }).
-		WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(want))
+		WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(BeTrue())
 }
 
 var _ = Describe("Boundary", func() {
@@ -178,7 +179,7 @@ var _ = Describe("Boundary", func() {
 		Expect(f.api.Reads()).To(Equal(reads), "no API read per step: the watch cache answers")
 		Expect(f.get().Status.Agent).To(BeNil())
 		// One header only (initial): later identical headers are not logged.
-		Expect(types_(f.events())).To(Equal([]string{
+		Expect(eventTypes(f.events())).To(Equal([]string{
 			"turn/start",
 			"step/start", "user/message", "request/header", "step/end",
 			"step/start", "user/message", "step/end",
@@ -204,7 +205,7 @@ var _ = Describe("Boundary", func() {
 		for _, mf := range s.ManagedFields {
 			if mf.Manager == agentsdk.FieldManager {
 				Expect(mf.Subresource).To(Equal("status"))
-				owned += string(mf.FieldsV1.Raw)
+				owned += mf.FieldsV1.GetRawString()
 			}
 		}
 		Expect(owned).To(ContainSubstring(`"f:boundary"`))
@@ -284,7 +285,7 @@ var _ = Describe("Boundary", func() {
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
-		f.waitAsk(true)
+		f.waitUntilAsks()
 		start := time.Now()
 		_, err = f.agent.Boundary(suiteCtx, turn, 1, 300*time.Millisecond)
 		Expect(err).To(MatchError(agentsdk.ErrTimeout))
@@ -301,7 +302,7 @@ var _ = Describe("Boundary", func() {
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
-		f.waitAsk(true)
+		f.waitUntilAsks()
 		type outcome struct {
 			res agentsdk.Result
 			err error
@@ -335,7 +336,7 @@ var _ = Describe("Boundary", func() {
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
 		// The agent ends the turn as blocked.
 		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnBlocked(pf.Message))).To(Succeed())
-		Expect(types_(f.events())).To(Equal([]string{"turn/start", "turn/end"}))
+		Expect(eventTypes(f.events())).To(Equal([]string{"turn/start", "turn/end"}))
 	})
 
 	It("takes the committed state, section and notice from an Admitted acknowledgement", func() {
@@ -348,7 +349,7 @@ var _ = Describe("Boundary", func() {
 		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("hi")}, Header: &hdr})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
 		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
-		f.waitAsk(true)
+		f.waitUntilAsks()
 		done := make(chan agentsdk.Result, 1)
 		go func() {
 			defer GinkgoRecover()
@@ -379,7 +380,7 @@ var _ = Describe("Boundary", func() {
 		Expect(res2.NextSeq).To(Equal(b.Seq + 1))
 		hdr.System = "base\n\n" + res2.Section
 		Expect(f.agent.StartStep(suiteCtx, res2, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("steered")}, Header: &hdr})).To(Succeed())
-		Expect(types_(f.events())).To(Equal([]string{
+		Expect(eventTypes(f.events())).To(Equal([]string{
 			"turn/start", "step/start", "user/message", "request/header", "step/end",
 			"plan/mode", "step/start", "user/message", "notice", "request/header",
 		}))
@@ -416,7 +417,7 @@ var _ = Describe("Boundary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"active": true, "selection": true, "nextSeq": seq + 1,
 			"notice": map[string]any{"seq": seq, "text": harness.NoticePlanOn}})
-		f.select_(true)
+		f.setSelection(true)
 		Eventually(func() bool {
 			s := f.agent.Session()
 			return s.Status.PlanMode.Notice != nil && s.Spec.PlanMode.Active != nil
@@ -507,7 +508,7 @@ var _ = Describe("log helpers", func() {
 		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnBlocked("timeout"))).To(Succeed())
-		Expect(types_(f.events())).To(Equal([]string{"turn/start", "plan/mode", "turn/end"}))
+		Expect(eventTypes(f.events())).To(Equal([]string{"turn/start", "plan/mode", "turn/end"}))
 
 		// Another writer's turn/start is not the manager's: refused, nothing appended.
 		turn, err = f.agent.StartTurn(suiteCtx)
@@ -552,7 +553,7 @@ var _ = Describe("log helpers", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(logged).To(BeTrue())
 		evs := f.events()
-		Expect(types_(evs)).To(Equal([]string{"turn/start", "step/start", "request/header", "request/header"}))
+		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "request/header", "request/header"}))
 		Expect(string(evs[2].Data)).To(ContainSubstring(`"reason":"initial"`))
 		Expect(string(evs[3].Data)).To(ContainSubstring(`"reason":"change"`))
 
@@ -637,7 +638,7 @@ var _ = Describe("steer", func() {
 		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("prompt")}})).To(Succeed())
 		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
 		evs := f.events()
-		Expect(types_(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "step/end"}))
+		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "step/end"}))
 		Expect(string(evs[3].Data)).To(ContainSubstring(`"text":"draft it"`))
 		Expect(f.get().Status.Agent.SteerID).To(Equal("m1"))
 		Expect(f.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
@@ -666,7 +667,7 @@ var _ = Describe("CloseInterrupted", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(closed).To(BeTrue())
 		evs := f.events()
-		Expect(types_(evs)).To(Equal([]string{"turn/start", "step/start", "step/end", "turn/end"}))
+		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "step/end", "turn/end"}))
 		Expect(string(evs[3].Data)).To(Equal(`{"turn":1,"reason":{"kind":"interrupted"}}`))
 		closed, err = again.CloseInterrupted(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
@@ -712,7 +713,7 @@ var _ = Describe("least privilege", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
 		Expect(agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
-		f.select_(true)
+		f.setSelection(true)
 		Eventually(func() bool { s := agent.Session(); return s != nil && s.Spec.PlanMode.Active != nil }).WithTimeout(10 * time.Second).Should(BeTrue())
 		res, err = agent.Boundary(suiteCtx, turn, 2, 10*time.Second)
 		Expect(err).NotTo(HaveOccurred())
@@ -758,7 +759,7 @@ var _ = Describe("turn/start racing a between-turns commit", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(turn).To(BeEquivalentTo(1))
 		Expect(rs.race).To(BeNil(), "the race ran")
-		Expect(types_(f.events())).To(Equal([]string{"plan/mode", "turn/start"}))
+		Expect(eventTypes(f.events())).To(Equal([]string{"plan/mode", "turn/start"}))
 		Expect(agent.NextSeq()).To(BeEquivalentTo(2))
 	})
 })

@@ -95,52 +95,12 @@ type Client struct {
 // PlanModeConfigs), waits until it has synced and the AgentSession exists, and reads the log
 // tail once. Close stops the watch.
 func New(ctx context.Context, o Options) (*Client, error) {
-	if o.Config == nil || o.Store == nil {
-		return nil, errors.New("agentsdk: Options.Config and Options.Store are required")
+	if err := o.complete(); err != nil {
+		return nil, err
 	}
-	if o.Namespace == "" || o.Name == "" {
-		return nil, errors.New("agentsdk: Options.Namespace and Options.Name name the pod's AgentSession; both are required")
-	}
-	if o.FieldManager == "" {
-		o.FieldManager = FieldManager
-	}
-	if o.SyncTimeout <= 0 {
-		o.SyncTimeout = 30 * time.Second
-	}
-	if o.WatchTimeout != 0 && o.WatchTimeout < MinWatchTimeout {
-		return nil, fmt.Errorf("agentsdk: Options.WatchTimeout is %s; use 0 (client-go's default, %s) or at least %s", o.WatchTimeout, MinWatchTimeout, MinWatchTimeout)
-	}
-	scheme, err := sdkScheme()
+	writer, c, err := newClientAndCache(o)
 	if err != nil {
-		return nil, fmt.Errorf("agentsdk: scheme: %w", err)
-	}
-	cfg := rest.CopyConfig(o.Config)
-	// The watches carry one small object per event; gzip saved nothing and cost a decompressor
-	// per watch here (about a fifth of an agent's heap, measured) and a compressor per watch on
-	// the API server.
-	cfg.DisableCompression = true
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("agentsdk: http client: %w", err)
-	}
-	mapper := sdkRESTMapper()
-	writer, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
-	if err != nil {
-		return nil, fmt.Errorf("agentsdk: client: %w", err)
-	}
-	// One object, one namespace: the watch carries only this session's changes.
-	c, err := cache.New(cfg, cache.Options{
-		Scheme:            scheme,
-		HTTPClient:        httpClient,
-		Mapper:            mapper,
-		DefaultNamespaces: map[string]cache.Config{o.Namespace: {}},
-		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.AgentSession{}: {Field: fields.OneTermEqualSelector("metadata.name", o.Name)},
-		},
-		NewInformer: newInformer(o.WatchTimeout),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("agentsdk: cache: %w", err)
+		return nil, err
 	}
 	cl := &Client{
 		ns: o.Namespace, name: o.Name, fieldManager: o.FieldManager, store: o.Store,
@@ -154,33 +114,10 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		<-cl.stopped
 		return nil, err
 	}
-	sessInf, err := c.GetInformer(runCtx, &v1alpha1.AgentSession{})
+	synced, err := cl.addHandlers(runCtx, c)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("agentsdk: informer: %w", err)
-	}
-	sessReg, err := sessInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { cl.setSession(obj) },
-		UpdateFunc: func(_, obj any) { cl.setSession(obj) },
-		DeleteFunc: func(any) { cl.setSession(nil) },
-	})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("agentsdk: handler: %w", err)
-	}
-	cfgInf, err := c.GetInformer(runCtx, &v1alpha1.PlanModeConfig{})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("agentsdk: informer: %w", err)
-	}
-	cfgReg, err := cfgInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { cl.setConfig(obj, false) },
-		UpdateFunc: func(_, obj any) { cl.setConfig(obj, false) },
-		DeleteFunc: func(obj any) { cl.setConfig(obj, true) },
-	})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("agentsdk: handler: %w", err)
+		return nil, err
 	}
 	go func() {
 		defer close(cl.stopped)
@@ -191,24 +128,118 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	syncCtx, syncCancel := context.WithTimeout(ctx, o.SyncTimeout)
 	defer syncCancel()
 	// Synced handlers, not only the cache: the initial list reaches the handlers asynchronously.
-	if !c.WaitForCacheSync(syncCtx) || !toolscache.WaitForCacheSync(syncCtx.Done(), sessReg.HasSynced, cfgReg.HasSynced) {
+	if !c.WaitForCacheSync(syncCtx) || !toolscache.WaitForCacheSync(syncCtx.Done(), synced...) {
 		return fail(fmt.Errorf("agentsdk: watch on AgentSession %s/%s did not sync within %s", o.Namespace, o.Name, o.SyncTimeout))
 	}
-	// The list has been delivered to the handlers; the session must exist.
-	obj, _ := cl.snapshot()
-	if obj == nil {
-		return fail(fmt.Errorf("%w: %s/%s", ErrSessionNotFound, o.Namespace, o.Name))
-	}
-	cl.sessionID = obj.Spec.SessionID
-	t, err := o.Store.Tail(ctx, cl.sessionID)
-	if err != nil {
-		return fail(fmt.Errorf("agentsdk: read log tail of session %q: %w", cl.sessionID, err))
-	}
-	cl.next, cl.stepOpen, cl.resumed = t.NextSeq, t.StepOpen, t.Told != nil
-	if err := cl.withdrawStaleReview(ctx); err != nil { // review.go
+	if err := cl.start(ctx); err != nil {
 		return fail(err)
 	}
 	return cl, nil
+}
+
+// complete checks o and fills in its defaults.
+func (o *Options) complete() error {
+	if o.Config == nil || o.Store == nil {
+		return errors.New("agentsdk: Options.Config and Options.Store are required")
+	}
+	if o.Namespace == "" || o.Name == "" {
+		return errors.New("agentsdk: Options.Namespace and Options.Name name the pod's AgentSession; both are required")
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = FieldManager
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 30 * time.Second
+	}
+	if o.WatchTimeout != 0 && o.WatchTimeout < MinWatchTimeout {
+		return fmt.Errorf("agentsdk: Options.WatchTimeout is %s; use 0 (client-go's default, %s) or at least %s", o.WatchTimeout, MinWatchTimeout, MinWatchTimeout)
+	}
+	return nil
+}
+
+// newClientAndCache builds the client the agent writes with and the cache that watches its
+// AgentSession and the namespace's PlanModeConfigs, sharing one HTTP client.
+func newClientAndCache(o Options) (client.Client, cache.Cache, error) {
+	scheme, err := sdkScheme()
+	if err != nil {
+		return nil, nil, fmt.Errorf("agentsdk: scheme: %w", err)
+	}
+	cfg := rest.CopyConfig(o.Config)
+	// The watches carry one small object per event; gzip saved nothing and cost a decompressor
+	// per watch here (a large share of an agent's heap) and a compressor per watch on the API
+	// server.
+	cfg.DisableCompression = true
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agentsdk: http client: %w", err)
+	}
+	mapper := sdkRESTMapper()
+	writer, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
+	if err != nil {
+		return nil, nil, fmt.Errorf("agentsdk: client: %w", err)
+	}
+	// One object, one namespace: the watch carries only this session's changes.
+	c, err := cache.New(cfg, cache.Options{
+		Scheme:            scheme,
+		HTTPClient:        httpClient,
+		Mapper:            mapper,
+		DefaultNamespaces: map[string]cache.Config{o.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.AgentSession{}: {Field: fields.OneTermEqualSelector("metadata.name", o.Name)},
+		},
+		NewInformer: newInformer(o.WatchTimeout),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("agentsdk: cache: %w", err)
+	}
+	return writer, c, nil
+}
+
+// addHandlers feeds the cache's AgentSession and PlanModeConfig events to c; it returns the
+// handlers' HasSynced functions.
+func (c *Client) addHandlers(ctx context.Context, informers cache.Cache) ([]toolscache.InformerSynced, error) {
+	sessInf, err := informers.GetInformer(ctx, &v1alpha1.AgentSession{})
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: informer: %w", err)
+	}
+	sessReg, err := sessInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.setSession(obj) },
+		UpdateFunc: func(_, obj any) { c.setSession(obj) },
+		DeleteFunc: func(any) { c.setSession(nil) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: handler: %w", err)
+	}
+	cfgInf, err := informers.GetInformer(ctx, &v1alpha1.PlanModeConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: informer: %w", err)
+	}
+	cfgReg, err := cfgInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.setConfig(obj, false) },
+		UpdateFunc: func(_, obj any) { c.setConfig(obj, false) },
+		DeleteFunc: func(obj any) { c.setConfig(obj, true) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agentsdk: handler: %w", err)
+	}
+	return []toolscache.InformerSynced{sessReg.HasSynced, cfgReg.HasSynced}, nil
+}
+
+// start takes the synced AgentSession's log position: the session must exist, and its log's
+// tail sets where the client's appends go.
+func (c *Client) start(ctx context.Context) error {
+	// The list has been delivered to the handlers; the session must exist.
+	obj, _ := c.snapshot()
+	if obj == nil {
+		return fmt.Errorf("%w: %s/%s", ErrSessionNotFound, c.ns, c.name)
+	}
+	c.sessionID = obj.Spec.SessionID
+	t, err := c.store.Tail(ctx, c.sessionID)
+	if err != nil {
+		return fmt.Errorf("agentsdk: read log tail of session %q: %w", c.sessionID, err)
+	}
+	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.Told != nil
+	return c.withdrawStaleReview(ctx) // review.go
 }
 
 // sdkScheme is built once: every Client of a process reads the same two kinds.
@@ -218,8 +249,8 @@ var sdkScheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 })
 
 // sdkRESTMapper maps the only two kinds a Client touches. A discovery-backed mapper would send
-// discovery requests from every agent at start and hold a copy of the API groups per agent
-// (about half of an agent's heap, measured); these kinds and their scope are fixed by the CRDs.
+// discovery requests from every agent at start and hold a copy of the API groups per agent (a
+// large share of an agent's heap); these kinds and their scope are fixed by the CRDs.
 func sdkRESTMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
 	m.Add(v1alpha1.GroupVersion.WithKind("AgentSession"), meta.RESTScopeNamespace)

@@ -9,9 +9,9 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// ErrLogChanged: an append found events it cannot order itself after: another writer's events
-// (only the manager's plan/mode may interleave with the agent's), or a plan/mode inside an
-// open step or after the boundary that admitted the step. The agent should end the turn.
+// ErrLogChanged means an append found events it cannot order itself after: another writer's
+// events (only the manager's plan/mode may interleave with the agent's), or a plan/mode inside
+// an open step or after the boundary that admitted the step. The agent should end the turn.
 var ErrLogChanged = errors.New("session log changed under the agent")
 
 // maxResequence bounds how often one append re-reads the tail after a conflict.
@@ -97,7 +97,7 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 	if c.steerUnacked {
 		// Recorded in the log first, then acknowledged: a crash in between re-delivers the
 		// message once rather than losing it.
-		if err := c.patchAgent(ctx, map[string]any{"steerID": c.steerDone}); err != nil {
+		if err := c.patchAgent(ctx, map[string]any{agentFieldSteerID: c.steerDone}); err != nil {
 			c.log.Error(err, "record steer id in status.agent (retried at the next step)", "steerID", c.steerDone)
 		} else {
 			c.steerUnacked = false

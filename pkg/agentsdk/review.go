@@ -83,7 +83,7 @@ func (c *Client) ExitPlanMode(ctx context.Context, plan string, timeout time.Dur
 	id := NewID()
 	now := metav1.NewTime(time.Now())
 	req := v1alpha1.PlanReviewRequest{ID: id, Plan: plan, Turn: t.Turn, RequestedAt: &now}
-	if err := c.patchAgent(ctx, map[string]any{"review": req}); err != nil {
+	if err := c.patchAgent(ctx, map[string]any{agentFieldReview: req}); err != nil {
 		return ExitResult{}, fmt.Errorf("exit_plan_mode: post the plan for review: %w", err)
 	}
 	return c.awaitReview(ctx, id, timeout)
@@ -127,7 +127,7 @@ func (c *Client) withdrawReview(ctx context.Context, id string) error {
 	if s, _ := c.snapshot(); s == nil || s.Status.Agent == nil || s.Status.Agent.Review == nil || s.Status.Agent.Review.ID != id {
 		return nil
 	}
-	return c.patchAgent(ctx, map[string]any{"review": nil})
+	return c.patchAgent(ctx, map[string]any{agentFieldReview: nil})
 }
 
 func reviewOutcome(rs *v1alpha1.ReviewStatus) (ExitResult, error) {
@@ -179,7 +179,7 @@ func (c *Client) withdrawStaleReview(ctx context.Context) error {
 	if rs := s.Status.Review; rs != nil && rs.ID == id && rs.Phase != v1alpha1.ReviewPending {
 		return nil // already decided: the record stays
 	}
-	if err := c.patchAgent(ctx, map[string]any{"review": nil}); err != nil {
+	if err := c.patchAgent(ctx, map[string]any{agentFieldReview: nil}); err != nil {
 		return fmt.Errorf("agentsdk: withdraw the plan review %s left by a previous agent process: %w", id, err)
 	}
 	c.log.Info("withdrew an undecided plan review left by a previous agent process", "reviewID", id)

@@ -127,6 +127,9 @@ type UserMessage struct {
 	ID      string         `json:"id"`
 }
 
+// roleUser is the role of every user/message.
+const roleUser = "user"
+
 // ContentBlock is one block of a message's content; the operator writes text blocks only.
 type ContentBlock struct {
 	Type string `json:"type"`
@@ -158,14 +161,14 @@ func TextContent(text string) []ContentBlock {
 
 // NewUserText is the user/message of a human prompt with message id id.
 func NewUserText(id, text string) UserMessage {
-	return UserMessage{Content: TextContent(text), Source: UserSource, Role: "user", ID: id}
+	return UserMessage{Content: TextContent(text), Source: UserSource, Role: roleUser, ID: id}
 }
 
 // NewPluginNotice is a plugin's notice user/message as the harness's plan mode writes it:
 // one text block, source {kind:'plugin', plugin, form:'notice', summary: text}.
 func NewPluginNotice(id, plugin, text string) UserMessage {
 	src := MessageSource{Kind: SourceKindPlugin, Plugin: plugin, Form: NoticeSourceForm, Summary: text}
-	return UserMessage{Content: TextContent(text), Source: src, Role: "user", ID: id}
+	return UserMessage{Content: TextContent(text), Source: src, Role: roleUser, ID: id}
 }
 
 // CommandRun is the data of command/run. Args is the verbatim raw input (including the

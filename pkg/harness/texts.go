@@ -37,7 +37,9 @@ const (
 // The exit_plan_mode tool, declared to the model only while plan mode is committed.
 const (
 	ExitToolName        = "exit_plan_mode"
-	ExitToolDescription = "Use only in plan mode. Present your plan for the user's review and, on approval, leave plan mode. Send the COMPLETE plan as markdown, starting with a # heading that names it. The user may approve (carry out the plan from your next step) or keep planning — their feedback comes back in the tool result; revise and present again."
+	ExitToolDescription = "Use only in plan mode. Present your plan for the user's review and, on approval, leave plan mode. " +
+		"Send the COMPLETE plan as markdown, starting with a # heading that names it. " +
+		"The user may approve (carry out the plan from your next step) or keep planning — their feedback comes back in the tool result; revise and present again."
 	// ExitToolParameters is the tool's JSON schema, byte for byte.
 	ExitToolParameters = `{"type":"object","properties":{"plan":{"type":"string","description":"The complete plan, as markdown, starting with a # heading that names it."}},"required":["plan"]}`
 )

@@ -279,7 +279,7 @@ func (c checker) userMessage(m map[string]json.RawMessage) *InvalidEventError {
 	if verr != nil {
 		return verr
 	}
-	if role != "user" {
+	if role != roleUser {
 		return c.fail("data.role", `role is %q; expected "user"`, role)
 	}
 	_, verr = c.str(m, "id", true)

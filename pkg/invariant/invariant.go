@@ -270,10 +270,12 @@ func (w *walker) planMode(ev *harness.Event, f harness.Facts, err error) {
 		if w.step != nil {
 			rel = []int64{w.step.startSeq}
 		}
-		w.add(InsideStep, ev.Seq, rel, "plan/mode {active: %v} appended inside step %s (after its step/start, before its step/end); plan/mode lands only at a step boundary or between turns", active, w.stepName())
+		w.add(InsideStep, ev.Seq, rel,
+			"plan/mode {active: %v} appended inside step %s (after its step/start, before its step/end); plan/mode lands only at a step boundary or between turns", active, w.stepName())
 	} else if w.log.TurnOpen {
 		if w.boundaryPM >= 0 {
-			w.add(SameBoundary, ev.Seq, []int64{w.boundaryPM}, "second plan/mode at one step boundary: seq %d already committed a plan/mode at this boundary (no step/start between them)", w.boundaryPM)
+			w.add(SameBoundary, ev.Seq, []int64{w.boundaryPM},
+				"second plan/mode at one step boundary: seq %d already committed a plan/mode at this boundary (no step/start between them)", w.boundaryPM)
 		}
 		w.boundaryPM = ev.Seq
 	}
@@ -334,14 +336,17 @@ func (w *walker) closeStep() {
 			}
 			w.add(NoticeNotOwed, n.seq, relatedOf(st), "plan-mode notice %q in step (%d,%d) where none was owed: %s", n.text, st.turn, st.step, why)
 		case n.text != owed:
-			w.add(NoticeText, n.seq, relatedOf(st), "plan-mode notice %q in step (%d,%d) does not match the switch at seq %d (plan mode %s): expected %q", n.text, st.turn, st.step, st.owed.seq, planmode.OnOff(st.owed.active), owed)
+			w.add(NoticeText, n.seq, relatedOf(st), "plan-mode notice %q in step (%d,%d) does not match the switch at seq %d (plan mode %s): expected %q",
+				n.text, st.turn, st.step, st.owed.seq, planmode.OnOff(st.owed.active), owed)
 			matched = true
 		default:
 			matched = true
 		}
 	}
 	if owed != "" && !matched {
-		w.add(NoticeMissing, st.owed.seq, []int64{st.startSeq}, "user selection plan/mode {active: %v} at seq %d owes the notice %q to its first admitted step (%d,%d) at seq %d, which lacks it", st.owed.active, st.owed.seq, owed, st.turn, st.step, st.startSeq)
+		w.add(NoticeMissing, st.owed.seq, []int64{st.startSeq},
+			"user selection plan/mode {active: %v} at seq %d owes the notice %q to its first admitted step (%d,%d) at seq %d, which lacks it",
+			st.owed.active, st.owed.seq, owed, st.turn, st.step, st.startSeq)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 // logb builds a hand-made log; every helper appends at the next seq.
 type logb struct {
 	evs []harness.Event
+	// turn and step are those of the last step/start, where a tool/result lands.
+	turn, step int
 }
 
 func (b *logb) raw(typ, data string) int64 {
@@ -25,29 +27,36 @@ func (b *logb) raw(typ, data string) int64 {
 }
 
 func (b *logb) pm(active bool) int64 { return b.raw("plan/mode", fmt.Sprintf(`{"active":%v}`, active)) }
-func (b *logb) turnStart(t int) int64 {
-	return b.raw("turn/start", fmt.Sprintf(`{"turn":%d}`, t))
+func (b *logb) turnStart(t int) {
+	b.raw("turn/start", fmt.Sprintf(`{"turn":%d}`, t))
 }
-func (b *logb) turnEnd(t int) int64 {
-	return b.raw("turn/end", fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, t))
+func (b *logb) turnEnd(t int) {
+	b.raw("turn/end", fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, t))
 }
 func (b *logb) stepStart(t, s int) int64 {
+	b.turn, b.step = t, s
 	return b.raw("step/start", fmt.Sprintf(`{"turn":%d,"step":%d}`, t, s))
 }
-func (b *logb) stepEnd(t, s int) int64 {
-	return b.raw("step/end", fmt.Sprintf(`{"turn":%d,"step":%d}`, t, s))
+func (b *logb) stepEnd(t, s int) {
+	b.raw("step/end", fmt.Sprintf(`{"turn":%d,"step":%d}`, t, s))
 }
-func (b *logb) user(text string) int64 {
-	return b.raw("user/message", fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"source":{"kind":"user"},"role":"user","id":"m%d"}`, text, len(b.evs)))
+func (b *logb) user(text string) {
+	b.raw("user/message", fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"source":{"kind":"user"},"role":"user","id":"m%d"}`, text, len(b.evs)))
 }
 func (b *logb) notice(text string) int64 {
-	return b.raw("user/message", fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":%q},"role":"user","id":"n%d"}`, text, text, len(b.evs)))
+	const data = `{"content":[{"type":"text","text":%q}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":%q},` +
+		`"role":"user","id":"n%d"}`
+	return b.raw("user/message", fmt.Sprintf(data, text, text, len(b.evs)))
 }
-func (b *logb) header(reason string) int64 {
-	return b.raw("request/header", fmt.Sprintf(`{"header":{"config":{"provider":"deepseek","model":"deepseek-v4-flash"},"system":"…"},"reason":%q}`, reason))
+func (b *logb) header(reason string) {
+	b.raw("request/header", fmt.Sprintf(`{"header":{"config":{"provider":"deepseek","model":"deepseek-v4-flash"},"system":"…"},"reason":%q}`, reason))
 }
-func (b *logb) toolResult(t, s int, name, text string, isErr bool) int64 {
-	return b.raw("tool/result", fmt.Sprintf(`{"turn":%d,"step":%d,"message":{"role":"toolResult","callId":"c1","toolName":%q,"content":[{"type":"text","text":%q}],"isError":%v}}`, t, s, name, text, isErr))
+
+// toolResult appends a successful tool/result (isError false) to the step last started.
+func (b *logb) toolResult(name, text string) {
+	const data = `{"turn":%d,"step":%d,` +
+		`"message":{"role":"toolResult","callId":"c1","toolName":%q,"content":[{"type":"text","text":%q}],"isError":false}}`
+	b.raw("tool/result", fmt.Sprintf(data, b.turn, b.step, name, text))
 }
 
 // a completed step with a request and no notice.
@@ -60,7 +69,7 @@ func (b *logb) plainStep(t, s int) {
 func bp(v bool) *bool { return &v }
 
 func kinds(vs []Violation) string {
-	var s []string
+	s := make([]string, 0, len(vs))
 	for _, v := range vs {
 		s = append(s, fmt.Sprintf("%s@%d", v.Kind, v.Seq))
 	}
@@ -81,7 +90,7 @@ func expect(t *testing.T, in Input, want ...string) {
 }
 
 func dump(vs []Violation) string {
-	var s []string
+	s := make([]string, 0, len(vs))
 	for _, v := range vs {
 		s = append(s, "  "+v.String())
 	}
@@ -91,7 +100,7 @@ func dump(vs []Violation) string {
 // An idle /plan after a request in default mode, then a prompt: the plan/mode between
 // turns, the notice in the first step of the next turn (here before the prompt, as the
 // harness's inbox delivers it).
-func TestCleanSpecA(t *testing.T) {
+func TestCleanIdleSelection(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
 	b.stepStart(1, 1)
@@ -101,7 +110,8 @@ func TestCleanSpecA(t *testing.T) {
 	b.turnEnd(1)
 	b.raw("command/run", `{"commandId":"c1","name":"plan","args":"","source":{"kind":"user"}}`)
 	b.pm(true)
-	b.raw("agent/inbox/spliced", `{"target":"next-step","start":0,"inserted":[{"content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."},"role":"user","id":"n1"}]}`)
+	b.raw("agent/inbox/spliced", `{"target":"next-step","start":0,"inserted":[{"content":[{"type":"text","text":"The user switched this session to plan mode."}],`+
+		`"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"The user switched this session to plan mode."},"role":"user","id":"n1"}]}`)
 	b.raw("command/done", `{"commandId":"c1","kind":"success","text":"Plan mode on. Use /plan off to leave."}`)
 	b.turnStart(2)
 	b.stepStart(2, 1)
@@ -114,7 +124,7 @@ func TestCleanSpecA(t *testing.T) {
 }
 
 // The same without an earlier request/header: the same plan/mode, no notice owed.
-func TestCleanSpecAFreshSession(t *testing.T) {
+func TestCleanIdleSelectionFreshSession(t *testing.T) {
 	b := &logb{}
 	b.pm(true)
 	b.turnStart(1)
@@ -127,13 +137,13 @@ func TestCleanSpecAFreshSession(t *testing.T) {
 }
 
 // A mid-turn selection applied at step N+1 with its notice last; the ack matches.
-func TestCleanSpecBMidTurn(t *testing.T) {
+func TestCleanMidTurnSelection(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.user("go")
 	b.header("initial")
-	b.toolResult(1, 1, "read", "file", false)
+	b.toolResult("read", "file")
 	b.stepEnd(1, 1)
 	pmSeq := b.pm(true)
 	b.stepStart(1, 2)
@@ -148,7 +158,7 @@ func TestCleanSpecBMidTurn(t *testing.T) {
 
 // An approved exit is appended at the next boundary and never narrated; the spec
 // still holds the old selection (true), which is not a lost selection.
-func TestCleanSpecCApprovedExit(t *testing.T) {
+func TestCleanApprovedExit(t *testing.T) {
 	b := &logb{}
 	b.pm(true)
 	b.turnStart(1)
@@ -156,7 +166,7 @@ func TestCleanSpecCApprovedExit(t *testing.T) {
 	b.user("plan it")
 	b.header("initial")
 	b.raw("tool/call", `{"turn":1,"step":1,"callId":"c1","name":"exit_plan_mode","arguments":"{}"}`)
-	b.toolResult(1, 1, "exit_plan_mode", harness.ExitApprovedText, false)
+	b.toolResult("exit_plan_mode", harness.ExitApprovedText)
 	b.stepEnd(1, 1)
 	seq := b.pm(false)
 	b.stepStart(1, 2)
@@ -168,7 +178,7 @@ func TestCleanSpecCApprovedExit(t *testing.T) {
 }
 
 // A selection during a retried step waits; it commits at turn 2 step 1 with its notice.
-func TestCleanSpecDRetry(t *testing.T) {
+func TestCleanSelectionDuringRetry(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
 	b.stepStart(1, 1)
@@ -190,7 +200,7 @@ func TestCleanSpecDRetry(t *testing.T) {
 
 // A failed append fails the proposal (turn/end blocked, nothing of the step
 // logged); the selection stays pending, and the next healthy boundary appends it.
-func TestCleanSpecEAppendFailure(t *testing.T) {
+func TestCleanAppendFailure(t *testing.T) {
 	b := &logb{}
 	b.turnStart(1)
 	b.stepStart(1, 1)
@@ -407,7 +417,8 @@ func TestNoticeTextMismatch(t *testing.T) {
 	b.plainStep(1, 1)
 	b.pm(true)
 	b.stepStart(1, 2)
-	n = b.raw("user/message", `{"content":[{"type":"text","text":"The user switched this session to plan mode."}],"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"something else"},"role":"user","id":"n"}`)
+	n = b.raw("user/message", `{"content":[{"type":"text","text":"The user switched this session to plan mode."}],`+
+		`"source":{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"something else"},"role":"user","id":"n"}`)
 	b.stepEnd(1, 2)
 	expect(t, Input{Events: b.evs}, fmt.Sprintf("NoticeTextMismatch@%d", n), "NoticeMissing@4")
 }
@@ -442,7 +453,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.header("initial")
-	b.toolResult(1, 1, "exit_plan_mode", harness.ExitApprovedText, false)
+	b.toolResult("exit_plan_mode", harness.ExitApprovedText)
 	b.stepEnd(1, 1)
 	b.pm(false)
 	b.stepStart(1, 2)
@@ -462,7 +473,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.header("initial")
-	b.toolResult(1, 1, "exit_plan_mode", harness.ExitErrDismissed, false)
+	b.toolResult("exit_plan_mode", harness.ExitErrDismissed)
 	b.stepEnd(1, 1)
 	seq := b.pm(false)
 	b.plainStep(1, 2)

@@ -17,14 +17,14 @@ import (
 type Outcome string
 
 const (
-	// Committed: logged now (between turns).
+	// Committed means logged now (between turns).
 	Committed Outcome = "committed"
-	// Queued: awaits the next step boundary.
+	// Queued means the selection awaits the next step boundary.
 	Queued Outcome = "queued"
-	// Cancelled: an opposite pending selection was cleared (or, during a turn, overwritten by
+	// Cancelled means an opposite pending selection was cleared (or, during a turn, overwritten by
 	// one equal to the logged state); the logged state already matches.
 	Cancelled Outcome = "cancelled"
-	// Noop: already in that state (logged, or already pending).
+	// Noop means already in that state (logged, or already pending).
 	Noop Outcome = "noop"
 )
 

@@ -87,6 +87,24 @@ func (b *bench) boundary() error {
 	return nil
 }
 
+// mustSet is set where the selection's append cannot fail.
+func (b *bench) mustSet(x bool) Outcome {
+	b.t.Helper()
+	o, err := b.set(x)
+	if err != nil {
+		b.t.Fatalf("set(%v): %v", x, err)
+	}
+	return o
+}
+
+// mustBoundary is boundary where the flush's append cannot fail.
+func (b *bench) mustBoundary() {
+	b.t.Helper()
+	if err := b.boundary(); err != nil {
+		b.t.Fatalf("boundary: %v", err)
+	}
+}
+
 func (b *bench) planModes() int {
 	n := 0
 	for _, e := range b.events {
@@ -256,7 +274,7 @@ func TestFlushIsInertWithNothingPending(t *testing.T) {
 func TestFlushesBeforeTheFollowingStepStart(t *testing.T) {
 	b := &bench{t: t}
 	b.openTurn()
-	b.set(true)
+	b.mustSet(true)
 	if err := b.boundary(); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +291,7 @@ func TestBetweenStepSeam(t *testing.T) {
 		t.Fatal(o)
 	}
 	b.openTurn()
-	b.boundary()
+	b.mustBoundary()
 	if !harness.FoldPlanMode(b.events) || b.planModes() != 1 {
 		t.Fatal("the boundary must keep fold T without appending again")
 	}
@@ -290,25 +308,25 @@ func TestBoundaryNarration(t *testing.T) {
 		wantNotes []string
 	}{
 		{
-			name:     "16 nets out a flip sequence that returns to the folded mode",
+			name:     "nets out a flip sequence that returns to the folded mode",
 			setup:    func(b *bench) { b.header(); b.openTurn() },
 			flips:    []bool{true, false, true, false},
 			wantFold: false, wantPMs: 0, wantNotes: nil,
 		},
 		{
-			name:     "17 narrates nothing before the first request header",
+			name:     "narrates nothing before the first request header",
 			setup:    func(b *bench) { b.openTurn() },
 			flips:    []bool{true},
 			wantFold: true, wantPMs: 1, wantNotes: nil,
 		},
 		{
-			name:     "18 narrates once when the flushed mode differs from the last header",
+			name:     "narrates once when the flushed mode differs from the last header",
 			setup:    func(b *bench) { b.header(); b.openTurn() },
 			flips:    []bool{true},
 			wantFold: true, wantPMs: 1, wantNotes: []string{harness.NoticePlanOn},
 		},
 		{
-			name: "19 narrates a switch back with the default wording",
+			name: "narrates a switch back with the default wording",
 			setup: func(b *bench) {
 				b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 				b.header()
@@ -318,7 +336,7 @@ func TestBoundaryNarration(t *testing.T) {
 			wantFold: false, wantPMs: 2, wantNotes: []string{harness.NoticeDefault},
 		},
 		{
-			name: "20 stays silent when the header already reflects the flushed mode",
+			name: "stays silent when the header already reflects the flushed mode",
 			setup: func(b *bench) {
 				b.add(harness.TypePlanMode, harness.PlanMode{Active: true})
 				b.header()
@@ -334,12 +352,12 @@ func TestBoundaryNarration(t *testing.T) {
 			b := &bench{t: t}
 			c.setup(b)
 			for _, x := range c.flips {
-				b.set(x)
+				b.mustSet(x)
 			}
 			if err := b.boundary(); err != nil {
 				t.Fatal(err)
 			}
-			// A second boundary must not narrate again (item 18).
+			// A second boundary must not narrate again.
 			if err := b.boundary(); err != nil {
 				t.Fatal(err)
 			}
@@ -377,7 +395,7 @@ func TestExitFlushNarratesNothing(t *testing.T) {
 
 // A failed append fails the proposal and the intent stays pending.
 func TestAppendFailureKeepsIntentPending(t *testing.T) {
-	t.Run("21 between turns", func(t *testing.T) {
+	t.Run("between turns", func(t *testing.T) {
 		b := &bench{t: t, failAppend: true}
 		if _, err := b.set(true); !errors.Is(err, errInjected) {
 			t.Fatalf("set error %v, want the append failure", err)
@@ -388,11 +406,11 @@ func TestAppendFailureKeepsIntentPending(t *testing.T) {
 			t.Fatal("after repair the selection must commit")
 		}
 	})
-	t.Run("22 at the boundary", func(t *testing.T) {
+	t.Run("at the boundary", func(t *testing.T) {
 		b := &bench{t: t, failAppend: true}
 		b.header()
 		b.openTurn()
-		b.set(true)
+		b.mustSet(true)
 		if err := b.boundary(); !errors.Is(err, errInjected) {
 			t.Fatalf("boundary error %v, want the append failure", err)
 		}
@@ -421,8 +439,8 @@ func TestBetweenTurnsNoticeDeliveredOnceAtNextStep(t *testing.T) {
 		t.Fatal(o)
 	}
 	b.openTurn()
-	b.boundary()
-	b.boundary()
+	b.mustBoundary()
+	b.mustBoundary()
 	if len(b.notices) != 1 || b.notices[0] != harness.NoticePlanOn {
 		t.Fatalf("notices %q, want exactly one %q", b.notices, harness.NoticePlanOn)
 	}

@@ -37,11 +37,10 @@ type env struct {
 }
 
 type agent struct {
-	e         *env
-	name, id  string
-	c         *agentsdk.Client
-	api       *apicount.Counter
-	selection *bool
+	e        *env
+	name, id string
+	c        *agentsdk.Client
+	api      *apicount.Counter
 }
 
 func newEnv(backend string) *env {
@@ -89,13 +88,14 @@ func (a *agent) toggle(active bool) {
 	Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"planMode":{"active":%t}}}`, active)))).To(Succeed())
 }
 
-// awaitPending waits until the agent's own watch shows the manager queued the selection.
-func (a *agent) awaitPending(active bool) {
-	ctx, cancel := contextWithTimeout(wait)
+// awaitPendingEntry waits until the agent's own watch shows the manager queued a selection
+// that enters plan mode.
+func (a *agent) awaitPendingEntry() {
+	ctx, cancel := waitContext()
 	defer cancel()
 	Expect(a.c.WaitFor(ctx, func(s *v1alpha1.AgentSession) bool {
 		pm := s.Status.PlanMode
-		return pm.Pending && pm.PendingActive != nil && *pm.PendingActive == active
+		return pm.Pending && pm.PendingActive != nil && *pm.PendingActive
 	})).To(Succeed())
 }
 
@@ -180,7 +180,7 @@ func headers(evs []logEvent) []header {
 }
 
 func toolNames(h header) []string {
-	var out []string
+	out := make([]string, 0, len(h.Header.Tools))
 	for _, t := range h.Header.Tools {
 		out = append(out, t.Name)
 	}
@@ -211,7 +211,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 					if r.Turn == 1 && r.Step == 1 {
 						mgrBefore = e.mgr.statusWrites()
 						a.toggle(true)
-						a.awaitPending(true)
+						a.awaitPendingEntry()
 					}
 				})
 				Expect(stats.Asked).To(Equal(1))
@@ -277,7 +277,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				a.run("turn one\nstep\nretry\nretry\nturn two\nstep\n", func(r refagent.StepRecord) {
 					if r.Turn == 1 && r.Step == 1 {
 						a.toggle(true)
-						a.awaitPending(true)
+						a.awaitPendingEntry()
 					}
 				})
 				evs := a.events()
@@ -300,9 +300,9 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				a.run("turn one\nstep\nstep\n", func(r refagent.StepRecord) {
 					if r.Turn == 1 && r.Step == 1 {
 						a.toggle(true)
-						a.awaitPending(true)
+						a.awaitPendingEntry()
 						a.toggle(false)
-						ctx, cancel := contextWithTimeout(wait)
+						ctx, cancel := waitContext()
 						defer cancel()
 						Expect(a.c.WaitFor(ctx, func(s *v1alpha1.AgentSession) bool {
 							sel := s.Status.PlanMode.Selection
@@ -327,7 +327,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 					if r.Turn == 1 && r.Step == 1 {
 						e.mgr.store.fail.Store(true)
 						a.toggle(true)
-						a.awaitPending(true)
+						a.awaitPendingEntry()
 					}
 				})
 				Expect(stats.FailedProposals).To(Equal(1))
@@ -365,7 +365,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 					Header: &harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "s"}})).To(Succeed())
 				Expect(a.c.EndStep(suiteCtx, turn, 1)).To(Succeed())
 				a.toggle(true)
-				a.awaitPending(true)
+				a.awaitPendingEntry()
 				e.mgr.stop()
 				_, err = a.c.Boundary(suiteCtx, turn, 2, 300*time.Millisecond)
 				Expect(err).To(MatchError(agentsdk.ErrTimeout))
@@ -389,13 +389,13 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				a := e.newAgent("stopped", nil)
 				s, err := refagent.ParseScript(strings.NewReader("turn forever\nstep\nstep\nstep\n"))
 				Expect(err).NotTo(HaveOccurred())
-				ctx, stop := contextWithTimeout(wait)
+				ctx, stop := waitContext()
 				defer stop()
 				_, err = refagent.Run(ctx, refagent.Options{Client: a.c, Script: s, Loop: true, StepDelay: 20 * time.Millisecond, BoundaryTimeout: wait,
 					OnStep: func(r refagent.StepRecord) {
 						if r.Turn == 2 && r.Step == 2 {
 							a.toggle(true)
-							a.awaitPending(true)
+							a.awaitPendingEntry()
 							stop() // the agent is stopped during turn 2, the selection still pending
 						}
 					}})
@@ -429,7 +429,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 								if r.Turn == 1 && r.Step == 1 {
 									obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: a.name}}
 									toggleErr = k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"planMode":{"active":true}}}`)))
-									ctx, cancel := contextWithTimeout(wait)
+									ctx, cancel := waitContext()
 									defer cancel()
 									toggleErr = errors.Join(toggleErr, a.c.WaitFor(ctx, func(s *v1alpha1.AgentSession) bool { return s.Status.PlanMode.Pending }))
 								}

@@ -66,37 +66,15 @@ func ParseScript(r io.Reader) (Script, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		word, arg, _ := strings.Cut(line, " ")
-		arg = strings.TrimSpace(arg)
-		op := Op{Kind: OpKind(word), Arg: arg, Line: n}
-		switch op.Kind {
-		case OpTurn, OpStep:
-		case OpRetry, OpEnd:
-			if arg != "" {
-				return nil, fmt.Errorf("script line %d: %q takes no argument (got %q)", n, word, arg)
-			}
-		case OpTool:
-			if arg == "" {
-				return nil, fmt.Errorf("script line %d: tool needs a name, e.g. \"tool read\"", n)
-			}
-		case OpSleep:
-			d, err := time.ParseDuration(arg)
-			if err != nil || d < 0 {
-				return nil, fmt.Errorf("script line %d: sleep needs a duration such as 200ms or 2s (got %q)", n, arg)
-			}
-			op.Dur = d
-		case OpExit:
-			if arg == "" {
-				return nil, fmt.Errorf("script line %d: exit needs the plan, e.g. \"exit # Fix the flake\\n\\n1. Add the lock\"", n)
-			}
-		default:
-			return nil, fmt.Errorf("script line %d: unknown instruction %q; use turn, step, retry, tool, exit, sleep or end", n, word)
+		op, err := parseOp(line, n)
+		if err != nil {
+			return nil, err
 		}
 		if (op.Kind == OpStep || op.Kind == OpRetry || op.Kind == OpTool || op.Kind == OpExit) && !hasTurnBefore(out) {
-			return nil, fmt.Errorf("script line %d: %q before any \"turn\"", n, word)
+			return nil, fmt.Errorf("script line %d: %q before any \"turn\"", n, op.Kind)
 		}
 		if (op.Kind == OpRetry || op.Kind == OpTool || op.Kind == OpExit) && !hasStepBefore(out) {
-			return nil, fmt.Errorf("script line %d: %q needs a \"step\" of the turn before it", n, word)
+			return nil, fmt.Errorf("script line %d: %q needs a \"step\" of the turn before it", n, op.Kind)
 		}
 		out = append(out, op)
 	}
@@ -107,6 +85,37 @@ func ParseScript(r io.Reader) (Script, error) {
 		return nil, fmt.Errorf("script is empty: it needs at least one \"turn\"")
 	}
 	return out, nil
+}
+
+// parseOp parses instruction line n and checks its argument.
+func parseOp(line string, n int) (Op, error) {
+	word, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	op := Op{Kind: OpKind(word), Arg: arg, Line: n}
+	switch op.Kind {
+	case OpTurn, OpStep:
+	case OpRetry, OpEnd:
+		if arg != "" {
+			return Op{}, fmt.Errorf("script line %d: %q takes no argument (got %q)", n, word, arg)
+		}
+	case OpTool:
+		if arg == "" {
+			return Op{}, fmt.Errorf("script line %d: tool needs a name, e.g. \"tool read\"", n)
+		}
+	case OpSleep:
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			return Op{}, fmt.Errorf("script line %d: sleep needs a duration such as 200ms or 2s (got %q)", n, arg)
+		}
+		op.Dur = d
+	case OpExit:
+		if arg == "" {
+			return Op{}, fmt.Errorf("script line %d: exit needs the plan, e.g. \"exit # Fix the flake\\n\\n1. Add the lock\"", n)
+		}
+	default:
+		return Op{}, fmt.Errorf("script line %d: unknown instruction %q; use turn, step, retry, tool, exit, sleep or end", n, word)
+	}
+	return op, nil
 }
 
 func hasTurnBefore(s Script) bool {

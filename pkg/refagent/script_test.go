@@ -62,7 +62,7 @@ func TestParseScriptErrors(t *testing.T) {
 
 func TestGenerate(t *testing.T) {
 	s := Generate(2, 3)
-	var kinds []string
+	kinds := make([]string, 0, len(s))
 	for _, op := range s {
 		kinds = append(kinds, string(op.Kind))
 	}

@@ -154,6 +154,7 @@ func (m *manager) statusWrites() int64 {
 	return m.api.WritesTo("PATCH", "agentsessions/status") + m.api.WritesTo("PUT", "agentsessions/status")
 }
 
-func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(suiteCtx, d)
+// waitContext is the suite's context, bounded by how long a test waits for the manager.
+func waitContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(suiteCtx, wait)
 }

@@ -227,9 +227,8 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkTailRatio interleaves Tail() on the 10, 10,000 and 1,000,000-event logs call by
-// call, so machine load (2 shared cores) hits every size alike, and reports the median cost
-// of a call per size and the ratio of the medians: the figure the 1.5x requirement is checked
-// against.
+// call, so machine load hits every size alike, and reports the median cost of a call per size
+// and the ratio of the medians: the figure the 1.5x requirement is checked against.
 func BenchmarkTailRatio(b *testing.B) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		b.Run(backend, func(b *testing.B) {

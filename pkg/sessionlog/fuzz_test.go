@@ -1,7 +1,7 @@
 package sessionlog
 
-// Fuzz targets for the session log's bad-input paths (issue 9): the stored-row decoder and
-// event validation, Append's all-or-nothing refusal, and JSONL import. Run one for a while with
+// Fuzz targets for the session log's bad-input paths: the stored-row decoder and event
+// validation, Append's all-or-nothing refusal, and JSONL import. Run one for a while with
 //
 //	go test ./pkg/sessionlog -run '^$' -fuzz FuzzImportJSONL -fuzztime 60s
 //

@@ -55,7 +55,8 @@ func Export(ctx context.Context, s Store, sessionID string, w io.Writer) error {
 			return fmt.Errorf("export session %q: %w", sessionID, err)
 		}
 		for i := range evs {
-			bw.Write(AppendJSONL(nil, &evs[i]))
+			// bufio.Writer keeps its first write error and Flush below returns it.
+			_, _ = bw.Write(AppendJSONL(nil, &evs[i]))
 		}
 		if len(evs) < exportPage {
 			break
@@ -224,63 +225,90 @@ func parseHeader(line []byte) (SessionInfo, error) {
 	return info, nil
 }
 
-var envelopeFields = map[string]bool{"type": true, "seq": true, "time": true, "data": true, "ignorable": true, "sourceEventSeqs": true, "surfaceOp": true}
+// The envelope's fields, as named in a JSONL line and in a ValidationError.
+const (
+	fieldType            = "type"
+	fieldSeq             = "seq"
+	fieldTime            = "time"
+	fieldData            = "data"
+	fieldIgnorable       = "ignorable"
+	fieldSourceEventSeqs = "sourceEventSeqs"
+	fieldSurfaceOp       = "surfaceOp"
+)
+
+var envelopeFields = map[string]bool{
+	fieldType: true, fieldSeq: true, fieldTime: true, fieldData: true,
+	fieldIgnorable: true, fieldSourceEventSeqs: true, fieldSurfaceOp: true,
+}
 
 var packedChunkTypes = map[string]bool{"text-chunks": true, "reasoning-chunks": true, "tool-call-chunks": true}
 
+// parseEventLine parses one event line of an imported JSONL file; wantSeq is the seq the line
+// must carry.
 func parseEventLine(line []byte, wantSeq int64, allowUnknown bool) (harness.Event, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(line, &m); err != nil {
-		return harness.Event{}, fmt.Errorf("event is not a JSON object: %v", err)
+	m, typ, err := parseEnvelope(line)
+	if err != nil {
+		return harness.Event{}, err
 	}
-	var ev harness.Event
-	if raw, ok := m["type"]; ok {
-		if err := json.Unmarshal(raw, &ev.Type); err != nil {
-			return harness.Event{}, fmt.Errorf("event type is %s; expected a string", harness.JSONText(raw))
-		}
-	}
-	if packedChunkTypes[ev.Type] {
-		return harness.Event{}, fmt.Errorf("packed chunk row %q is not supported; export the harness session with packChunks: false", ev.Type)
-	}
-	for _, k := range []string{"type", "seq", "time", "data"} {
-		if _, ok := m[k]; !ok {
-			return harness.Event{}, fmt.Errorf("event has no %q; the envelope is {type, seq, time, data}", k)
-		}
-	}
-	if ev.Type == harness.TypeLegacyHeaderDelta {
-		return harness.Event{}, errors.New("legacy request/header-delta events are refused (the harness refuses them too)")
-	}
-	for k := range m {
-		if !envelopeFields[k] {
-			return harness.Event{}, fmt.Errorf("%s event has unknown envelope field %q", ev.Type, k)
-		}
-	}
-	if err := json.Unmarshal(m["seq"], &ev.Seq); err != nil {
-		return harness.Event{}, fmt.Errorf("%s event seq is %s; expected an integer", ev.Type, harness.JSONText(m["seq"]))
+	ev := harness.Event{Type: typ, Data: m[fieldData]}
+	if err := json.Unmarshal(m[fieldSeq], &ev.Seq); err != nil {
+		return harness.Event{}, fmt.Errorf("%s event seq is %s; expected an integer", ev.Type, harness.JSONText(m[fieldSeq]))
 	}
 	if ev.Seq != wantSeq {
 		return harness.Event{}, fmt.Errorf("%s event has seq %d; expected %d (seqs are contiguous from 0)", ev.Type, ev.Seq, wantSeq)
 	}
-	if err := json.Unmarshal(m["time"], &ev.Time); err != nil || ev.Time <= 0 {
-		return harness.Event{}, fmt.Errorf("%s event at seq %d has time %s; expected Unix epoch milliseconds", ev.Type, ev.Seq, harness.JSONText(m["time"]))
+	if err := json.Unmarshal(m[fieldTime], &ev.Time); err != nil || ev.Time <= 0 {
+		return harness.Event{}, fmt.Errorf("%s event at seq %d has time %s; expected Unix epoch milliseconds", ev.Type, ev.Seq, harness.JSONText(m[fieldTime]))
 	}
-	ev.Data = m["data"]
-	if raw, ok := m["ignorable"]; ok {
+	if raw, ok := m[fieldIgnorable]; ok {
 		if string(bytes.TrimSpace(raw)) != "true" {
 			return harness.Event{}, fmt.Errorf("%s event at seq %d has ignorable %s; only true is allowed", ev.Type, ev.Seq, harness.JSONText(raw))
 		}
 		ev.Ignorable = true
 	}
-	if raw, ok := m["sourceEventSeqs"]; ok {
+	if raw, ok := m[fieldSourceEventSeqs]; ok {
 		if err := json.Unmarshal(raw, &ev.SourceEventSeqs); err != nil || len(ev.SourceEventSeqs) == 0 {
 			return harness.Event{}, fmt.Errorf("%s event at seq %d has sourceEventSeqs %s; expected a non-empty array of integers", ev.Type, ev.Seq, harness.JSONText(raw))
 		}
 	}
-	if raw, ok := m["surfaceOp"]; ok {
+	if raw, ok := m[fieldSurfaceOp]; ok {
 		ev.SurfaceOp = raw
 	}
 	if !harness.KnownTypes[ev.Type] && !ev.Ignorable && !allowUnknown {
 		return harness.Event{}, fmt.Errorf("unknown event type %q at seq %d is not marked ignorable; the harness refuses such a log (import with --allow-unknown to keep it anyway)", ev.Type, ev.Seq)
 	}
 	return ev, nil
+}
+
+// parseEnvelope splits an event line into its envelope fields and returns its type, refusing
+// a line that is not an object, a packed chunk row, a legacy header delta, and an envelope
+// with a field missing or unknown.
+func parseEnvelope(line []byte) (map[string]json.RawMessage, string, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, "", fmt.Errorf("event is not a JSON object: %v", err)
+	}
+	var typ string
+	if raw, ok := m[fieldType]; ok {
+		if err := json.Unmarshal(raw, &typ); err != nil {
+			return nil, "", fmt.Errorf("event type is %s; expected a string", harness.JSONText(raw))
+		}
+	}
+	if packedChunkTypes[typ] {
+		return nil, "", fmt.Errorf("packed chunk row %q is not supported; export the harness session with packChunks: false", typ)
+	}
+	for _, k := range []string{fieldType, fieldSeq, fieldTime, fieldData} {
+		if _, ok := m[k]; !ok {
+			return nil, "", fmt.Errorf("event has no %q; the envelope is {type, seq, time, data}", k)
+		}
+	}
+	if typ == harness.TypeLegacyHeaderDelta {
+		return nil, "", errors.New("legacy request/header-delta events are refused (the harness refuses them too)")
+	}
+	for k := range m {
+		if !envelopeFields[k] {
+			return nil, "", fmt.Errorf("%s event has unknown envelope field %q", typ, k)
+		}
+	}
+	return m, typ, nil
 }

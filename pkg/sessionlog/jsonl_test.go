@@ -99,7 +99,8 @@ func TestJSONLImportRefusals(t *testing.T) {
 		{"unknown field", hdr + `{"type":"plan/mode","seq":0,"time":5,"data":{"active":true},"source":"me"}` + "\n", `line 2: plan/mode event has unknown envelope field "source"`},
 		{"seq gap", hdr + ok + `{"type":"plan/mode","seq":2,"time":5,"data":{"active":true}}` + "\n", `line 3: plan/mode event has seq 2; expected 1`},
 		{"no data", hdr + `{"type":"plan/mode","seq":0,"time":5}` + "\n", `line 2: event has no "data"`},
-		{"bad plan/mode", hdr + ok + "\n" + `{"type":"plan/mode","seq":1,"time":5,"data":{"active":42}}` + "\n", `line 4: invalid event: session "x" seq 1 (plan/mode) field data.active: plan/mode carries invalid active state 42; expected a boolean`},
+		{"bad plan/mode", hdr + ok + "\n" + `{"type":"plan/mode","seq":1,"time":5,"data":{"active":42}}` + "\n",
+			`line 4: invalid event: session "x" seq 1 (plan/mode) field data.active: plan/mode carries invalid active state 42; expected a boolean`},
 		{"packed chunks", hdr + `{"type":"text-chunks","seq0":0,"time0":5,"dt":[1,1]}` + "\n", `line 2: packed chunk row "text-chunks" is not supported`},
 		{"not json", hdr + "{oops\n", "line 2: event is not a JSON object"},
 	}

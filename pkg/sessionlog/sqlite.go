@@ -240,49 +240,64 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 	if first != t.NextSeq {
 		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
 	}
-	if len(p.events) > 0 {
-		stmt := tx.StmtContext(ctx, s.insertEvent)
-		for i := range p.events {
-			ev := &p.events[i]
-			var surface any
-			if len(ev.SurfaceOp) > 0 {
-				surface = string(ev.SurfaceOp)
-			}
-			if _, err := stmt.ExecContext(ctx, sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), surface); err != nil {
-				return harness.Tail{}, fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
-			}
-			t.Apply(ev, p.facts[i])
-		}
+	if err := s.insertEvents(ctx, tx, sessionID, p, &t); err != nil {
+		return harness.Tail{}, err
 	}
-	var told any
-	if t.Told != nil {
-		told = *t.Told
-	}
-	if exists {
-		_, err = tx.StmtContext(ctx, s.updateTail).ExecContext(ctx,
-			t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, sessionID)
-	} else {
-		hdr := SessionInfo{ID: sessionID, CreatedAt: nowMillis()}
-		if info != nil {
-			hdr = *info
-			if hdr.CreatedAt == 0 {
-				hdr.CreatedAt = nowMillis()
-			}
-		}
-		var parent any
-		if hdr.ParentSession != "" {
-			parent = hdr.ParentSession
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (session_id, `+sqliteTailCols+`, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, hdr.CreatedAt, parent, hdr.SeedLength)
-	}
-	if err != nil {
+	if err := s.saveTail(ctx, tx, sessionID, info, t, exists); err != nil {
 		return harness.Tail{}, fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return harness.Tail{}, fmt.Errorf("append to session %q: commit: %w", sessionID, err)
 	}
 	return t, nil
+}
+
+// insertEvents inserts the batch's events in tx and applies each to the tail t.
+func (s *sqliteStore) insertEvents(ctx context.Context, tx *sql.Tx, sessionID string, p prepared, t *harness.Tail) error {
+	if len(p.events) == 0 {
+		return nil
+	}
+	stmt := tx.StmtContext(ctx, s.insertEvent)
+	for i := range p.events {
+		ev := &p.events[i]
+		var surface any
+		if len(ev.SurfaceOp) > 0 {
+			surface = string(ev.SurfaceOp)
+		}
+		if _, err := stmt.ExecContext(ctx, sessionID, ev.Seq, ev.Type, ev.Time, string(ev.Data), ev.Ignorable, encodeSeqs(ev.SourceEventSeqs), surface); err != nil {
+			return fmt.Errorf("append to session %q: insert seq %d: %w", sessionID, ev.Seq, err)
+		}
+		t.Apply(ev, p.facts[i])
+	}
+	return nil
+}
+
+// saveTail writes the session row in tx: the tail of an existing session, or a new row with
+// the tail and the header (info for Seed, now for a first Append).
+func (s *sqliteStore) saveTail(ctx context.Context, tx *sql.Tx, sessionID string, info *SessionInfo, t harness.Tail, exists bool) error {
+	var told any
+	if t.Told != nil {
+		told = *t.Told
+	}
+	if exists {
+		_, err := tx.StmtContext(ctx, s.updateTail).ExecContext(ctx,
+			t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, sessionID)
+		return err
+	}
+	hdr := SessionInfo{ID: sessionID, CreatedAt: nowMillis()}
+	if info != nil {
+		hdr = *info
+		if hdr.CreatedAt == 0 {
+			hdr.CreatedAt = nowMillis()
+		}
+	}
+	var parent any
+	if hdr.ParentSession != "" {
+		parent = hdr.ParentSession
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (session_id, `+sqliteTailCols+`, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, hdr.CreatedAt, parent, hdr.SeedLength)
+	return err
 }
 
 func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error) {
@@ -303,7 +318,8 @@ func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq in
 	if limit > 0 {
 		lim = int64(limit)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, type, time, data, ignorable, source_event_seqs, surface_op FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, sessionID, fromSeq, lim)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, type, time, data, ignorable, source_event_seqs, surface_op FROM events
+		WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, sessionID, fromSeq, lim)
 	if err != nil {
 		return nil, fmt.Errorf("read session %q from seq %d: %w", sessionID, fromSeq, err)
 	}

@@ -40,7 +40,7 @@ func prepareBatch(sessionID string, events []harness.Event) (prepared, error) {
 	for i := range events {
 		ev := events[i]
 		if i > 0 && ev.Seq != events[0].Seq+int64(i) {
-			return prepared{}, &ValidationError{SessionID: sessionID, Seq: ev.Seq, Type: ev.Type, Field: "seq",
+			return prepared{}, &ValidationError{SessionID: sessionID, Seq: ev.Seq, Type: ev.Type, Field: fieldSeq,
 				Message: fmt.Sprintf("seq %d does not continue the batch (expected %d); seqs must be contiguous", ev.Seq, events[0].Seq+int64(i))}
 		}
 		f, verr := check(sessionID, &ev)
@@ -49,7 +49,7 @@ func prepareBatch(sessionID string, events []harness.Event) (prepared, error) {
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, ev.Data); err != nil {
-			return prepared{}, &ValidationError{SessionID: sessionID, Seq: ev.Seq, Type: ev.Type, Field: "data", Message: "data is not valid JSON"}
+			return prepared{}, &ValidationError{SessionID: sessionID, Seq: ev.Seq, Type: ev.Type, Field: fieldData, Message: "data is not valid JSON"}
 		}
 		ev.Data = buf.Bytes()
 		if len(ev.SurfaceOp) > 0 {
