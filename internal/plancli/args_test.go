@@ -61,12 +61,14 @@ func TestNoArgumentsPrintsHelp(t *testing.T) {
 	}
 }
 
-// Every subcommand's name is reserved, so the short form never reads it as a session name.
-func TestSubcommandsAreReserved(t *testing.T) {
+// A subcommand's name is never read as a session name: cobra routes it to the subcommand
+// before the short form (kubectl plan SESSION ...) sees it.
+func TestSubcommandsWinOverTheShortForm(t *testing.T) {
 	root := NewRootCommand(genericiooptions.NewTestIOStreamsDiscard())
 	for _, c := range root.Commands() {
-		if !slices.Contains(reserved, c.Name()) {
-			t.Errorf("subcommand %q is not in reserved", c.Name())
+		got, _, err := root.Find([]string{c.Name(), "demo"})
+		if err != nil || got != c {
+			t.Errorf("%q demo: routed to %v (%v), want the %q subcommand", c.Name(), got.Name(), err, c.Name())
 		}
 	}
 }
