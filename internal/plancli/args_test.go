@@ -2,7 +2,6 @@ package plancli
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 
