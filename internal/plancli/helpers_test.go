@@ -48,11 +48,11 @@ func config(name string) *v1alpha1.PlanModeConfig {
 		Spec: v1alpha1.PlanModeConfigSpec{Section: "Plan first."}}
 }
 
-// read returns the session as the fake API server has it now.
-func (c *cli) read(t *testing.T, name string) *v1alpha1.AgentSession {
+// read returns the demo session as the fake API server has it now.
+func (c *cli) read(t *testing.T) *v1alpha1.AgentSession {
 	t.Helper()
 	as := &v1alpha1.AgentSession{}
-	if err := c.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: name}, as); err != nil {
+	if err := c.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: "demo"}, as); err != nil {
 		t.Fatal(err)
 	}
 	return as

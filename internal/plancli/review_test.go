@@ -113,7 +113,7 @@ func TestDecisionReplies(t *testing.T) {
 		if got := strings.TrimSpace(c.out.String()); got != tc.reply {
 			t.Errorf("%s: reply %q, want %q", tc.d, got, tc.reply)
 		}
-		as := c.read(t, "demo")
+		as := c.read(t)
 		wantFeedback := ""
 		if tc.d == v1alpha1.ReviewKeepPlanning {
 			wantFeedback = tc.feedback // only keep-planning carries feedback
@@ -136,7 +136,7 @@ func TestDecisionRefusals(t *testing.T) {
 	if err == nil || err.Error() != `stale review id "r0": the plan under review is now "Migrate" (review r1); read it with: kubectl plan review demo` {
 		t.Errorf("stale review id: %v", err)
 	}
-	if as := c.read(t, "demo"); as.Spec.Review != nil {
+	if as := c.read(t); as.Spec.Review != nil {
 		t.Errorf("a refused decision was written: %+v", as.Spec.Review)
 	}
 

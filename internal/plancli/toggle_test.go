@@ -49,7 +49,7 @@ func TestToggleReplies(t *testing.T) {
 			if got := strings.TrimSpace(c.out.String()); got != tc.reply {
 				t.Errorf("reply %q, want %q", got, tc.reply)
 			}
-			if a := c.read(t, "demo").Spec.PlanMode.Active; a == nil || *a != tc.wantSpec {
+			if a := c.read(t).Spec.PlanMode.Active; a == nil || *a != tc.wantSpec {
 				t.Errorf("spec.planMode.active %v, want %v", a, tc.wantSpec)
 			}
 			if c.errOut.Len() != 0 {
@@ -81,7 +81,7 @@ func TestToggleWithMessage(t *testing.T) {
 	if err := c.toggle(context.Background(), "demo", true, "  draft the migration \n", nil); err != nil {
 		t.Fatal(err)
 	}
-	as := c.read(t, "demo")
+	as := c.read(t)
 	if s := as.Spec.Steer; s == nil || s.Text != "draft the migration" || !strings.HasPrefix(s.ID, "kp-") {
 		t.Fatalf("spec.steer %+v, want the trimmed text with a kp- id", s)
 	}
@@ -94,7 +94,7 @@ func TestToggleWithMessage(t *testing.T) {
 	if err := c.toggle(context.Background(), "demo", true, "again", nil); err != nil {
 		t.Fatal(err)
 	}
-	if s := c.read(t, "demo").Spec.Steer; s == nil || s.Text != "again" || s.ID == first {
+	if s := c.read(t).Spec.Steer; s == nil || s.Text != "again" || s.ID == first {
 		t.Errorf("second message: %+v (first id %s)", s, first)
 	}
 }
@@ -102,11 +102,11 @@ func TestToggleWithMessage(t *testing.T) {
 // A selection spec already records, with the state where it says, writes nothing.
 func TestToggleNoopWritesNothing(t *testing.T) {
 	c := newCLI(t, toggled(true, false))
-	before := c.read(t, "demo").ResourceVersion
+	before := c.read(t).ResourceVersion
 	if err := c.toggle(context.Background(), "demo", true, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.read(t, "demo").ResourceVersion; got != before {
+	if got := c.read(t).ResourceVersion; got != before {
 		t.Errorf("a noop wrote the session: resourceVersion %s -> %s", before, got)
 	}
 	if got := strings.TrimSpace(c.out.String()); got != harness.ReplyOnDeferred {
@@ -197,7 +197,7 @@ func TestObserve(t *testing.T) {
 		})
 	}
 	// Not taken on within --wait (the manager has not seen the write's generation).
-	c := newCLI(t, taken(func(pm *v1alpha1.PlanModeStatus) {}))
+	c := newCLI(t, taken(func(*v1alpha1.PlanModeStatus) {}))
 	c.wait = 100 * time.Millisecond
 	if _, _, ok := c.observe(ctx, "demo", true, written{gen: 6}); ok {
 		t.Error("observed a selection the manager has not taken on")
@@ -218,7 +218,8 @@ func TestExplain(t *testing.T) {
 		{"no such resource", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gr.Group, Kind: "AgentSession"}},
 			"the AgentSession API (agents.harness.dev/v1alpha1) is not installed in this cluster: install the planmode-operator CRDs (config/crd)"},
 		{"RBAC", apierrors.NewForbidden(gr, "demo", errors.New("user ed cannot patch")),
-			`not allowed to toggle plan mode: this needs the "patch" permission on agentsessions.agents.harness.dev in namespace "team-a" (server said: agentsessions.agents.harness.dev "demo" is forbidden: user ed cannot patch)`},
+			`not allowed to toggle plan mode: this needs the "patch" permission on agentsessions.agents.harness.dev in namespace "team-a" ` +
+				`(server said: agentsessions.agents.harness.dev "demo" is forbidden: user ed cannot patch)`},
 		{"webhook", apierrors.NewForbidden(gr, "demo", errors.New(`admission webhook "vagentsession" denied the request: not the agent`)),
 			`not allowed to toggle plan mode: agentsessions.agents.harness.dev "demo" is forbidden: admission webhook "vagentsession" denied the request: not the agent`},
 		{"invalid", apierrors.NewBadRequest("spec.steer.text: too long"),
