@@ -266,7 +266,7 @@ func (b *bench) deleteSessions(ctx context.Context, ns string) error {
 }
 
 func taken(side string) func(*v1alpha1.AgentSession) bool {
-	if side == "floor" {
+	if side == sideFloor {
 		return func(*v1alpha1.AgentSession) bool { return true } // it writes nothing up front
 	}
 	return func(s *v1alpha1.AgentSession) bool {
@@ -277,7 +277,7 @@ func taken(side string) func(*v1alpha1.AgentSession) bool {
 // committed: the toggle to want is applied as far as the side goes (the floor copies the
 // selection; the manager commits it to the log and the status).
 func committed(side string, want bool) func(*v1alpha1.AgentSession) bool {
-	if side == "floor" {
+	if side == sideFloor {
 		return func(s *v1alpha1.AgentSession) bool {
 			sel := s.Status.PlanMode.Selection
 			return sel != nil && *sel == want
@@ -489,7 +489,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	// Boundary storm: every session toggled during its turn; once every agent sees the
 	// selection pending, all of them reach their next boundary at once.
 	cpuProfile := make(chan error, 1)
-	if b.o.profileDir != "" && side == "manager" {
+	if b.o.profileDir != "" && side == sideManager {
 		go func() {
 			cpuProfile <- p.profile(b.o.profileDir, "profile?seconds=15", fmt.Sprintf("cpu-storms-%s-%d.pprof", backend, b.seq))
 		}()
@@ -560,7 +560,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}
 	r.ackWall = time.Since(stormStart)
 	logPhase("  %s: boundary storm done in %s", side, r.ackWall.Round(time.Millisecond))
-	if side == "manager" {
+	if side == sideManager {
 		// The manager's heap as the last answer lands, while its Events for the storm are
 		// still queued or being sent (with --events=off its storm RSS peaks match the floor's).
 		if err := p.profile(b.o.profileDir, "heap", fmt.Sprintf("heap-boundary-%s-%d.pprof", backend, b.seq)); err != nil {
