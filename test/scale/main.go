@@ -165,8 +165,8 @@ func run() error {
 func parseFlags() (opts, error) {
 	var o opts
 	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
-	// The shards phase repeats the storms with two manager and two floor processes (about 4
-	// minutes on two cores); it is not in the default run, which must stay under 10 minutes.
+	// The shards phase repeats the storms with two manager and two floor processes; it is not
+	// in the default run, which must stay under 10 minutes.
 	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated): storm, shards, idle, webhook, log, tail, or all")
 	sides := flag.String("sides", sideFloor+","+sideManager,
 		"processes measured, in their order of the odd runs (even runs reverse it); ratios are manager/floor")

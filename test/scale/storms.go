@@ -323,7 +323,7 @@ func (b *bench) toggle(ctx context.Context, ns string, a *agent, want bool) erro
 	obj := &v1alpha1.AgentSession{}
 	obj.Namespace, obj.Name = ns, a.name
 	body := fmt.Sprintf(`{"spec":{"planMode":{"active":%t}}}`, want)
-	// With 10,000 sessions toggled at once, thousands of patches wait past the API server's 60 s
+	// With 10,000 sessions toggled at once, many patches wait past the API server's 60 s
 	// request timeout (504) or their connection's TLS handshake times out. A merge patch of one
 	// value can be sent again, as a user's script would, until the benchmark's timeout.
 	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
