@@ -147,43 +147,46 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 		}
 		fmt.Fprintln(tw, line)
 	}
-	atMost := func(max float64) func(float64, float64) bool {
-		return func(_, v float64) bool { return v <= max+1e-9 }
+	atMost := func(limit float64) func(float64, float64) bool {
+		return func(_, v float64) bool { return v <= limit+1e-9 }
 	}
 	msf := func(v float64) string { return ms(time.Duration(v)) }
 	num := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	count := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	wall := func(v float64) string { return time.Duration(v).Round(time.Millisecond).String() }
 	for _, n := range o.sessions {
-		var p50, p99, samples, tog, togAll, togAgent, togEv, idle, idleReads, between, betweenAll, betweenEv, elapsed []float64
-		for _, name := range names {
-			r := results[name][n]
-			p50 = append(p50, float64(percentile(r.latencies, 0.5)))
-			p99 = append(p99, float64(percentile(r.latencies, 0.99)))
-			samples = append(samples, float64(len(r.latencies)))
-			tog = append(tog, float64(r.toggleWrites.butEvents())/float64(r.toggles))
-			togAll = append(togAll, float64(r.toggleWrites.total())/float64(r.toggles))
-			togAgent = append(togAgent, float64(r.toggleWrites.agent)/float64(r.toggles))
-			togEv = append(togEv, float64(r.toggleWrites.events)/float64(r.toggles))
-			betweenEv = append(betweenEv, float64(r.betweenW.events)/float64(r.betweenTogs))
-			idle = append(idle, float64(r.idleWrites.total())/float64(r.idleSteps))
-			idleReads = append(idleReads, float64(r.idleReads)/float64(r.idleReadSteps))
-			between = append(between, float64(r.betweenW.butEvents())/float64(r.betweenTogs))
-			betweenAll = append(betweenAll, float64(r.betweenW.total())/float64(r.betweenTogs))
-			elapsed = append(elapsed, float64(r.elapsed))
+		// col is one figure of every side's run with n sessions, in the order of names.
+		col := func(f func(r *result) float64) []float64 {
+			vals := make([]float64, 0, len(names))
+			for _, name := range names {
+				vals = append(vals, f(results[name][n]))
+			}
+			return vals
+		}
+		// perToggle and perBetween are a count of writes per toggle during a turn and between turns.
+		perToggle := func(f func(writes) int64) []float64 {
+			return col(func(r *result) float64 { return float64(f(r.toggleWrites)) / float64(r.toggles) })
+		}
+		perBetween := func(f func(writes) int64) []float64 {
+			return col(func(r *result) float64 { return float64(f(r.betweenW)) / float64(r.betweenTogs) })
 		}
 		fmt.Fprintf(tw, "-- %d concurrent session(s)\t\n", n)
-		row("ack latency median", p50, msf, "<= 1.5x", func(floor, v float64) bool { return v <= 1.5*floor })
-		row("ack latency p99", p99, msf, "", nil)
-		row("acked boundaries (samples)", samples, func(v float64) string { return fmt.Sprintf("%.0f", v) }, "", nil)
-		row("API writes / toggle, during a turn, Events included", togAll, num, "", nil)
-		row("  writes but Events", tog, num, "<= 3", atMost(3))
-		row("    of which the agent's", togAgent, num, "", nil)
-		row("  Event writes", togEv, num, "", nil)
-		row("API writes / toggle, between turns, Events included", betweenAll, num, "", nil)
-		row("  writes but Events", between, num, "<= 1", atMost(1))
-		row("  Event writes", betweenEv, num, "", nil)
-		row("API writes / step, nothing pending, Events included", idle, num, "0", atMost(0))
-		row("agent API reads / step, nothing pending", idleReads, num, "", nil)
-		row("phase wall time", elapsed, func(v float64) string { return time.Duration(v).Round(time.Millisecond).String() }, "", nil)
+		row("ack latency median", col(func(r *result) float64 { return float64(percentile(r.latencies, 0.5)) }), msf,
+			"<= 1.5x", func(floor, v float64) bool { return v <= 1.5*floor })
+		row("ack latency p99", col(func(r *result) float64 { return float64(percentile(r.latencies, 0.99)) }), msf, "", nil)
+		row("acked boundaries (samples)", col(func(r *result) float64 { return float64(len(r.latencies)) }), count, "", nil)
+		row("API writes / toggle, during a turn, Events included", perToggle(writes.total), num, "", nil)
+		row("  writes but Events", perToggle(writes.butEvents), num, "<= 3", atMost(3))
+		row("    of which the agent's", perToggle(func(w writes) int64 { return w.agent }), num, "", nil)
+		row("  Event writes", perToggle(func(w writes) int64 { return w.events }), num, "", nil)
+		row("API writes / toggle, between turns, Events included", perBetween(writes.total), num, "", nil)
+		row("  writes but Events", perBetween(writes.butEvents), num, "<= 1", atMost(1))
+		row("  Event writes", perBetween(func(w writes) int64 { return w.events }), num, "", nil)
+		row("API writes / step, nothing pending, Events included",
+			col(func(r *result) float64 { return float64(r.idleWrites.total()) / float64(r.idleSteps) }), num, "0", atMost(0))
+		row("agent API reads / step, nothing pending",
+			col(func(r *result) float64 { return float64(r.idleReads) / float64(r.idleReadSteps) }), num, "", nil)
+		row("phase wall time", col(func(r *result) float64 { return float64(r.elapsed) }), wall, "", nil)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -74,28 +74,9 @@ type opts struct {
 }
 
 func run() error {
-	var (
-		o        opts
-		sessions = flag.String("sessions", "1,100", "comma-separated concurrent session counts")
-		storeURL = flag.String("store", "sqlite", "session log: sqlite (a file in a temp dir), postgres (a throwaway PostgreSQL server, as the tests start one), or a store URL")
-	)
-	flag.IntVar(&o.cycles, "cycles", 100, "toggle cycles (turns) per session when running 1 session")
-	flag.IntVar(&o.cyclesMany, "cycles-many", 6, "toggle cycles per session when running many sessions")
-	flag.IntVar(&o.idleSteps, "idle-steps", 5, "steps with nothing pending per session")
-	flag.BoolVar(&traceWrites, "trace-writes", false, "print every API write of the controllers and agents to stderr (diagnosis)")
-	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
-	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
-	flag.StringVar(&managerEvents, "manager-events", managerEvents, "manager configurations to measure: on (cmd/manager's default --events=on), off, or both")
-	flag.Parse()
-	if managerEvents != "on" && managerEvents != "off" && managerEvents != "both" {
-		return fmt.Errorf("-manager-events is %q; use on, off or both", managerEvents)
-	}
-	for _, f := range strings.Split(*sessions, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-sessions: %q is not a positive count", f)
-		}
-		o.sessions = append(o.sessions, n)
+	o, storeSpec, err := parseFlags()
+	if err != nil {
+		return err
 	}
 	logf.SetLogger(logr.Discard())
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -119,30 +100,11 @@ func run() error {
 	// Client-side rate limits off for every client: the bench measures the protocol.
 	cfg.QPS, cfg.Burst = -1, 0
 
-	tmp, err := os.MkdirTemp("", "planmode-bench-")
+	url, store, closeStore, err := openStore(ctx, storeSpec)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	url := *storeURL
-	switch url {
-	case "sqlite":
-		url = "sqlite://" + filepath.Join(tmp, "log.db")
-	case "postgres":
-		pg, err := pgtest.Start(ctx)
-		if err != nil {
-			return fmt.Errorf("start a throwaway PostgreSQL (make postgres installs it): %w", err)
-		}
-		defer func() { _ = pg.Stop() }()
-		if url, err = pg.CreateDatabase(ctx, "bench"); err != nil {
-			return err
-		}
-	}
-	store, err := sessionlog.Open(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	defer closeStore()
 
 	user := apicount.New()
 	userClient, err := client.New(user.Wrap(cfg), client.Options{Scheme: scheme})
@@ -153,28 +115,9 @@ func run() error {
 	fmt.Printf("planmode boundary benchmark: envtest %s, store %s, GOMAXPROCS %d, %d workers per controller, manager events %s, %s\n",
 		filepath.Base(assets), strings.SplitN(url, ":", 2)[0], runtime.GOMAXPROCS(0), workers, managerEvents, time.Now().UTC().Format(time.RFC3339))
 
-	// All sides run at once, each on its own namespace, sessions and counted clients, and the
-	// measured work alternates between them cycle by cycle (floor, manager, ..., then the
-	// reverse order): drift in the machine's load is shared by every side instead of landing on
-	// whichever ran during a burst. A side is idle while another runs its cycle.
-	results := map[string]map[int]*result{}
-	for _, n := range o.sessions {
-		fmt.Fprintf(os.Stderr, "%d session(s): setting up %d sides...\n", n, len(sides()))
-		runs, err := b.setup(ctx, n)
-		if err != nil {
-			return err
-		}
-		err = b.measure(ctx, runs)
-		for _, rn := range runs {
-			rn.close()
-			if results[rn.side.name] == nil {
-				results[rn.side.name] = map[int]*result{}
-			}
-			results[rn.side.name][n] = rn.r
-		}
-		if err != nil {
-			return fmt.Errorf("%d sessions: %w", n, err)
-		}
+	results, err := b.measureEach(ctx)
+	if err != nil {
+		return err
 	}
 	if err := report(os.Stdout, o, results); err != nil {
 		return err
@@ -187,6 +130,105 @@ func run() error {
 	}
 	fmt.Printf("user (setup and the toggles themselves, not charged above): %d writes, %d toggles\n", user.Writes(), toggles)
 	return nil
+}
+
+// parseFlags reads the command line into opts and the -store value.
+func parseFlags() (opts, string, error) {
+	var (
+		o        opts
+		sessions = flag.String("sessions", "1,100", "comma-separated concurrent session counts")
+		storeURL = flag.String("store", "sqlite", "session log: sqlite (a file in a temp dir), postgres (a throwaway PostgreSQL server, as the tests start one), or a store URL")
+	)
+	flag.IntVar(&o.cycles, "cycles", 100, "toggle cycles (turns) per session when running 1 session")
+	flag.IntVar(&o.cyclesMany, "cycles-many", 6, "toggle cycles per session when running many sessions")
+	flag.IntVar(&o.idleSteps, "idle-steps", 5, "steps with nothing pending per session")
+	flag.BoolVar(&traceWrites, "trace-writes", false, "print every API write of the controllers and agents to stderr (diagnosis)")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "boundary timeout")
+	flag.IntVar(&workers, "workers", workers, "MaxConcurrentReconciles of both controllers")
+	flag.StringVar(&managerEvents, "manager-events", managerEvents, "manager configurations to measure: on (cmd/manager's default --events=on), off, or both")
+	flag.Parse()
+	if managerEvents != eventsOn && managerEvents != eventsOff && managerEvents != eventsBoth {
+		return opts{}, "", fmt.Errorf("-manager-events is %q; use on, off or both", managerEvents)
+	}
+	for _, f := range strings.Split(*sessions, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return opts{}, "", fmt.Errorf("-sessions: %q is not a positive count", f)
+		}
+		o.sessions = append(o.sessions, n)
+	}
+	return o, *storeURL, nil
+}
+
+// openStore opens the session log -store names: sqlite is a file in a fresh temporary
+// directory, postgres a database on a throwaway server, anything else a store URL. It returns
+// the URL opened and a func that closes the store and removes what openStore started.
+func openStore(ctx context.Context, spec string) (string, sessionlog.Store, func(), error) {
+	var cleanups []func()
+	closeAll := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	fail := func(err error) (string, sessionlog.Store, func(), error) {
+		closeAll()
+		return "", nil, nil, err
+	}
+	url := spec
+	switch spec {
+	case "sqlite":
+		tmp, err := os.MkdirTemp("", "planmode-bench-")
+		if err != nil {
+			return fail(err)
+		}
+		cleanups = append(cleanups, func() { _ = os.RemoveAll(tmp) })
+		url = "sqlite://" + filepath.Join(tmp, "log.db")
+	case "postgres":
+		pg, err := pgtest.Start(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("start a throwaway PostgreSQL (make postgres installs it): %w", err))
+		}
+		cleanups = append(cleanups, func() { _ = pg.Stop() })
+		if url, err = pg.CreateDatabase(ctx, "bench"); err != nil {
+			return fail(err)
+		}
+	}
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		return fail(err)
+	}
+	cleanups = append(cleanups, func() { _ = store.Close() })
+	return url, store, closeAll, nil
+}
+
+// measureEach measures every side with each session count of -sessions in turn; the results
+// are by side name, then session count.
+//
+// All sides run at once, each on its own namespace, sessions and counted clients, and the
+// measured work alternates between them cycle by cycle (floor, manager, ..., then the reverse
+// order): drift in the machine's load is shared by every side instead of landing on whichever
+// ran during a burst. A side is idle while another runs its cycle.
+func (b *bench) measureEach(ctx context.Context) (map[string]map[int]*result, error) {
+	results := map[string]map[int]*result{}
+	for _, n := range b.o.sessions {
+		fmt.Fprintf(os.Stderr, "%d session(s): setting up %d sides...\n", n, len(sides()))
+		runs, err := b.setup(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		err = b.measure(ctx, runs)
+		for _, rn := range runs {
+			rn.close()
+			if results[rn.side.name] == nil {
+				results[rn.side.name] = map[int]*result{}
+			}
+			results[rn.side.name][n] = rn.r
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%d sessions: %w", n, err)
+		}
+	}
+	return results, nil
 }
 
 // side is one controller under test.
@@ -218,7 +260,6 @@ type result struct {
 	idleReadSteps int   // the steps of the idle phase
 	betweenTogs   int
 	betweenW      writes
-	failures      int
 	elapsed       time.Duration
 }
 
@@ -361,7 +402,12 @@ func (b *bench) setupSide(ctx context.Context, s side, n int) (*sideRun, error) 
 	mctx, stop := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mctx) }()
-	cleanups = append(cleanups, func() { stop(); <-mgrDone })
+	cleanups = append(cleanups, func() {
+		stop()
+		if err := <-mgrDone; err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: manager: %v\n", s.name, err)
+		}
+	})
 
 	if err := b.user.Create(ctx, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
@@ -409,7 +455,7 @@ func (b *bench) setupSide(ctx context.Context, s side, n int) (*sideRun, error) 
 
 // phase runs f for every side, cycles times, alternating the order of the sides each cycle,
 // and charges each side's writes (and wall time) in the phase to it.
-func (b *bench) phase(ctx context.Context, runs []*sideRun, cycles int, f func(rn *sideRun) error, charge func(rn *sideRun, w writes, d time.Duration)) error {
+func (b *bench) phase(runs []*sideRun, cycles int, f func(rn *sideRun) error, charge func(rn *sideRun, w writes, d time.Duration)) error {
 	snaps := make([]snapshot, len(runs))
 	spent := make([]time.Duration, len(runs))
 	for i, rn := range runs {
@@ -439,14 +485,31 @@ func (b *bench) phase(ctx context.Context, runs []*sideRun, cycles int, f func(r
 	return nil
 }
 
+// measure runs the phases on every side's sessions and charges each side its writes.
 func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
+	if err := b.measureIdleSteps(ctx, runs); err != nil {
+		return fmt.Errorf("idle steps: %w", err)
+	}
+	if err := b.measureInTurnToggles(ctx, runs); err != nil {
+		return fmt.Errorf("toggles during a turn: %w", err)
+	}
+	if err := b.measureBetweenTurnToggles(ctx, runs); err != nil {
+		return fmt.Errorf("toggles between turns: %w", err)
+	}
+	if err := b.measureTurnAfterToggle(ctx, runs); err != nil {
+		return fmt.Errorf("turn after a between-turns toggle: %w", err)
+	}
+	return nil
+}
+
+// measureIdleSteps: steps with nothing pending (no toggle at all).
+func (b *bench) measureIdleSteps(ctx context.Context, runs []*sideRun) error {
 	n := len(runs[0].sessions)
-	// Phase 1: steps with nothing pending (no toggle at all).
 	reads := make(map[*sideRun]int64)
 	for _, rn := range runs {
 		reads[rn] = rn.agentCount.Reads()
 	}
-	if err := b.phase(ctx, runs, 1, func(rn *sideRun) error {
+	return b.phase(runs, 1, func(rn *sideRun) error {
 		return parallel(rn.sessions, func(ss *session) error {
 			turn, err := ss.agent.StartTurn(ctx)
 			if err != nil {
@@ -465,16 +528,17 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 		rn.r.idleReads += rn.agentCount.Reads() - reads[rn]
 		rn.r.idleReadSteps += n * b.o.idleSteps
 		rn.r.elapsed += d
-	}); err != nil {
-		return fmt.Errorf("idle steps: %w", err)
-	}
+	})
+}
 
-	// Phase 2: toggles during a turn; the timed boundary is the one that applies them.
+// measureInTurnToggles: toggles during a turn; the timed boundary is the one that applies them.
+func (b *bench) measureInTurnToggles(ctx context.Context, runs []*sideRun) error {
+	n := len(runs[0].sessions)
 	cycles := b.o.cycles
 	if n > 1 {
 		cycles = b.o.cyclesMany
 	}
-	if err := b.phase(ctx, runs, cycles, func(rn *sideRun) error {
+	return b.phase(runs, cycles, func(rn *sideRun) error {
 		var mu sync.Mutex
 		return parallel(rn.sessions, func(ss *session) error {
 			turn, err := ss.agent.StartTurn(ctx)
@@ -511,12 +575,13 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 		rn.r.toggles += n * cycles
 		rn.r.toggleWrites = rn.r.toggleWrites.add(w)
 		rn.r.elapsed += d
-	}); err != nil {
-		return fmt.Errorf("toggles during a turn: %w", err)
-	}
+	})
+}
 
-	// Phase 3: toggles between turns (no turn open).
-	if err := b.phase(ctx, runs, 1, func(rn *sideRun) error {
+// measureBetweenTurnToggles: toggles between turns (no turn open).
+func (b *bench) measureBetweenTurnToggles(ctx context.Context, runs []*sideRun) error {
+	n := len(runs[0].sessions)
+	return b.phase(runs, 1, func(rn *sideRun) error {
 		return parallel(rn.sessions, func(ss *session) error {
 			want := !ss.active
 			if err := b.toggle(ctx, rn.ns, ss.name, want); err != nil {
@@ -538,12 +603,14 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 		rn.r.betweenTogs += n
 		rn.r.betweenW = rn.r.betweenW.add(w)
 		rn.r.elapsed += d
-	}); err != nil {
-		return fmt.Errorf("toggles between turns: %w", err)
-	}
+	})
+}
 
-	// Then one turn each: its first step records the owed notice, with no API write.
-	if err := b.phase(ctx, runs, 1, func(rn *sideRun) error {
+// measureTurnAfterToggle: one turn each after the between-turns toggles; its first step records
+// the owed notice, with no API write.
+func (b *bench) measureTurnAfterToggle(ctx context.Context, runs []*sideRun) error {
+	n := len(runs[0].sessions)
+	return b.phase(runs, 1, func(rn *sideRun) error {
 		return parallel(rn.sessions, func(ss *session) error {
 			turn, err := ss.agent.StartTurn(ctx)
 			if err != nil {
@@ -558,8 +625,5 @@ func (b *bench) measure(ctx context.Context, runs []*sideRun) error {
 		rn.r.idleSteps += n
 		rn.r.idleWrites = rn.r.idleWrites.add(w)
 		rn.r.elapsed += d
-	}); err != nil {
-		return fmt.Errorf("turn after a between-turns toggle: %w", err)
-	}
-	return nil
+	})
 }

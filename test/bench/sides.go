@@ -32,11 +32,11 @@ func sides() []side {
 		},
 	}
 	switch managerEvents {
-	case "on", "both":
+	case eventsOn, eventsBoth:
 		out = append(out, managerSide("manager", true))
 	}
 	switch managerEvents {
-	case "off", "both":
+	case eventsOff, eventsBoth:
 		out = append(out, managerSide("manager-no-events", false))
 	}
 	return out
@@ -78,9 +78,15 @@ func managerSide(name string, events bool) side {
 // workers is the MaxConcurrentReconciles both sides get (-workers); cmd/manager's default.
 var workers = 8
 
-// managerEvents selects the manager configurations (-manager-events): "on" (cmd/manager's
-// default), "off" (--events=off), or "both".
-var managerEvents = "both"
+// The values of -manager-events: which manager configurations are measured.
+const (
+	eventsOn   = "on"   // cmd/manager's default, --events=on
+	eventsOff  = "off"  // --events=off
+	eventsBoth = "both" // one side each
+)
+
+// managerEvents selects the manager configurations (-manager-events).
+var managerEvents = eventsBoth
 
 func controllerOptions() controller.Options {
 	return controller.Options{MaxConcurrentReconciles: workers}

@@ -111,7 +111,7 @@ var _ = Describe("AgentSession", func() {
 			var set struct {
 				Status map[string]any `json:"f:status"`
 			}
-			Expect(json.Unmarshal(mf.FieldsV1.Raw, &set)).To(Succeed())
+			Expect(json.Unmarshal(mf.FieldsV1.GetRawBytes(), &set)).To(Succeed())
 			delete(set.Status, ".")
 			owned[mf.Manager] = set.Status
 		}
@@ -207,14 +207,14 @@ var _ = Describe("AgentSession", func() {
 		Expect(err).NotTo(HaveOccurred())
 		var table metav1.Table
 		Expect(json.Unmarshal(raw, &table)).To(Succeed())
-		var cols []string
+		cols := make([]string, 0, len(table.ColumnDefinitions))
 		for _, c := range table.ColumnDefinitions {
 			cols = append(cols, c.Name)
 		}
 		Expect(cols).To(Equal([]string{"Name", "Session", "Plan", "Pending", "Desired", "Ready", "Reason", "Age"}))
 		Expect(table.Rows).To(HaveLen(1))
 		Expect(table.Rows[0].Cells[1]).To(Equal("sess-tbl"))
-		Expect(table.Rows[0].Cells[4]).To(Equal(true))
+		Expect(table.Rows[0].Cells[4]).To(BeTrue())
 	})
 
 	It("shows the columns through the real kubectl and documents every spec field in kubectl explain", func() {

@@ -1,9 +1,6 @@
 package plugin_test
 
 import (
-	"fmt"
-	"strings"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +22,8 @@ func newNamespace() string {
 }
 
 // newSession creates an AgentSession, then sets its status (as the manager and agent would).
+//
+//nolint:unparam // every spec names its session "demo"; the name reads at the call, beside the kubectl plan arguments naming it
 func newSession(ns, name string, spec func(*agentsv1alpha1.AgentSessionSpec), status func(*agentsv1alpha1.AgentSessionStatus)) *agentsv1alpha1.AgentSession {
 	GinkgoHelper()
 	as := &agentsv1alpha1.AgentSession{
@@ -74,11 +73,3 @@ func (r result) fails(fragments ...string) {
 }
 
 func line(s string) string { return s + "\n" }
-
-func desc(s *agentsv1alpha1.AgentSessionStatus) string {
-	p := "-"
-	if s.PlanMode.PendingActive != nil {
-		p = fmt.Sprint(*s.PlanMode.PendingActive)
-	}
-	return strings.Join([]string{fmt.Sprint("L=", s.PlanMode.Active), "P=" + p, fmt.Sprint("open=", s.PlanMode.TurnOpen)}, " ")
-}

@@ -16,7 +16,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// The harness's /plan replies, byte for byte (reference spec §4.8).
+// The harness's /plan replies, byte for byte.
 const (
 	onCommitted  = "Plan mode on. Use /plan off to leave."
 	onDeferred   = "Entering plan mode (applies from the next step). Use /plan off to leave."
@@ -52,7 +52,7 @@ var _ = Describe("kubectl plan --help", func() {
 	})
 })
 
-// Each row of the harness's set() decision table (§4.5) with its /plan reply (§4.8): the state
+// Each row of the harness's set() decision table with its /plan reply: the state
 // is what the manager reported in status; the plugin decides from it (--wait=0: no manager
 // runs in these specs) and writes spec.planMode.active.
 var _ = Describe("on and off: replies from the set() decision table", func() {
@@ -64,8 +64,10 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 		wantDesired        *bool
 		noWrite            bool
 	}
-	pend := func(active bool, open bool, pending bool) agentsv1alpha1.PlanModeStatus {
-		return agentsv1alpha1.PlanModeStatus{Active: !active, PendingActive: bp(active), Pending: pending, PendingSource: agentsv1alpha1.PendingSourceUser, TurnOpen: open}
+	// pend is the status while the user's selection of active is pending, during a turn (open)
+	// or between turns.
+	pend := func(active, open bool) agentsv1alpha1.PlanModeStatus {
+		return agentsv1alpha1.PlanModeStatus{Active: !active, PendingActive: bp(active), Pending: true, PendingSource: agentsv1alpha1.PendingSourceUser, TurnOpen: open}
 	}
 	DescribeTable("reply and resulting spec",
 		func(r row) {
@@ -80,22 +82,54 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 				Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "a noop that spec already records writes nothing")
 			}
 		},
-		Entry("L=F idle, on: committed", row{st: agentsv1alpha1.PlanModeStatus{}, args: "on", reply: onCommitted, wantDesired: bp(true)}),
-		Entry("L=F open, on: queued", row{st: agentsv1alpha1.PlanModeStatus{TurnOpen: true}, args: "on", reply: onDeferred, wantDesired: bp(true)}),
-		Entry("L=T idle (inherited), on: noop still answers with the entering copy", row{st: agentsv1alpha1.PlanModeStatus{Active: true}, args: "on", reply: onDeferred, wantDesired: bp(true)}),
-		Entry("L=T selected, on again: noop, no write", row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true}, args: "on", reply: onDeferred, wantDesired: bp(true), noWrite: true}),
-		Entry("L=T idle, off: committed", row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true}, args: "off", reply: offCommitted, wantDesired: bp(false)}),
-		Entry("L=T open, off: queued", row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true, TurnOpen: true}, args: "off", reply: offDeferred, wantDesired: bp(false)}),
-		Entry("L=F P=T open, off: cancelled", row{desired: bp(true), selection: bp(true), st: pend(true, true, true), args: "off", reply: offCancelled, wantDesired: bp(false)}),
-		Entry("L=F P=T idle, off: cancelled", row{desired: bp(true), selection: bp(true), st: pend(true, false, true), args: "off", reply: offCancelled, wantDesired: bp(false)}),
-		Entry("L=F P=T open, on: noop (already pending)", row{desired: bp(true), selection: bp(true), st: pend(true, true, true), args: "on", reply: onDeferred, wantDesired: bp(true), noWrite: true}),
-		Entry("L=F, off: already inactive", row{st: agentsv1alpha1.PlanModeStatus{}, args: "off", reply: offInactive, wantDesired: bp(false)}),
-		Entry("L=T P=F open, off: noop answers leaving", row{desired: bp(false), selection: bp(false), st: pend(false, true, true), args: "off", reply: offDeferred, wantDesired: bp(false), noWrite: true}),
-		Entry("L=F P=F residue, off: noop, already inactive", row{desired: bp(false), selection: bp(false), st: agentsv1alpha1.PlanModeStatus{PendingActive: bp(false), TurnOpen: true}, args: "off", reply: offInactive, wantDesired: bp(false), noWrite: true}),
-		Entry("L=F P=F residue open, on: queued", row{desired: bp(false), selection: bp(false), st: agentsv1alpha1.PlanModeStatus{PendingActive: bp(false), TurnOpen: true}, args: "on", reply: onDeferred, wantDesired: bp(true)}),
-		Entry("an entry the manager has not taken on yet, off during a turn: cancelled", row{desired: bp(true), st: agentsv1alpha1.PlanModeStatus{TurnOpen: true}, args: "off", reply: offCancelled, wantDesired: bp(false)}),
-		Entry("an entry the manager has not taken on yet, off between turns: plan mode off", row{desired: bp(true), st: agentsv1alpha1.PlanModeStatus{}, args: "off", reply: offCommitted, wantDesired: bp(false)}),
-		Entry("short form, no text: on", row{st: agentsv1alpha1.PlanModeStatus{}, args: "", reply: onCommitted, wantDesired: bp(true)}),
+		Entry("L=F idle, on: committed",
+			row{st: agentsv1alpha1.PlanModeStatus{},
+				args: "on", reply: onCommitted, wantDesired: bp(true)}),
+		Entry("L=F open, on: queued",
+			row{st: agentsv1alpha1.PlanModeStatus{TurnOpen: true},
+				args: "on", reply: onDeferred, wantDesired: bp(true)}),
+		Entry("L=T idle (inherited), on: noop still answers with the entering copy",
+			row{st: agentsv1alpha1.PlanModeStatus{Active: true},
+				args: "on", reply: onDeferred, wantDesired: bp(true)}),
+		Entry("L=T selected, on again: noop, no write",
+			row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true},
+				args: "on", reply: onDeferred, wantDesired: bp(true), noWrite: true}),
+		Entry("L=T idle, off: committed",
+			row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true},
+				args: "off", reply: offCommitted, wantDesired: bp(false)}),
+		Entry("L=T open, off: queued",
+			row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true, TurnOpen: true},
+				args: "off", reply: offDeferred, wantDesired: bp(false)}),
+		Entry("L=F P=T open, off: cancelled",
+			row{desired: bp(true), selection: bp(true), st: pend(true, true),
+				args: "off", reply: offCancelled, wantDesired: bp(false)}),
+		Entry("L=F P=T idle, off: cancelled",
+			row{desired: bp(true), selection: bp(true), st: pend(true, false),
+				args: "off", reply: offCancelled, wantDesired: bp(false)}),
+		Entry("L=F P=T open, on: noop (already pending)",
+			row{desired: bp(true), selection: bp(true), st: pend(true, true),
+				args: "on", reply: onDeferred, wantDesired: bp(true), noWrite: true}),
+		Entry("L=F, off: already inactive",
+			row{st: agentsv1alpha1.PlanModeStatus{},
+				args: "off", reply: offInactive, wantDesired: bp(false)}),
+		Entry("L=T P=F open, off: noop answers leaving",
+			row{desired: bp(false), selection: bp(false), st: pend(false, true),
+				args: "off", reply: offDeferred, wantDesired: bp(false), noWrite: true}),
+		Entry("L=F P=F residue, off: noop, already inactive",
+			row{desired: bp(false), selection: bp(false), st: agentsv1alpha1.PlanModeStatus{PendingActive: bp(false), TurnOpen: true},
+				args: "off", reply: offInactive, wantDesired: bp(false), noWrite: true}),
+		Entry("L=F P=F residue open, on: queued",
+			row{desired: bp(false), selection: bp(false), st: agentsv1alpha1.PlanModeStatus{PendingActive: bp(false), TurnOpen: true},
+				args: "on", reply: onDeferred, wantDesired: bp(true)}),
+		Entry("an entry the manager has not taken on yet, off during a turn: cancelled",
+			row{desired: bp(true), st: agentsv1alpha1.PlanModeStatus{TurnOpen: true},
+				args: "off", reply: offCancelled, wantDesired: bp(false)}),
+		Entry("an entry the manager has not taken on yet, off between turns: plan mode off",
+			row{desired: bp(true), st: agentsv1alpha1.PlanModeStatus{},
+				args: "off", reply: offCommitted, wantDesired: bp(false)}),
+		Entry("short form, no text: on",
+			row{st: agentsv1alpha1.PlanModeStatus{},
+				args: "", reply: onCommitted, wantDesired: bp(true)}),
 	)
 
 	It("short form: exactly 'off' leaves plan mode", func() {
@@ -152,7 +186,7 @@ var _ = Describe("messages: /plan TEXT", func() {
 		first := as.Spec.Steer.ID
 		var managers []string
 		for _, mf := range as.ManagedFields {
-			if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:steer"`) {
+			if strings.Contains(mf.FieldsV1.GetRawString(), `"f:steer"`) {
 				managers = append(managers, mf.Manager)
 			}
 		}
@@ -210,7 +244,8 @@ var _ = Describe("errors", func() {
 
 	It("says which permission is missing", func() {
 		By("a user with no access at all")
-		kplan("on", "demo", "-n", ns, "--as", "mallory").fails("not allowed to read the session", `"get" permission on agentsessions.agents.harness.dev in namespace "`+ns+`"`, `User "mallory" cannot get resource "agentsessions"`)
+		kplan("on", "demo", "-n", ns, "--as", "mallory").fails("not allowed to read the session",
+			`"get" permission on agentsessions.agents.harness.dev in namespace "`+ns+`"`, `User "mallory" cannot get resource "agentsessions"`)
 		By("a user who can read but not patch")
 		grant(ns, "viewer", []string{"get", "list", "watch"})
 		kplan("off", "demo", "-n", ns, "--as", "viewer", "--wait=0").fails("not allowed to toggle plan mode", `"patch" permission on agentsessions.agents.harness.dev`)
@@ -327,7 +362,8 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 
 	It("keeps planning with and without feedback, and dismisses, each naming the newest review", func() {
 		post("r1", plan)
-		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
+		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).
+			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path"}))
 
 		post("r2", "# Fix the flake, v2\n")
@@ -381,7 +417,8 @@ var _ = Describe("log", func() {
 			raw("request/header", `{"header":{"config":{"model":"m"},"system":"base\n\n`+section+`","tools":[{"name":"exit_plan_mode"},{"name":"read"}]},"reason":"change"}`),
 			raw("tool/call", `{"turn":1,"step":2,"callId":"c1","name":"exit_plan_mode","arguments":"{}"}`),
 			raw("tool/call", `{"turn":1,"step":2,"callId":"c2","name":"read","arguments":"{}"}`),
-			raw("tool/result", `{"turn":1,"step":2,"message":{"role":"toolResult","callId":"c1","toolName":"exit_plan_mode","content":[{"type":"text","text":"Plan approved — plan mode exited; carry out the plan starting with your next step."}],"isError":false}}`),
+			raw("tool/result", `{"turn":1,"step":2,"message":{"role":"toolResult","callId":"c1","toolName":"exit_plan_mode",`+
+				`"content":[{"type":"text","text":"Plan approved — plan mode exited; carry out the plan starting with your next step."}],"isError":false}}`),
 			raw("tool/result", `{"turn":1,"step":2,"message":{"role":"toolResult","callId":"c2","toolName":"read","content":[{"type":"text","text":"file"}],"isError":false}}`),
 			raw("step/end", `{"turn":1,"step":2}`),
 			raw("turn/end", `{"turn":1,"reason":{"kind":"completed"}}`),
@@ -397,7 +434,7 @@ var _ = Describe("log", func() {
 		out := kplan("log", "demo", "-n", ns, "--store", url).ok()
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		Expect(lines[0]).To(MatchRegexp(`^SEQ\s+TIME\s+EVENT\s+DETAIL$`))
-		var got []string
+		got := make([]string, 0, len(lines)-1)
 		for _, l := range lines[1:] {
 			f := strings.Fields(l)
 			got = append(got, f[0]+" "+f[2]+" "+strings.Join(f[3:], " "))

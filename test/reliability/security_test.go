@@ -119,7 +119,7 @@ var _ = Describe("security", func() {
 		w.startAgents()
 		w.startDriver(1, 30, 100*time.Millisecond)
 		w.waitDriver()
-		recover := w.settle(time.Minute)
+		recovery := w.settle(time.Minute)
 		Expect(m.log()).NotTo(ContainSubstring("forbidden"), "the manager needed a permission role.yaml lacks")
 
 		// The per-agent role of docs/protocol.md §11: agent role rules with resourceNames.
@@ -152,7 +152,7 @@ var _ = Describe("security", func() {
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "an agent wrote another session's status: %v", err)
 		err = agent.Patch(suiteCtx, other, mergePatch(`{"spec":{"planMode":{"active":true}}}`))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "an agent wrote another session's spec: %v", err)
-		w.report("manager under least-privilege RBAC", 1, recover, "role.yaml as the manager's only permission; agent identity kept to its own status by RBAC")
+		w.report("manager under least-privilege RBAC", 1, recovery, "role.yaml as the manager's only permission; agent identity kept to its own status by RBAC")
 	})
 
 	It("serves webhooks over TLS 1.2 or newer only", func() {

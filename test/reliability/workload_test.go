@@ -127,7 +127,9 @@ func (w *workload) runAgent(name string, script refagent.Script) {
 	for ctx.Err() == nil {
 		c, err := agentsdk.New(ctx, agentsdk.Options{Config: w.agentCfg, Namespace: w.ns, Name: name, Store: w.store, SyncTimeout: 10 * time.Second})
 		if err == nil {
-			_, err = refagent.Run(ctx, refagent.Options{
+			// Run returns when a fault breaks the agent; its error is the fault's, and the loop
+			// restarts the agent as its supervisor would.
+			_, _ = refagent.Run(ctx, refagent.Options{
 				Client: c, Script: script, Loop: true, StepDelay: 10 * time.Millisecond, BoundaryTimeout: 2 * time.Second,
 				OnStep: func(r refagent.StepRecord) {
 					if r.Err != nil {
@@ -152,7 +154,7 @@ func (w *workload) runAgent(name string, script refagent.Script) {
 }
 
 // closeOpenTurn is the harness's crash repair: an open trailing turn is closed with
-// turn/end {interrupted} (reference spec §2.4). Only called while no agent runs the session.
+// turn/end {interrupted}. Only called while no agent runs the session.
 func (w *workload) closeOpenTurn(ctx context.Context, name string) error {
 	id := w.sessionID(name)
 	var last error
@@ -376,18 +378,18 @@ type row struct {
 }
 
 // report records the run's row and fails the spec on any violation.
-func (w *workload) report(fault string, runs int, recover time.Duration, note string) {
+func (w *workload) report(fault string, runs int, recovery time.Duration, note string) {
 	GinkgoHelper()
-	w.reportAllowing(fault, runs, recover, note)
+	w.reportAllowing(fault, runs, recovery, note)
 }
 
 // reportAllowing is report, tolerating (but still counting and recording) violations of the
 // given kinds: for a configuration outside the supported one, where a finding is documented.
-func (w *workload) reportAllowing(fault string, runs int, recover time.Duration, note string, allowed ...invariant.Kind) {
+func (w *workload) reportAllowing(fault string, runs int, recovery time.Duration, note string, allowed ...invariant.Kind) {
 	GinkgoHelper()
 	o := w.check()
 	r := row{Fault: fault, Runs: runs, Violations: o.Violations, Lost: o.Lost, Duplicates: o.Duplicates,
-		RecoverSec: recover.Round(10 * time.Millisecond).Seconds(), Note: note, outcome: o,
+		RecoverSec: recovery.Round(10 * time.Millisecond).Seconds(), Note: note, outcome: o,
 		Toggles: w.toggles.Load(), Steps: w.steps.Load(), FailedProposals: w.failedProposals.Load(), AgentRestarts: w.agentRestarts.Load(), Soak: soak}
 	b, _ := json.Marshal(r)
 	AddReportEntry(fault, string(b))

@@ -63,7 +63,7 @@ func (a *agent) nextStep(input ...string) agentsdk.Result {
 	a.endStep()
 	res, err := a.c.Boundary(ctx, a.turn, a.step+1, 20*time.Second)
 	Expect(err).NotTo(HaveOccurred())
-	var msgs []harness.Event
+	msgs := make([]harness.Event, 0, len(input))
 	for _, in := range input {
 		msgs = append(msgs, agentsdk.UserText(in))
 	}

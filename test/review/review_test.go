@@ -105,7 +105,9 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 
 		log := kplan(viewer, "log", a.name, "--store", storeURL).ok()
 		Expect(log).To(MatchRegexp(`tool/result\s+exit_plan_mode result \(call \S+, ok\): Plan approved — plan mode exited; carry out the plan starting with your next step\.`))
-		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode off \(active=false\)\n\S+\s+\S+\s+step/start\s+turn 1 step 2\n\S+\s+\S+\s+request/header\s+reason=change plan guidance=no tools=\[read,write\]\n`))
+		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode off \(active=false\)\n` +
+			`\S+\s+\S+\s+step/start\s+turn 1 step 2\n` +
+			`\S+\s+\S+\s+request/header\s+reason=change plan guidance=no tools=\[read,write\]\n`))
 		Expect(log).NotTo(ContainSubstring("notice"))
 
 		By("entering plan mode again after the approved exit (the approval set spec.planMode.active to false)")

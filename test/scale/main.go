@@ -95,47 +95,22 @@ func main() {
 	}
 }
 
+// The sides of every comparison: the floor process and the manager process.
+const (
+	sideFloor   = "floor"
+	sideManager = "manager"
+)
+
+// The values of -floor-shape, the floor process's --status-shape.
+const (
+	shapeEcho    = "echo"    // the floor's own fields only
+	shapeManager = "manager" // also what the manager stores
+)
+
 func run() error {
-	var o opts
-	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
-	// The shards phase repeats the storms with two manager and two floor processes (about 4
-	// minutes on two cores); it is not in the default run, which must stay under 10 minutes.
-	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated): storm, shards, idle, webhook, log, tail, or all")
-	sides := flag.String("sides", "floor,manager", "processes measured, in their order of the odd runs (even runs reverse it); ratios are manager/floor")
-	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
-	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
-	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
-	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
-	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
-	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
-	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute, "the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; 0 gives client-go's 5 to 10 minutes")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
-	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
-	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
-	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
-	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
-	flag.BoolVar(&o.apf, "apf", true, "run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; -apf=false makes them system:masters, which it exempts")
-	flag.StringVar(&o.floorShape, "floor-shape", "echo", "the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
-	flag.Parse()
-	o.stores = splitList(*stores)
-	o.sides = splitList(*sides)
-	o.procEnv = splitList(*procEnv)
-	o.managerArgs = splitList(*managerArgs)
-	o.phases = map[string]bool{}
-	for _, p := range splitList(*phases) {
-		if p == "all" {
-			for _, q := range []string{"storm", "shards", "idle", "webhook", "log", "tail"} {
-				o.phases[q] = true
-			}
-			continue
-		}
-		o.phases[p] = true
-	}
-	if o.agentWatchTimeout != 0 && o.agentWatchTimeout < agentsdk.MinWatchTimeout {
-		return fmt.Errorf("-agent-watch-timeout is %s; use 0 (client-go's 5 to 10 minutes) or at least 5m", o.agentWatchTimeout)
-	}
-	if o.floorShape != "echo" && o.floorShape != "manager" {
-		return fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)
+	o, err := parseFlags()
+	if err != nil {
+		return err
 	}
 	logf.SetLogger(logr.Discard())
 	assets, err := framework.Assets()
@@ -155,55 +130,132 @@ func run() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// Build what runs as a process, both as the Dockerfile builds the manager's image: static
-	// (no libc mapped in) and stripped.
-	bins := map[string]string{"manager": "./cmd/manager", "floor": "./test/scale/floormgr"}
-	for name, pkg := range bins {
-		out := filepath.Join(o.tmp, name)
-		b := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-		b.Env = append(os.Environ(), "CGO_ENABLED=0")
-		b.Dir = root
-		if msg, err := b.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
-		}
-		bins[name] = out
+	bins, err := buildProcesses(o)
+	if err != nil {
+		return err
 	}
-
 	env, cfg, err := framework.Start(framework.Options{})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
 	cfg.QPS, cfg.Burst = -1, 0
-	ids, err := newIdentities(ctx, env, cfg, o.apf)
+	b, err := newBench(ctx, o, env, cfg, bins)
 	if err != nil {
 		return err
 	}
-	kc, err := ids.procs.KubeConfig()
-	if err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(o.tmp, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		return err
-	}
-	user := apicount.New()
-	userClient, err := client.New(user.Wrap(ids.user), client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	b := &bench{o: o, cfg: cfg, agentCfg: ids.agents, kubeconfig: kubeconfig, bins: bins, user: userClient, userCount: user, env: env}
-
-	var pg *pgtest.Server
-	needPG := o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres"))
-	if needPG {
-		pg, err = pgtest.Start(ctx)
+	if o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres")) {
+		pg, err := pgtest.Start(ctx)
 		if err != nil {
 			return fmt.Errorf("start a throwaway PostgreSQL (make postgres): %w", err)
 		}
 		defer func() { _ = pg.Stop() }()
 		b.pg = pg
 	}
+	printHeader(o, assets)
+	rep, err := b.runPhases(ctx)
+	if err != nil {
+		return err
+	}
+	rep.print(os.Stdout, o)
+	return nil
+}
+
+// parseFlags reads the command line into opts.
+func parseFlags() (opts, error) {
+	var o opts
+	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
+	// The shards phase repeats the storms with two manager and two floor processes; it is not
+	// in the default run, which must stay under 10 minutes.
+	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated): storm, shards, idle, webhook, log, tail, or all")
+	sides := flag.String("sides", sideFloor+","+sideManager,
+		"processes measured, in their order of the odd runs (even runs reverse it); ratios are manager/floor")
+	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
+	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
+	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
+	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
+	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
+	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute,
+		"the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. "+
+			"Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; "+
+			"0 gives client-go's 5 to 10 minutes")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
+	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
+	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
+	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")
+	flag.StringVar(&o.tailTime, "tail-benchtime", "3000x", "-test.benchtime of BenchmarkTailRatio")
+	flag.BoolVar(&o.apf, "apf", true,
+		"run the processes, the agents and the user as ordinary users (bound to cluster-admin), so API Priority and Fairness queues and sheds their requests as in a cluster; "+
+			"-apf=false makes them system:masters, which it exempts")
+	flag.StringVar(&o.floorShape, "floor-shape", shapeEcho,
+		"the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
+	flag.Parse()
+	o.stores = splitList(*stores)
+	o.sides = splitList(*sides)
+	o.procEnv = splitList(*procEnv)
+	o.managerArgs = splitList(*managerArgs)
+	o.phases = map[string]bool{}
+	for _, p := range splitList(*phases) {
+		if p == "all" {
+			for _, q := range []string{"storm", "shards", "idle", "webhook", "log", "tail"} {
+				o.phases[q] = true
+			}
+			continue
+		}
+		o.phases[p] = true
+	}
+	if o.agentWatchTimeout != 0 && o.agentWatchTimeout < agentsdk.MinWatchTimeout {
+		return opts{}, fmt.Errorf("-agent-watch-timeout is %s; use 0 (client-go's 5 to 10 minutes) or at least 5m", o.agentWatchTimeout)
+	}
+	if o.floorShape != shapeEcho && o.floorShape != shapeManager {
+		return opts{}, fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)
+	}
+	return o, nil
+}
+
+// buildProcesses builds what runs as a process, by side, into o.tmp, both as the Dockerfile
+// builds the manager's image: static (no libc mapped in) and stripped.
+func buildProcesses(o opts) (map[string]string, error) {
+	bins := map[string]string{sideManager: "./cmd/manager", sideFloor: "./test/scale/floormgr"}
+	for name, pkg := range bins {
+		out := filepath.Join(o.tmp, name)
+		b := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+		b.Env = append(os.Environ(), "CGO_ENABLED=0")
+		b.Dir = o.root
+		if msg, err := b.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+		}
+		bins[name] = out
+	}
+	return bins, nil
+}
+
+// newBench sets up the identities of the processes, the agents and the user on the control
+// plane, and the processes' kubeconfig.
+func newBench(ctx context.Context, o opts, env *envtest.Environment, cfg *rest.Config, bins map[string]string) (*bench, error) {
+	ids, err := newIdentities(ctx, env, cfg, o.apf)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := ids.procs.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(o.tmp, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return nil, err
+	}
+	user := apicount.New()
+	userClient, err := client.New(user.Wrap(ids.user), client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &bench{o: o, cfg: cfg, agentCfg: ids.agents, kubeconfig: kubeconfig, bins: bins, user: userClient, userCount: user, env: env}, nil
+}
+
+// printHeader prints what the run measures and on what.
+func printHeader(o opts, assets string) {
 	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %d), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
 		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
@@ -216,35 +268,20 @@ func run() error {
 	if len(o.procEnv)+len(o.managerArgs) > 0 {
 		fmt.Printf("process environment %q, manager flags %q\n", o.procEnv, o.managerArgs)
 	}
+}
 
+// runPhases runs the phases -phases selects, in a fixed order, into one report.
+func (b *bench) runPhases(ctx context.Context) (*report, error) {
+	o := b.o
 	rep := &report{idle: map[string]*idleResult{}}
 	if o.phases["storm"] {
-		for run := 1; run <= o.runs; run++ {
-			sides := o.sidesOf(run)
-			for _, st := range o.stores {
-				for _, side := range sides {
-					logPhase("run %d/%d: storms, %s, %s, %d sessions", run, o.runs, st, side, o.sessions)
-					r, err := b.storms(ctx, side, st, o.sessions, 1)
-					if err != nil {
-						return fmt.Errorf("storms (%s, %s): %w", side, st, err)
-					}
-					rep.addStorm(st, side, r)
-				}
-			}
+		if err := b.runStorms(ctx, rep); err != nil {
+			return nil, err
 		}
 	}
 	if o.phases["shards"] && o.shards > 1 {
-		st := o.stores[0]
-		rep.shardStore = st
-		for run := 1; run <= o.runs; run++ {
-			for _, side := range o.sidesOf(run) {
-				logPhase("run %d/%d: shards: %d %s processes, %s, %d sessions", run, o.runs, o.shards, side, st, o.sessions)
-				r, err := b.storms(ctx, side, st, o.sessions, o.shards)
-				if err != nil {
-					return fmt.Errorf("shards (%s, %s): %w", side, st, err)
-				}
-				rep.addShards(side, r)
-			}
+		if err := b.runShards(ctx, rep); err != nil {
+			return nil, err
 		}
 	}
 	if o.phases["idle"] {
@@ -252,7 +289,7 @@ func run() error {
 			logPhase("idle footprint: %s, %d sessions", side, o.idleSessions)
 			r, err := b.idle(ctx, side, o.idleSessions)
 			if err != nil {
-				return fmt.Errorf("idle footprint (%s): %w", side, err)
+				return nil, fmt.Errorf("idle footprint (%s): %w", side, err)
 			}
 			rep.idle[side] = r
 		}
@@ -262,7 +299,7 @@ func run() error {
 			logPhase("log store appends: %s, %d concurrent sessions", st, o.sessions)
 			r, err := b.appends(ctx, st, o.sessions)
 			if err != nil {
-				return fmt.Errorf("appends (%s): %w", st, err)
+				return nil, fmt.Errorf("appends (%s): %w", st, err)
 			}
 			rep.appends = append(rep.appends, r)
 		}
@@ -271,7 +308,7 @@ func run() error {
 		logPhase("Tail at 10 and 1,000,000 events (pkg/sessionlog BenchmarkTailRatio)")
 		r, err := b.tailRatio(ctx)
 		if err != nil {
-			return fmt.Errorf("tail: %w", err)
+			return nil, fmt.Errorf("tail: %w", err)
 		}
 		rep.tail = r
 	}
@@ -279,11 +316,47 @@ func run() error {
 		logPhase("webhook admission latency")
 		r, err := b.webhooks(ctx)
 		if err != nil {
-			return fmt.Errorf("webhooks: %w", err)
+			return nil, fmt.Errorf("webhooks: %w", err)
 		}
 		rep.webhook = r
 	}
-	rep.print(os.Stdout, o)
+	return rep, nil
+}
+
+// runStorms runs the storms on every store, -runs times, each side in turn.
+func (b *bench) runStorms(ctx context.Context, rep *report) error {
+	o := b.o
+	for run := 1; run <= o.runs; run++ {
+		sides := o.sidesOf(run)
+		for _, st := range o.stores {
+			for _, side := range sides {
+				logPhase("run %d/%d: storms, %s, %s, %d sessions", run, o.runs, st, side, o.sessions)
+				r, err := b.storms(ctx, side, st, o.sessions, 1)
+				if err != nil {
+					return fmt.Errorf("storms (%s, %s): %w", side, st, err)
+				}
+				rep.addStorm(st, side, r)
+			}
+		}
+	}
+	return nil
+}
+
+// runShards runs the storms with -shards processes per side on the first store, -runs times.
+func (b *bench) runShards(ctx context.Context, rep *report) error {
+	o := b.o
+	st := o.stores[0]
+	rep.shardStore = st
+	for run := 1; run <= o.runs; run++ {
+		for _, side := range o.sidesOf(run) {
+			logPhase("run %d/%d: shards: %d %s processes, %s, %d sessions", run, o.runs, o.shards, side, st, o.sessions)
+			r, err := b.storms(ctx, side, st, o.sessions, o.shards)
+			if err != nil {
+				return fmt.Errorf("shards (%s, %s): %w", side, st, err)
+			}
+			rep.addShards(side, r)
+		}
+	}
 	return nil
 }
 
@@ -364,8 +437,9 @@ func machine() string {
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "MemTotal:") {
 				var kb int64
-				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "MemTotal:")), "%d", &kb)
-				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "MemTotal:")), "%d", &kb); err == nil {
+					mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				}
 			}
 		}
 	}

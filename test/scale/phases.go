@@ -55,7 +55,7 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 	}
 	defer p.stop()
 	r := &idleResult{n: n}
-	if side == "manager" {
+	if side == sideManager {
 		ok := taken(side)
 		// Taking a session on is one status write: allow for 20 writes/s at least.
 		deadline := time.Now().Add(max(b.o.timeout, time.Duration(n/20)*time.Second))
@@ -76,7 +76,7 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 	r.takeOn = time.Since(p.startedAt)
 	b.quiesce(ctx)
 	r.fp = p.idleFootprint(5 * time.Second)
-	if side == "manager" {
+	if side == sideManager {
 		if err := p.profile(b.o.profileDir, "heap?gc=1", fmt.Sprintf("heap-idle-%d.pprof", n)); err != nil {
 			return nil, err
 		}
@@ -267,14 +267,14 @@ func (b *bench) webhookWrites(ctx context.Context, tag string) (map[string][]tim
 func (b *bench) webhooks(ctx context.Context) (*webhookResult, error) {
 	r := &webhookResult{kinds: []string{"PlanModeConfig create", "PlanModeConfig update", "AgentSession create", "AgentSession update (toggle)"}}
 	var err error
-	if r.floor, err = b.webhookWrites(ctx, "floor"); err != nil {
+	if r.floor, err = b.webhookWrites(ctx, sideFloor); err != nil {
 		return nil, err
 	}
 	wo := &envtest.WebhookInstallOptions{Paths: []string{filepath.Join(b.o.root, "config", "webhook")}}
 	if err := wo.PrepWithoutInstalling(); err != nil {
 		return nil, err
 	}
-	p, err := b.startProc(ctx, procOpts{side: "manager", store: "sqlite://" + filepath.Join(b.o.tmp, "webhook.db"),
+	p, err := b.startProc(ctx, procOpts{side: sideManager, store: "sqlite://" + filepath.Join(b.o.tmp, "webhook.db"),
 		shard: "planmode.harness.dev/shard=webhook-bench-none",
 		webhook: []string{
 			"--webhook-host=" + wo.LocalServingHost, fmt.Sprintf("--webhook-port=%d", wo.LocalServingPort),

@@ -36,13 +36,12 @@ type proc struct {
 }
 
 type procOpts struct {
-	side     string // manager or floor
-	store    string // log store URL
-	shard    string // --shard-selector
-	webhook  []string
-	extra    []string
-	profile  bool
-	logLabel string
+	side    string // manager or floor
+	store   string // log store URL
+	shard   string // --shard-selector
+	webhook []string
+	extra   []string
+	profile bool
 }
 
 func freePort() (int, error) {
@@ -79,10 +78,10 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 	if o.shard != "" {
 		args = append(args, "--shard-selector="+o.shard)
 	}
-	if o.side == "floor" {
+	if o.side == sideFloor {
 		args = append(args, "--status-shape="+b.o.floorShape)
 	}
-	if o.side == "manager" {
+	if o.side == sideManager {
 		// As deployed (events on, default pending poll), no leader election (one replica).
 		args = append(args, "--metrics-bind-address=0", "--graceful-shutdown-timeout=5s")
 		if len(o.webhook) == 0 {

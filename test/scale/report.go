@@ -93,203 +93,244 @@ func byt(v float64) string  { return fmt.Sprintf("%.0fB", v) }
 func mib(v float64) string  { return fmt.Sprintf("%.1fMiB", v/(1<<20)) }
 func core(v float64) string { return fmt.Sprintf("%.2f", v) }
 
+// table is the report's side-by-side table: per figure the floor's value, the manager's, their
+// ratio and the target, with whether the manager meets it.
+type table struct{ tw *tabwriter.Writer }
+
+// row prints one figure. A negative floor is a figure with no floor value; ok, when set, says
+// whether the manager meets the target.
+func (t table) row(label string, floor, mgr float64, f func(float64) string, target string, ok *bool) {
+	ratio := "-"
+	if floor > 0 {
+		ratio = fmt.Sprintf("%.2fx", mgr/floor)
+	}
+	fl := "-"
+	if floor >= 0 {
+		fl = f(floor)
+	}
+	if ok != nil {
+		if *ok {
+			target += " ok"
+		} else {
+			target += " MISS"
+		}
+	}
+	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\t\n", label, fl, f(mgr), ratio, target)
+}
+
+// met is a target check for row.
+func met(v bool) *bool { return &v }
+
+// per(phase, part, of) is, for one run, a part of a phase's writes per operation of it.
+func per(phase func(*stormResult) writes, part func(writes) float64, of func(*stormResult) int) func(*stormResult) float64 {
+	return func(s *stormResult) float64 { return part(phase(s)) / float64(of(s)) }
+}
+
+// The phases of a storm run whose writes the report counts, and what their counts are per.
+func inTurn(s *stormResult) writes     { return s.inTurn }
+func idleToggle(s *stormResult) writes { return s.idleToggle }
+func idleStep(s *stormResult) writes   { return s.idleStep }
+func perSession(s *stormResult) int    { return s.n }
+func perIdleStep(s *stormResult) int   { return s.idleSteps }
+func perRun(*stormResult) int          { return 1 }
+
+// print writes the report: the side-by-side table, then every run's writes by kind.
 func (r *report) print(w io.Writer, o opts) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "figure\tfloor\tmanager\tratio\ttarget\t")
-	row := func(label string, floor, mgr float64, f func(float64) string, target string, ok *bool) {
-		ratio := "-"
-		if floor > 0 {
-			ratio = fmt.Sprintf("%.2fx", mgr/floor)
-		}
-		fl := "-"
-		if floor >= 0 {
-			fl = f(floor)
-		}
-		if ok != nil {
-			if *ok {
-				target += " ok"
-			} else {
-				target += " MISS"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", label, fl, f(mgr), ratio, target)
-	}
-	b := func(v bool) *bool { return &v }
-	// per(get, part, div) is a count of one phase of a run per div of it.
-	per := func(get func(*stormResult) writes, part func(writes) float64, div func(*stormResult) int) func(*stormResult) float64 {
-		return func(s *stormResult) float64 { return part(get(s)) / float64(div(s)) }
-	}
-	tot := func(w writes) float64 { return w.total() }
-	noEv := func(w writes) float64 { return w.butEvents() }
-	nn := func(s *stormResult) int { return s.n }
-	in := func(s *stormResult) writes { return s.inTurn }
-	it := func(s *stormResult) writes { return s.idleToggle }
-	is := func(s *stormResult) writes { return s.idleStep }
-	ni := func(s *stormResult) int { return s.idleSteps }
+	t := table{tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+	fmt.Fprintln(t.tw, "figure\tfloor\tmanager\tratio\ttarget\t")
 	for _, st := range o.stores {
-		runs := r.storm[st]
-		if runs == nil {
-			continue
-		}
-		fl, mg := runs["floor"], runs["manager"]
-		if len(fl) == 0 || len(mg) == 0 {
-			continue
-		}
-		n := mg[0].n
-		shape := ""
-		if o.floorShape == "manager" {
-			shape = ", floor storing the manager's status shape"
-		}
-		fmt.Fprintf(tw, "-- storms, %d sessions, %s log (median of %d run(s))%s\t\t\t\t\t\n", n, st, len(mg), shape)
-		f50, m50 := med(fl, ackAt(0.5)), med(mg, ackAt(0.5))
-		f99, m99 := med(fl, ackAt(0.99)), med(mg, ackAt(0.99))
-		row("boundary storm: ack latency p50", f50, m50, msf, "<= 1.2x", b(m50 <= 1.2*f50))
-		row("boundary storm: ack latency p99", f99, m99, msf, "<= 1.5x", b(m99 <= 1.5*f99))
-		wall := func(s *stormResult) float64 { return float64(s.ackWall) }
-		row("boundary storm: release -> last ack", med(fl, wall), med(mg, wall), sec, "", nil)
-		fc, mc := med(fl, toggleTime), med(mg, toggleTime)
-		row("toggle storm: every status committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
-		ev := func(w writes) float64 { return w.events }
-		ag := func(w writes) float64 { return w.agent }
-		row("API writes / in-turn toggle, Events included", med(fl, per(in, tot, nn)), med(mg, per(in, tot, nn)), num, "", nil)
-		v := med(mg, per(in, noEv, nn))
-		row("  writes but Events", med(fl, per(in, noEv, nn)), v, num, "<= 3", b(v <= 3+1e-9))
-		row("    of which the agent's", med(fl, per(in, ag, nn)), med(mg, per(in, ag, nn)), num, "", nil)
-		row("  Events", med(fl, per(in, ev, nn)), med(mg, per(in, ev, nn)), num, "", nil)
-		row("API writes / idle toggle, Events included", med(fl, per(it, tot, nn)), med(mg, per(it, tot, nn)), num, "", nil)
-		v = med(mg, per(it, noEv, nn))
-		row("  writes but Events", med(fl, per(it, noEv, nn)), v, num, "<= 1", b(v <= 1+1e-9))
-		row("  Events", med(fl, per(it, ev, nn)), med(mg, per(it, ev, nn)), num, "", nil)
-		cf := func(w writes) float64 { return w.conflicts }
-		row("409 conflicts / in-turn toggle (in the writes)", med(fl, per(in, cf, nn)), med(mg, per(in, cf, nn)), num, "", nil)
-		row("409 conflicts / idle toggle (in the writes)", med(fl, per(it, cf, nn)), med(mg, per(it, cf, nn)), num, "", nil)
-		refused := func(w writes) float64 { return w.refused }
-		row("429 refused (not in the writes) / in-turn toggle", med(fl, per(in, refused, nn)), med(mg, per(in, refused, nn)), num, "", nil)
-		row("429 refused (not in the writes) / idle toggle", med(fl, per(it, refused, nn)), med(mg, per(it, refused, nn)), num, "", nil)
-		serve := func(get func(*stormResult) writes) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return get(s).statusServeTime() }
-		}
-		row("API server time / status write, in-turn toggles", med(fl, serve(in)), med(mg, serve(in)), msf, "", nil)
-		row("API server time / status write, idle toggles", med(fl, serve(it)), med(mg, serve(it)), msf, "", nil)
-		apiCPU := func(get func(*stormResult) time.Duration) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return float64(get(s)) / float64(s.n) }
-		}
-		row("API server CPU / session, boundary storm", med(fl, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUBoundary })),
-			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUBoundary })), msf, "", nil)
-		row("API server CPU / session, toggle storm", med(fl, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })),
-			med(mg, apiCPU(func(s *stormResult) time.Duration { return s.apiCPUToggle })), msf, "", nil)
-		row("session object after the boundary storm (bytes, JSON)", med(fl, func(s *stormResult) float64 { return s.objBytes }),
-			med(mg, func(s *stormResult) float64 { return s.objBytes }), byt, "", nil)
-		term := func(w writes) float64 { return w.terminated }
-		one := func(*stormResult) int { return 1 }
-		row("watchers closed by the API server (too slow), in-turn", med(fl, per(in, term, one)), med(mg, per(in, term, one)), num, "", nil)
-		row("watchers closed by the API server (too slow), idle", med(fl, per(it, term, one)), med(mg, per(it, term, one)), num, "", nil)
-		watches := func(w writes) float64 { return w.watches }
-		row("watches started (agents' re-watches), in-turn", med(fl, per(in, watches, one)), med(mg, per(in, watches, one)), num, "", nil)
-		row("watches started (agents' re-watches), idle", med(fl, per(it, watches, one)), med(mg, per(it, watches, one)), num, "", nil)
-		v = med(mg, per(is, tot, ni))
-		row("API writes / step, nothing pending, Events included", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
-		take := func(s *stormResult) float64 { return float64(s.takeOn) }
-		row("start -> every session taken on", med(fl, take), med(mg, take), sec, "", nil)
-		kib := func(v float64) string { return fmt.Sprintf("%.0f KiB", v/1024) }
-		row("agents (this process): heap and stacks / agent", med(fl, func(s *stormResult) float64 { return s.agentBytes }),
-			med(mg, func(s *stormResult) float64 { return s.agentBytes }), kib, "", nil)
-		row("agents (this process): goroutines / agent", med(fl, func(s *stormResult) float64 { return s.agentGoroutines }),
-			med(mg, func(s *stormResult) float64 { return s.agentGoroutines }), num, "", nil)
-		rss := func(f func(*stormResult) footprint) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return float64(f(s).rssPeak) }
-		}
-		cpu := func(f func(*stormResult) footprint) func(*stormResult) float64 {
-			return func(s *stormResult) float64 { return f(s).cores() }
-		}
-		idle := func(s *stormResult) footprint { return s.fpIdle }
-		bs := func(s *stormResult) footprint { return s.fpBoundary }
-		ts := func(s *stormResult) footprint { return s.fpToggle }
-		row(fmt.Sprintf("RSS, %d sessions idle", n), med(fl, rss(idle)), med(mg, rss(idle)), mib, "", nil)
-		anon := func(s *stormResult) float64 { return float64(s.fpIdle.anonEnd) }
-		row("  of which anonymous (RssAnon)", med(fl, anon), med(mg, anon), mib, "", nil)
-		row("RSS peak, boundary storm", med(fl, rss(bs)), med(mg, rss(bs)), mib, "", nil)
-		row("RSS peak, toggle storm", med(fl, rss(ts)), med(mg, rss(ts)), mib, "", nil)
-		row(fmt.Sprintf("CPU (cores), %d sessions idle", n), med(fl, cpu(idle)), med(mg, cpu(idle)), core, "", nil)
-		row("CPU (cores), boundary storm", med(fl, cpu(bs)), med(mg, cpu(bs)), core, "", nil)
-		row("CPU (cores), toggle storm", med(fl, cpu(ts)), med(mg, cpu(ts)), core, "", nil)
+		r.printStorms(t, o, st)
 	}
-	if fl, mg := r.sharded["floor"], r.sharded["manager"]; len(fl) > 0 && len(mg) > 0 {
-		fmt.Fprintf(tw, "-- %d shards on one control plane, %d sessions in all, %s log (floor: %d floor processes with the same selectors; median of %d run(s))\t\t\t\t\t\n",
-			mg[0].shardCnt, mg[0].n, r.shardStore, fl[0].shardCnt, len(mg))
-		for k := 0; k < mg[0].shardCnt; k++ {
-			name := fmt.Sprintf("shard %s: ", shardName(k))
-			ack := func(q float64) func(*stormResult) float64 {
-				return func(s *stormResult) float64 { return float64(percentile(s.shardAcks(k), q)) }
-			}
-			f50, m50 := med(fl, ack(0.5)), med(mg, ack(0.5))
-			f99, m99 := med(fl, ack(0.99)), med(mg, ack(0.99))
-			row(name+"ack latency p50", f50, m50, msf, "<= 1.2x", b(m50 <= 1.2*f50))
-			row(name+"ack latency p99", f99, m99, msf, "<= 1.5x", b(m99 <= 1.5*f99))
-			conv := func(s *stormResult) float64 { return float64(s.shardCommitted(k)) }
-			fc, mc := med(fl, conv), med(mg, conv)
-			row(name+"toggle storm committed", fc, mc, sec, "<= 1.3x", b(mc <= 1.3*fc))
-			rssIdle := func(s *stormResult) float64 { return float64(s.shardFP[k][0].rssEnd) }
-			row(name+"RSS idle", med(fl, rssIdle), med(mg, rssIdle), mib, "", nil)
-			rssPeak := func(s *stormResult) float64 { return float64(max(s.shardFP[k][1].rssPeak, s.shardFP[k][2].rssPeak)) }
-			row(name+"RSS peak, storms", med(fl, rssPeak), med(mg, rssPeak), mib, "", nil)
-			cores := func(which int) func(*stormResult) float64 {
-				return func(s *stormResult) float64 { return s.shardFP[k][which].cores() }
-			}
-			row(name+"CPU (cores), boundary storm", med(fl, cores(1)), med(mg, cores(1)), core, "", nil)
-			row(name+"CPU (cores), toggle storm", med(fl, cores(2)), med(mg, cores(2)), core, "", nil)
-		}
-		row("all shards: API writes / in-turn toggle, Events included", med(fl, per(in, tot, nn)), med(mg, per(in, tot, nn)), num, "", nil)
-		v := med(mg, per(in, noEv, nn))
-		row("all shards: writes but Events / in-turn toggle", med(fl, per(in, noEv, nn)), v, num, "<= 3", b(v <= 3+1e-9))
-		row("all shards: API writes / idle toggle, Events included", med(fl, per(it, tot, nn)), med(mg, per(it, tot, nn)), num, "", nil)
-		v = med(mg, per(it, noEv, nn))
-		row("all shards: writes but Events / idle toggle", med(fl, per(it, noEv, nn)), v, num, "<= 1", b(v <= 1+1e-9))
-		v = med(mg, per(is, tot, ni))
-		row("all shards: API writes / idle step, Events included", med(fl, per(is, tot, ni)), v, num, "0", b(v == 0))
-	}
-	if fl, mg := r.idle["floor"], r.idle["manager"]; fl != nil && mg != nil {
-		fmt.Fprintf(tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
-		row("start -> every session taken on", float64(fl.takeOn), float64(mg.takeOn), sec, "", nil)
-		row("RSS settled (VmRSS)", float64(fl.fp.rssEnd), float64(mg.fp.rssEnd), mib, "< 64MiB", b(mg.n < 10000 || mg.fp.rssEnd < 64<<20))
-		row("  of which anonymous (RssAnon)", float64(fl.fp.anonEnd), float64(mg.fp.anonEnd), mib, "", nil)
-		row("RSS peak since start (VmHWM)", float64(fl.fp.hwm), float64(mg.fp.hwm), mib, "", nil)
-		peakToSettled := func(f footprint) float64 {
-			if f.rssEnd == 0 {
-				return 0
-			}
-			return float64(f.hwm) / float64(f.rssEnd)
-		}
-		row("  peak / settled", peakToSettled(fl.fp), peakToSettled(mg.fp), func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
-		row("CPU (cores), idle", fl.fp.cores(), mg.fp.cores(), core, "", nil)
-	}
-	if len(r.appends) > 0 {
-		fmt.Fprintf(tw, "-- log store, one writer per session, all at once\t\t\t\t\t\n")
-		for _, a := range r.appends {
-			row(fmt.Sprintf("%s appends/s, %d sessions", a.backend, a.n), -1, a.perSecond(), func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, "", nil)
-			row(fmt.Sprintf("%s append latency p50", a.backend), -1, float64(percentile(a.lat, 0.5)), msf, "", nil)
-			row(fmt.Sprintf("%s append latency p99", a.backend), -1, float64(percentile(a.lat, 0.99)), msf, "", nil)
-		}
-	}
-	for _, t := range r.tail {
-		ns := func(v float64) string { return fmt.Sprintf("%.1fus", v/1e3) }
-		fmt.Fprintf(tw, "-- Tail() cost, %s (floor: the 10-event log)\t\t\t\t\t\n", t.backend)
-		row("Tail() median at 1,000,000 events", t.at10, t.at1M, ns, "<= 1.1x", b(t.at1M <= 1.1*t.at10))
-		row("Tail() median at 10,000 events", t.at10, t.at10k, ns, "", nil)
-	}
-	if wh := r.webhook; wh != nil {
-		fmt.Fprintf(tw, "-- webhook admission, %d writes each (floor: no webhook registered)\t\t\t\t\t\n", webhookSamples)
-		for _, k := range wh.kinds {
-			for _, q := range []float64{0.5, 0.99} {
-				row(fmt.Sprintf("%s p%.0f", k, q*100), float64(percentile(wh.floor[k], q)), float64(percentile(wh.with[k], q)), msf, "", nil)
-			}
-		}
-	}
-	_ = tw.Flush()
+	r.printShards(t)
+	r.printIdle(t)
+	r.printLogStore(t)
+	r.printWebhooks(t)
+	_ = t.tw.Flush()
 	r.printWrites(w, o)
-	// Each run's write split, raw: the table's write rows are medians.
+	r.printRuns(w, o)
+}
+
+// printStorms prints the storms' figures on one log backend: medians over the runs.
+func (r *report) printStorms(t table, o opts, st string) {
+	fl, mg := r.storm[st][sideFloor], r.storm[st][sideManager]
+	if len(fl) == 0 || len(mg) == 0 {
+		return
+	}
+	n := mg[0].n
+	shape := ""
+	if o.floorShape == shapeManager {
+		shape = ", floor storing the manager's status shape"
+	}
+	fmt.Fprintf(t.tw, "-- storms, %d sessions, %s log (median of %d run(s))%s\t\t\t\t\t\n", n, st, len(mg), shape)
+	// cmp prints a figure with no target: each side's median over its runs.
+	cmp := func(label string, f func(*stormResult) float64, format func(float64) string) {
+		t.row(label, med(fl, f), med(mg, f), format, "", nil)
+	}
+	f50, m50 := med(fl, ackAt(0.5)), med(mg, ackAt(0.5))
+	f99, m99 := med(fl, ackAt(0.99)), med(mg, ackAt(0.99))
+	t.row("boundary storm: ack latency p50", f50, m50, msf, "<= 1.2x", met(m50 <= 1.2*f50))
+	t.row("boundary storm: ack latency p99", f99, m99, msf, "<= 1.5x", met(m99 <= 1.5*f99))
+	cmp("boundary storm: release -> last ack", func(s *stormResult) float64 { return float64(s.ackWall) }, sec)
+	fc, mc := med(fl, toggleTime), med(mg, toggleTime)
+	t.row("toggle storm: every status committed", fc, mc, sec, "<= 1.3x", met(mc <= 1.3*fc))
+
+	events := func(w writes) float64 { return w.events }
+	agent := func(w writes) float64 { return w.agent }
+	cmp("API writes / in-turn toggle, Events included", per(inTurn, writes.total, perSession), num)
+	v := med(mg, per(inTurn, writes.butEvents, perSession))
+	t.row("  writes but Events", med(fl, per(inTurn, writes.butEvents, perSession)), v, num, "<= 3", met(v <= 3+1e-9))
+	cmp("    of which the agent's", per(inTurn, agent, perSession), num)
+	cmp("  Events", per(inTurn, events, perSession), num)
+	cmp("API writes / idle toggle, Events included", per(idleToggle, writes.total, perSession), num)
+	v = med(mg, per(idleToggle, writes.butEvents, perSession))
+	t.row("  writes but Events", med(fl, per(idleToggle, writes.butEvents, perSession)), v, num, "<= 1", met(v <= 1+1e-9))
+	cmp("  Events", per(idleToggle, events, perSession), num)
+
+	conflicts := func(w writes) float64 { return w.conflicts }
+	cmp("409 conflicts / in-turn toggle (in the writes)", per(inTurn, conflicts, perSession), num)
+	cmp("409 conflicts / idle toggle (in the writes)", per(idleToggle, conflicts, perSession), num)
+	refused := func(w writes) float64 { return w.refused }
+	cmp("429 refused (not in the writes) / in-turn toggle", per(inTurn, refused, perSession), num)
+	cmp("429 refused (not in the writes) / idle toggle", per(idleToggle, refused, perSession), num)
+	serve := func(phase func(*stormResult) writes) func(*stormResult) float64 {
+		return func(s *stormResult) float64 { return phase(s).statusServeTime() }
+	}
+	cmp("API server time / status write, in-turn toggles", serve(inTurn), msf)
+	cmp("API server time / status write, idle toggles", serve(idleToggle), msf)
+	cmp("API server CPU / session, boundary storm", func(s *stormResult) float64 { return float64(s.apiCPUBoundary) / float64(s.n) }, msf)
+	cmp("API server CPU / session, toggle storm", func(s *stormResult) float64 { return float64(s.apiCPUToggle) / float64(s.n) }, msf)
+	cmp("session object after the boundary storm (bytes, JSON)", func(s *stormResult) float64 { return s.objBytes }, byt)
+	terminated := func(w writes) float64 { return w.terminated }
+	cmp("watchers closed by the API server (too slow), in-turn", per(inTurn, terminated, perRun), num)
+	cmp("watchers closed by the API server (too slow), idle", per(idleToggle, terminated, perRun), num)
+	watches := func(w writes) float64 { return w.watches }
+	cmp("watches started (agents' re-watches), in-turn", per(inTurn, watches, perRun), num)
+	cmp("watches started (agents' re-watches), idle", per(idleToggle, watches, perRun), num)
+	v = med(mg, per(idleStep, writes.total, perIdleStep))
+	t.row("API writes / step, nothing pending, Events included", med(fl, per(idleStep, writes.total, perIdleStep)), v, num, "0", met(v == 0))
+
+	cmp("start -> every session taken on", func(s *stormResult) float64 { return float64(s.takeOn) }, sec)
+	kib := func(v float64) string { return fmt.Sprintf("%.0f KiB", v/1024) }
+	cmp("agents (this process): heap and stacks / agent", func(s *stormResult) float64 { return s.agentBytes }, kib)
+	cmp("agents (this process): goroutines / agent", func(s *stormResult) float64 { return s.agentGoroutines }, num)
+	rss := func(f func(*stormResult) footprint) func(*stormResult) float64 {
+		return func(s *stormResult) float64 { return float64(f(s).rssPeak) }
+	}
+	cpu := func(f func(*stormResult) footprint) func(*stormResult) float64 {
+		return func(s *stormResult) float64 { return f(s).cores() }
+	}
+	idle := func(s *stormResult) footprint { return s.fpIdle }
+	boundary := func(s *stormResult) footprint { return s.fpBoundary }
+	toggle := func(s *stormResult) footprint { return s.fpToggle }
+	cmp(fmt.Sprintf("RSS, %d sessions idle", n), rss(idle), mib)
+	cmp("  of which anonymous (RssAnon)", func(s *stormResult) float64 { return float64(s.fpIdle.anonEnd) }, mib)
+	cmp("RSS peak, boundary storm", rss(boundary), mib)
+	cmp("RSS peak, toggle storm", rss(toggle), mib)
+	cmp(fmt.Sprintf("CPU (cores), %d sessions idle", n), cpu(idle), core)
+	cmp("CPU (cores), boundary storm", cpu(boundary), core)
+	cmp("CPU (cores), toggle storm", cpu(toggle), core)
+}
+
+// printShards prints the shards phase: per shard, then over all shards; medians over the runs.
+func (r *report) printShards(t table) {
+	fl, mg := r.sharded[sideFloor], r.sharded[sideManager]
+	if len(fl) == 0 || len(mg) == 0 {
+		return
+	}
+	fmt.Fprintf(t.tw, "-- %d shards on one control plane, %d sessions in all, %s log (floor: %d floor processes with the same selectors; median of %d run(s))\t\t\t\t\t\n",
+		mg[0].shardCnt, mg[0].n, r.shardStore, fl[0].shardCnt, len(mg))
+	for k := 0; k < mg[0].shardCnt; k++ {
+		name := fmt.Sprintf("shard %s: ", shardName(k))
+		ack := func(q float64) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return float64(percentile(s.shardAcks(k), q)) }
+		}
+		f50, m50 := med(fl, ack(0.5)), med(mg, ack(0.5))
+		f99, m99 := med(fl, ack(0.99)), med(mg, ack(0.99))
+		t.row(name+"ack latency p50", f50, m50, msf, "<= 1.2x", met(m50 <= 1.2*f50))
+		t.row(name+"ack latency p99", f99, m99, msf, "<= 1.5x", met(m99 <= 1.5*f99))
+		conv := func(s *stormResult) float64 { return float64(s.shardCommitted(k)) }
+		fc, mc := med(fl, conv), med(mg, conv)
+		t.row(name+"toggle storm committed", fc, mc, sec, "<= 1.3x", met(mc <= 1.3*fc))
+		rssIdle := func(s *stormResult) float64 { return float64(s.shardFP[k][0].rssEnd) }
+		t.row(name+"RSS idle", med(fl, rssIdle), med(mg, rssIdle), mib, "", nil)
+		rssPeak := func(s *stormResult) float64 { return float64(max(s.shardFP[k][1].rssPeak, s.shardFP[k][2].rssPeak)) }
+		t.row(name+"RSS peak, storms", med(fl, rssPeak), med(mg, rssPeak), mib, "", nil)
+		cores := func(which int) func(*stormResult) float64 {
+			return func(s *stormResult) float64 { return s.shardFP[k][which].cores() }
+		}
+		t.row(name+"CPU (cores), boundary storm", med(fl, cores(1)), med(mg, cores(1)), core, "", nil)
+		t.row(name+"CPU (cores), toggle storm", med(fl, cores(2)), med(mg, cores(2)), core, "", nil)
+	}
+	t.row("all shards: API writes / in-turn toggle, Events included",
+		med(fl, per(inTurn, writes.total, perSession)), med(mg, per(inTurn, writes.total, perSession)), num, "", nil)
+	v := med(mg, per(inTurn, writes.butEvents, perSession))
+	t.row("all shards: writes but Events / in-turn toggle", med(fl, per(inTurn, writes.butEvents, perSession)), v, num, "<= 3", met(v <= 3+1e-9))
+	t.row("all shards: API writes / idle toggle, Events included",
+		med(fl, per(idleToggle, writes.total, perSession)), med(mg, per(idleToggle, writes.total, perSession)), num, "", nil)
+	v = med(mg, per(idleToggle, writes.butEvents, perSession))
+	t.row("all shards: writes but Events / idle toggle", med(fl, per(idleToggle, writes.butEvents, perSession)), v, num, "<= 1", met(v <= 1+1e-9))
+	v = med(mg, per(idleStep, writes.total, perIdleStep))
+	t.row("all shards: API writes / idle step, Events included", med(fl, per(idleStep, writes.total, perIdleStep)), v, num, "0", met(v == 0))
+}
+
+// printIdle prints the idle footprint phase.
+func (r *report) printIdle(t table) {
+	fl, mg := r.idle[sideFloor], r.idle[sideManager]
+	if fl == nil || mg == nil {
+		return
+	}
+	fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
+	t.row("start -> every session taken on", float64(fl.takeOn), float64(mg.takeOn), sec, "", nil)
+	t.row("RSS settled (VmRSS)", float64(fl.fp.rssEnd), float64(mg.fp.rssEnd), mib, "< 64MiB", met(mg.n < 10000 || mg.fp.rssEnd < 64<<20))
+	t.row("  of which anonymous (RssAnon)", float64(fl.fp.anonEnd), float64(mg.fp.anonEnd), mib, "", nil)
+	t.row("RSS peak since start (VmHWM)", float64(fl.fp.hwm), float64(mg.fp.hwm), mib, "", nil)
+	peakToSettled := func(f footprint) float64 {
+		if f.rssEnd == 0 {
+			return 0
+		}
+		return float64(f.hwm) / float64(f.rssEnd)
+	}
+	t.row("  peak / settled", peakToSettled(fl.fp), peakToSettled(mg.fp), func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
+	t.row("CPU (cores), idle", fl.fp.cores(), mg.fp.cores(), core, "", nil)
+}
+
+// printLogStore prints the log store's appends and Tail cost, which have no floor process.
+func (r *report) printLogStore(t table) {
+	if len(r.appends) > 0 {
+		fmt.Fprintf(t.tw, "-- log store, one writer per session, all at once\t\t\t\t\t\n")
+		for _, a := range r.appends {
+			t.row(fmt.Sprintf("%s appends/s, %d sessions", a.backend, a.n), -1, a.perSecond(), func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, "", nil)
+			t.row(fmt.Sprintf("%s append latency p50", a.backend), -1, float64(percentile(a.lat, 0.5)), msf, "", nil)
+			t.row(fmt.Sprintf("%s append latency p99", a.backend), -1, float64(percentile(a.lat, 0.99)), msf, "", nil)
+		}
+	}
+	for _, tr := range r.tail {
+		ns := func(v float64) string { return fmt.Sprintf("%.1fus", v/1e3) }
+		fmt.Fprintf(t.tw, "-- Tail() cost, %s (floor: the 10-event log)\t\t\t\t\t\n", tr.backend)
+		t.row("Tail() median at 1,000,000 events", tr.at10, tr.at1M, ns, "<= 1.1x", met(tr.at1M <= 1.1*tr.at10))
+		t.row("Tail() median at 10,000 events", tr.at10, tr.at10k, ns, "", nil)
+	}
+}
+
+// printWebhooks prints the admission latency with and without the webhooks.
+func (r *report) printWebhooks(t table) {
+	wh := r.webhook
+	if wh == nil {
+		return
+	}
+	fmt.Fprintf(t.tw, "-- webhook admission, %d writes each (floor: no webhook registered)\t\t\t\t\t\n", webhookSamples)
+	for _, k := range wh.kinds {
+		for _, q := range []float64{0.5, 0.99} {
+			t.row(fmt.Sprintf("%s p%.0f", k, q*100), float64(percentile(wh.floor[k], q)), float64(percentile(wh.with[k], q)), msf, "", nil)
+		}
+	}
+}
+
+// printRuns prints each run's write split, raw (the table's write rows are medians), and with
+// several runs each run's latency ratios.
+func (r *report) printRuns(w io.Writer, o opts) {
 	raw := func(prefix string, runs map[string][]*stormResult) {
-		for _, side := range []string{"floor", "manager"} {
+		for _, side := range []string{sideFloor, sideManager} {
 			for i, s := range runs[side] {
 				fmt.Fprintf(w, "%s/%s run %d: in-turn %+v; idle toggle %+v; idle steps %+v over %d\n", prefix, side, i+1, s.inTurn, s.idleToggle, s.idleStep, s.idleSteps)
 			}
@@ -300,7 +341,7 @@ func (r *report) print(w io.Writer, o opts) {
 	}
 	raw("shards "+r.shardStore, r.sharded)
 	for _, st := range o.stores {
-		if fl, mg := r.storm[st]["floor"], r.storm[st]["manager"]; len(fl) > 1 && len(fl) == len(mg) {
+		if fl, mg := r.storm[st][sideFloor], r.storm[st][sideManager]; len(fl) > 1 && len(fl) == len(mg) {
 			fmt.Fprintf(w, "%s, run by run (manager/floor of the same run): %s\n", st, pairRatios(fl, mg))
 		}
 	}
@@ -335,7 +376,7 @@ func (r *report) printWrites(w io.Writer, o opts) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := false
 	list := func(label string, runs map[string][]*stormResult) {
-		for _, side := range []string{"floor", "manager"} {
+		for _, side := range []string{sideFloor, sideManager} {
 			for i, s := range runs[side] {
 				if !header {
 					fmt.Fprintln(tw, "API writes by kind\tside\trun\toperations\tmanager: status\tmanager: other\tagents\tEvents\ttotal\ttotal / operation\t409s among them\t429s refused\t")

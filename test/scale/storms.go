@@ -266,7 +266,7 @@ func (b *bench) deleteSessions(ctx context.Context, ns string) error {
 }
 
 func taken(side string) func(*v1alpha1.AgentSession) bool {
-	if side == "floor" {
+	if side == sideFloor {
 		return func(*v1alpha1.AgentSession) bool { return true } // it writes nothing up front
 	}
 	return func(s *v1alpha1.AgentSession) bool {
@@ -277,7 +277,7 @@ func taken(side string) func(*v1alpha1.AgentSession) bool {
 // committed: the toggle to want is applied as far as the side goes (the floor copies the
 // selection; the manager commits it to the log and the status).
 func committed(side string, want bool) func(*v1alpha1.AgentSession) bool {
-	if side == "floor" {
+	if side == sideFloor {
 		return func(s *v1alpha1.AgentSession) bool {
 			sel := s.Status.PlanMode.Selection
 			return sel != nil && *sel == want
@@ -323,7 +323,7 @@ func (b *bench) toggle(ctx context.Context, ns string, a *agent, want bool) erro
 	obj := &v1alpha1.AgentSession{}
 	obj.Namespace, obj.Name = ns, a.name
 	body := fmt.Sprintf(`{"spec":{"planMode":{"active":%t}}}`, want)
-	// With 10,000 sessions toggled at once, thousands of patches wait past the API server's 60 s
+	// With 10,000 sessions toggled at once, many patches wait past the API server's 60 s
 	// request timeout (504) or their connection's TLS handshake times out. A merge patch of one
 	// value can be sent again, as a user's script would, until the benchmark's timeout.
 	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
@@ -373,6 +373,20 @@ const ShardLabel = "planmode.harness.dev/shard"
 
 func shardName(k int) string { return string(rune('a' + k)) }
 
+// stormRun is one side's run of the storms: its log, sessions, processes and agents, and the
+// figures measured so far.
+type stormRun struct {
+	b             *bench
+	side, backend string
+	n             int
+	store         sessionlog.Store
+	ns            string
+	agents        []*agent
+	procs         []*proc // one per shard
+	agentCount    *apicount.Counter
+	r             *stormResult
+}
+
 // storms runs the boundary storm and the toggle storm with n sessions against one side; with
 // shards > 1, session i is labelled shard i%shards and one process per shard runs with
 // --shard-selector for its label.
@@ -386,21 +400,21 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		return nil, err
 	}
 	defer store.Close()
-	r := &stormResult{n: n, shardCnt: shards, shardOf: make([]int, n), doneAt: make([]time.Duration, n), shardFP: make([][3]footprint, shards)}
+	sr := &stormRun{b: b, side: side, backend: backend, n: n, store: store, agentCount: apicount.New(),
+		r: &stormResult{n: n, shardCnt: shards, shardOf: make([]int, n), doneAt: make([]time.Duration, n), shardFP: make([][3]footprint, shards)}}
 	var labels func(int) map[string]string
 	if shards > 1 {
 		labels = func(i int) map[string]string { return map[string]string{ShardLabel: shardName(i % shards)} }
-		for i := range r.shardOf {
-			r.shardOf[i] = i % shards
+		for i := range sr.r.shardOf {
+			sr.r.shardOf[i] = i % shards
 		}
 	}
-	ns, agents, err := b.createSessions(ctx, "storm-"+side, n, labels)
-	if err != nil {
+	if sr.ns, sr.agents, err = b.createSessions(ctx, "storm-"+side, n, labels); err != nil {
 		return nil, err
 	}
-	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), ns) }()
-	procs := make([]*proc, shards)
-	for k := range procs {
+	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), sr.ns) }()
+	sr.procs = make([]*proc, shards)
+	for k := range sr.procs {
 		po := procOpts{side: side, store: url}
 		if shards > 1 {
 			po.shard = ShardLabel + "=" + shardName(k)
@@ -410,66 +424,99 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 			return nil, err
 		}
 		defer pk.stop()
-		procs[k] = pk
+		sr.procs[k] = pk
 	}
-	p := procs[0]
-	sampleAll := func() []*sampler {
-		s := make([]*sampler, len(procs))
-		for k, pk := range procs {
-			s[k] = pk.sample()
-		}
-		return s
-	}
-	stopAll := func(s []*sampler, which int) footprint {
-		for k := range s {
-			r.shardFP[k][which] = s[k].stop()
-		}
-		return r.shardFP[0][which]
-	}
-
 	logPhase("  %s: %d sessions created, %d process(es) ready", side, n, shards)
-	agentCount := apicount.New()
-	agentCfg := agentCount.Wrap(b.agentCfg)
 	defer func() {
-		for _, a := range agents {
+		for _, a := range sr.agents {
 			if a.c != nil {
 				a.c.Close()
 			}
 		}
 	}()
+	if err := sr.startAgents(ctx); err != nil {
+		return nil, err
+	}
+	if err := sr.idleSteps(ctx); err != nil {
+		return nil, err
+	}
+	cpuProfile := sr.profileManagerCPU()
+	if err := sr.boundaryStorm(ctx); err != nil {
+		return nil, err
+	}
+	if err := sr.toggleStorm(ctx); err != nil {
+		return nil, err
+	}
+	if err := <-cpuProfile; err != nil {
+		return nil, err
+	}
+	if err := sr.stepsAfterToggles(ctx); err != nil {
+		return nil, err
+	}
+	return sr.r, nil
+}
+
+// sampleAll starts sampling every process's footprint.
+func (sr *stormRun) sampleAll() []*sampler {
+	s := make([]*sampler, len(sr.procs))
+	for k, pk := range sr.procs {
+		s[k] = pk.sample()
+	}
+	return s
+}
+
+// stopAll stops the samplers and records each process's footprint as its which-th (0 idle,
+// 1 boundary storm, 2 toggle storm); it returns the first process's.
+func (sr *stormRun) stopAll(s []*sampler, which int) footprint {
+	for k := range s {
+		sr.r.shardFP[k][which] = s[k].stop()
+	}
+	return sr.r.shardFP[0][which]
+}
+
+// startAgents starts an agent per session and waits until the side has taken every session
+// on; it measures the agents' own cost and then the processes' idle footprint.
+func (sr *stormRun) startAgents(ctx context.Context) error {
+	b, r, n, agents := sr.b, sr.r, sr.n, sr.agents
+	agentCfg := sr.agentCount.Wrap(b.agentCfg)
 	agentMem0, agentG0 := heapInUse()
 	if err := parallel(n, 64, func(i int) error {
-		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns, Name: agents[i].name, Store: store, SyncTimeout: b.o.timeout,
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: sr.ns, Name: agents[i].name, Store: sr.store, SyncTimeout: b.o.timeout,
 			WatchTimeout: b.o.agentWatchTimeout})
 		agents[i].c = c
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("start agents: %w", err)
+		return fmt.Errorf("start agents: %w", err)
 	}
 	if err := parallel(n, 0, func(i int) error {
 		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 		defer cancel()
-		return agents[i].c.WaitFor(wctx, taken(side))
+		return agents[i].c.WaitFor(wctx, taken(sr.side))
 	}); err != nil {
-		return nil, fmt.Errorf("sessions not taken on by %s: %w", side, err)
+		return fmt.Errorf("sessions not taken on by %s: %w", sr.side, err)
 	}
-	r.takeOn = time.Since(p.startedAt)
+	r.takeOn = time.Since(sr.procs[0].startedAt)
 	agentMem1, agentG1 := heapInUse()
 	r.agentBytes = (float64(agentMem1) - float64(agentMem0)) / float64(n)
 	r.agentGoroutines = float64(agentG1-agentG0) / float64(n)
-	logPhase("  %s: %d agents started, every session taken on", side, n)
+	logPhase("  %s: %d agents started, every session taken on", sr.side, n)
 	b.quiesce(ctx)
-	for k, pk := range procs {
+	for k, pk := range sr.procs {
 		r.shardFP[k][0] = pk.idleFootprint(3 * time.Second)
 	}
 	r.fpIdle = r.shardFP[0][0]
+	return nil
+}
 
-	// Steps with nothing pending: no API write by anyone.
-	w0, err := b.snapWrites(ctx, agentCount)
+// idleSteps: steps with nothing pending, no API write by anyone. Each agent's turn stays open
+// for the boundary storm.
+func (sr *stormRun) idleSteps(ctx context.Context) error {
+	b, agents := sr.b, sr.agents
+	w0, err := b.snapWrites(ctx, sr.agentCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := parallel(n, 0, func(i int) error {
+	if err := parallel(sr.n, 0, func(i int) error {
 		a := agents[i]
 		t, err := a.c.StartTurn(ctx)
 		if err != nil {
@@ -478,37 +525,76 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		a.turn = t
 		return b.step(ctx, a, 1, nil)
 	}); err != nil {
-		return nil, fmt.Errorf("idle steps: %w", err)
+		return fmt.Errorf("idle steps: %w", err)
 	}
 	b.quiesce(ctx)
-	if r.idleStep, err = b.since(ctx, w0, agentCount); err != nil {
-		return nil, err
+	if sr.r.idleStep, err = b.since(ctx, w0, sr.agentCount); err != nil {
+		return err
 	}
-	r.idleSteps = n
+	sr.r.idleSteps = sr.n
+	return nil
+}
 
-	// Boundary storm: every session toggled during its turn; once every agent sees the
-	// selection pending, all of them reach their next boundary at once.
+// profileManagerCPU takes, with -profile-dir, a CPU profile of the manager over the storms;
+// the channel reports when it is written.
+func (sr *stormRun) profileManagerCPU() <-chan error {
+	b := sr.b
 	cpuProfile := make(chan error, 1)
-	if b.o.profileDir != "" && side == "manager" {
+	if b.o.profileDir != "" && sr.side == sideManager {
 		go func() {
-			cpuProfile <- p.profile(b.o.profileDir, "profile?seconds=15", fmt.Sprintf("cpu-storms-%s-%d.pprof", backend, b.seq))
+			cpuProfile <- sr.procs[0].profile(b.o.profileDir, "profile?seconds=15", fmt.Sprintf("cpu-storms-%s-%d.pprof", sr.backend, b.seq))
 		}()
 	} else {
 		cpuProfile <- nil
 	}
-	w0, err = b.snapWrites(ctx, agentCount)
+	return cpuProfile
+}
+
+// boundaryStorm: every session toggled during its turn; once every agent sees the selection
+// pending, all of them reach their next boundary at once. The turns end afterwards.
+func (sr *stormRun) boundaryStorm(ctx context.Context) error {
+	b, r, agents := sr.b, sr.r, sr.agents
+	w0, err := b.snapWrites(ctx, sr.agentCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	if err := sr.selectDuringTurns(ctx); err != nil {
+		return err
+	}
+	// Start from the steady state the storm is about: every agent at its boundary with a
+	// selection pending and the API server idle. The manager's Events for the selections (one
+	// goroutine each) can otherwise still be queued at the API server at release, a load the
+	// floor never has, and they would land in the storm's figures.
+	b.quiesce(ctx)
+	if err := sr.releaseBoundaries(ctx); err != nil {
+		return err
+	}
+	if r.inTurn, err = b.since(ctx, w0, sr.agentCount); err != nil {
+		return err
+	}
+	if r.objBytes, err = b.objectBytes(ctx, sr.ns, agents, 20); err != nil {
+		return err
+	}
+	if err := parallel(sr.n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, harness.TurnCompleted) }); err != nil {
+		return err
+	}
+	b.quiesce(ctx)
+	return nil
+}
+
+// selectDuringTurns toggles every session during its open turn and waits until every agent
+// sees its selection pending.
+func (sr *stormRun) selectDuringTurns(ctx context.Context) error {
+	b, agents := sr.b, sr.agents
 	// All n toggles at once, as in the storms: the first burst of n concurrent requests grows
 	// this process's shared HTTP/2 connection pool (n watches already fill its connections'
 	// streams), and Go's transport then dials and TLS-handshakes many connections at once,
 	// keeping a few. Done here, unmeasured, that growth (handshakes the API server pays for)
 	// no longer lands in the run's first measured storm.
-	if err := parallel(n, 0, func(i int) error { return b.toggle(ctx, ns, agents[i], !agents[i].active) }); err != nil {
-		return nil, err
+	if err := parallel(sr.n, 0, func(i int) error { return b.toggle(ctx, sr.ns, agents[i], !agents[i].active) }); err != nil {
+		return err
 	}
-	if err := parallel(n, 0, func(i int) error {
+	if err := parallel(sr.n, 0, func(i int) error {
 		a := agents[i]
 		want := !a.active
 		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
@@ -517,22 +603,25 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
 		})
 	}); err != nil {
-		return nil, fmt.Errorf("selections not pending: %w", err)
+		return fmt.Errorf("selections not pending: %w", err)
 	}
-	// Start from the steady state the storm is about: every agent at its boundary with a
-	// selection pending and the API server idle. The manager's Events for the selections (one
-	// goroutine each) can otherwise still be queued at the API server at release, a load the
-	// floor never has, and they would land in the storm's figures.
-	b.quiesce(ctx)
-	r.ackLat = make([]time.Duration, n)
+	return nil
+}
+
+// releaseBoundaries holds every agent at its boundary, releases them all at once and measures
+// the storm until the API server is quiet again: each acknowledgement's latency, the
+// processes' footprint and the API server's CPU time.
+func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
+	b, r, agents := sr.b, sr.r, sr.agents
+	r.ackLat = make([]time.Duration, sr.n)
 	release := make(chan struct{})
 	var ready sync.WaitGroup
-	ready.Add(n)
-	smp := sampleAll()
+	ready.Add(sr.n)
+	smp := sr.sampleAll()
 	var stormStart time.Time
 	errc := make(chan error, 1)
 	go func() {
-		errc <- parallel(n, 0, func(i int) error {
+		errc <- parallel(sr.n, 0, func(i int) error {
 			ready.Done()
 			<-release
 			a := agents[i]
@@ -544,77 +633,94 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		})
 	}()
 	ready.Wait()
-	apiProfile := b.profileAPIServer(ctx, "boundary", side, backend)
+	apiProfile := b.profileAPIServer(ctx, "boundary", sr.side, sr.backend)
 	apiCPU0, err := b.apiCPU()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	mix0, err := b.mixSnapshot(ctx, agentCount)
+	mix0, err := b.mixSnapshot(ctx, sr.agentCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stormStart = time.Now()
 	close(release)
 	if err := <-errc; err != nil {
-		return nil, fmt.Errorf("boundary storm: %w", err)
+		return fmt.Errorf("boundary storm: %w", err)
 	}
 	r.ackWall = time.Since(stormStart)
-	logPhase("  %s: boundary storm done in %s", side, r.ackWall.Round(time.Millisecond))
-	if side == "manager" {
+	logPhase("  %s: boundary storm done in %s", sr.side, r.ackWall.Round(time.Millisecond))
+	if sr.side == sideManager {
 		// The manager's heap as the last answer lands, while its Events for the storm are
 		// still queued or being sent (with --events=off its storm RSS peaks match the floor's).
-		if err := p.profile(b.o.profileDir, "heap", fmt.Sprintf("heap-boundary-%s-%d.pprof", backend, b.seq)); err != nil {
-			return nil, fmt.Errorf("profile the manager's heap: %w", err)
+		if err := sr.procs[0].profile(b.o.profileDir, "heap", fmt.Sprintf("heap-boundary-%s-%d.pprof", sr.backend, b.seq)); err != nil {
+			return fmt.Errorf("profile the manager's heap: %w", err)
 		}
 	}
 	// Nothing else runs until the window closes, so the profile holds the storm and quiet only.
 	if err := <-apiProfile; err != nil {
-		return nil, fmt.Errorf("profile the API server: %w", err)
+		return fmt.Errorf("profile the API server: %w", err)
 	}
-	r.fpBoundary = stopAll(smp, 1)
+	r.fpBoundary = sr.stopAll(smp, 1)
 	b.quiesce(ctx)
 	if r.apiCPUBoundary, err = b.apiCPU(); err != nil {
-		return nil, err
+		return err
 	}
 	r.apiCPUBoundary -= apiCPU0
-	if err := b.printRequestMix(ctx, side+"/"+backend+": boundary storm", mix0, agentCount); err != nil {
-		return nil, err
-	}
-	if r.inTurn, err = b.since(ctx, w0, agentCount); err != nil {
-		return nil, err
-	}
-	if r.objBytes, err = b.objectBytes(ctx, ns, agents, 20); err != nil {
-		return nil, err
-	}
-	if err := parallel(n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, harness.TurnCompleted) }); err != nil {
-		return nil, err
-	}
-	b.quiesce(ctx)
+	return b.printRequestMix(ctx, sr.side+"/"+sr.backend+": boundary storm", mix0, sr.agentCount)
+}
 
-	// Toggle storm: every idle session toggled at once; done when every status shows it.
-	w0, err = b.snapWrites(ctx, agentCount)
+// toggleStorm: every idle session toggled at once; done when every status shows it.
+func (sr *stormRun) toggleStorm(ctx context.Context) error {
+	b, r := sr.b, sr.r
+	w0, err := b.snapWrites(ctx, sr.agentCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	smp = sampleAll()
-	if apiCPU0, err = b.apiCPU(); err != nil {
-		return nil, err
+	smp := sr.sampleAll()
+	apiCPU0, err := b.apiCPU()
+	if err != nil {
+		return err
 	}
-	if mix0, err = b.mixSnapshot(ctx, agentCount); err != nil {
-		return nil, err
+	mix0, err := b.mixSnapshot(ctx, sr.agentCount)
+	if err != nil {
+		return err
 	}
-	apiProfile = b.profileAPIServer(ctx, "toggle", side, backend)
+	apiProfile := b.profileAPIServer(ctx, "toggle", sr.side, sr.backend)
+	if err := sr.toggleAll(ctx); err != nil {
+		return fmt.Errorf("toggle storm: %w", err)
+	}
+	logPhase("  %s: toggle storm done in %s", sr.side, r.toggleConv.Round(time.Millisecond))
+	if err := <-apiProfile; err != nil {
+		return fmt.Errorf("profile the API server: %w", err)
+	}
+	r.fpToggle = sr.stopAll(smp, 2)
+	b.quiesce(ctx)
+	if r.apiCPUToggle, err = b.apiCPU(); err != nil {
+		return err
+	}
+	r.apiCPUToggle -= apiCPU0
+	if err := b.printRequestMix(ctx, sr.side+"/"+sr.backend+": toggle storm", mix0, sr.agentCount); err != nil {
+		return err
+	}
+	r.idleToggle, err = b.since(ctx, w0, sr.agentCount)
+	return err
+}
+
+// toggleAll toggles every session at once and waits until every status shows the toggle
+// committed; it records when each did, and the last of them as the storm's length.
+func (sr *stormRun) toggleAll(ctx context.Context) error {
+	b, r, agents := sr.b, sr.r, sr.agents
 	t0 := time.Now()
 	var conv atomic.Int64
-	if err := parallel(n, 0, func(i int) error {
+	if err := parallel(sr.n, 0, func(i int) error {
 		a := agents[i]
 		want := !a.active
-		if err := b.toggle(ctx, ns, a, want); err != nil {
+		if err := b.toggle(ctx, sr.ns, a, want); err != nil {
 			return err
 		}
 		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 		defer cancel()
-		if err := a.c.WaitFor(wctx, committed(side, want)); err != nil {
+		if err := a.c.WaitFor(wctx, committed(sr.side, want)); err != nil {
 			return fmt.Errorf("%s: toggle to %v not committed: %w", a.name, want, err)
 		}
 		r.doneAt[i] = time.Since(t0)
@@ -627,35 +733,21 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		a.active = want
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("toggle storm: %w", err)
+		return err
 	}
 	r.toggleConv = time.Duration(conv.Load())
-	logPhase("  %s: toggle storm done in %s", side, r.toggleConv.Round(time.Millisecond))
-	if err := <-apiProfile; err != nil {
-		return nil, fmt.Errorf("profile the API server: %w", err)
-	}
-	r.fpToggle = stopAll(smp, 2)
-	b.quiesce(ctx)
-	if r.apiCPUToggle, err = b.apiCPU(); err != nil {
-		return nil, err
-	}
-	r.apiCPUToggle -= apiCPU0
-	if err := b.printRequestMix(ctx, side+"/"+backend+": toggle storm", mix0, agentCount); err != nil {
-		return nil, err
-	}
-	if r.idleToggle, err = b.since(ctx, w0, agentCount); err != nil {
-		return nil, err
-	}
-	if err := <-cpuProfile; err != nil {
-		return nil, err
-	}
+	return nil
+}
 
-	// The next turn's first step records any owed notice locally: still no API write.
-	w0, err = b.snapWrites(ctx, agentCount)
+// stepsAfterToggles: the next turn's first step records any owed notice locally, still with no
+// API write; its writes count with the idle steps'.
+func (sr *stormRun) stepsAfterToggles(ctx context.Context) error {
+	b, agents := sr.b, sr.agents
+	w0, err := b.snapWrites(ctx, sr.agentCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := parallel(n, 0, func(i int) error {
+	if err := parallel(sr.n, 0, func(i int) error {
 		a := agents[i]
 		t, err := a.c.StartTurn(ctx)
 		if err != nil {
@@ -667,16 +759,16 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 		}
 		return a.c.EndTurn(ctx, t, harness.TurnCompleted)
 	}); err != nil {
-		return nil, fmt.Errorf("steps after the toggle storm: %w", err)
+		return fmt.Errorf("steps after the toggle storm: %w", err)
 	}
 	b.quiesce(ctx)
-	ws, err := b.since(ctx, w0, agentCount)
+	ws, err := b.since(ctx, w0, sr.agentCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r.idleStep = addW(r.idleStep, ws)
-	r.idleSteps += n
-	return r, nil
+	sr.r.idleStep = addW(sr.r.idleStep, ws)
+	sr.r.idleSteps += sr.n
+	return nil
 }
 
 // objectBytes is the mean size of the first k sessions of ns as the API server serves them

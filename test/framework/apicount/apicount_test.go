@@ -104,7 +104,7 @@ func TestUnsentWritesAreNotWrites(t *testing.T) {
 		served atomic.Int32
 		proto  atomic.Value
 	)
-	drop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	drop := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		proto.Store(r.Proto)
 		if _, err := io.Copy(io.Discard, r.Body); err == nil {
 			served.Add(1)

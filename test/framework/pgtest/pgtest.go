@@ -27,7 +27,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// BinDirEnv, when set, names the directory holding initdb and postgres.
+// BinDirEnv is the environment variable that, when set, names the directory holding initdb
+// and postgres.
 const BinDirEnv = "PGTEST_BIN_DIR"
 
 // debianBinGlob is where Debian's postgresql-<major> packages put the server binaries.
