@@ -122,7 +122,7 @@ var _ = Describe("security", func() {
 		recovery := w.settle(time.Minute)
 		Expect(m.log()).NotTo(ContainSubstring("forbidden"), "the manager needed a permission role.yaml lacks")
 
-		// The per-agent role of docs/protocol.md §11: agent role rules with resourceNames.
+		// The per-agent role of docs/protocol.md section 11: agent role rules with resourceNames.
 		agentRole, err := os.ReadFile(repoFile("config", "rbac", "agentsession_agent_role.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		var ar rbacv1.ClusterRole
