@@ -186,17 +186,7 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 	if info == nil && len(events) == 0 {
 		return s.Tail(ctx, sessionID)
 	}
-	hdr := SessionInfo{ID: sessionID, CreatedAt: nowMillis()}
-	if info != nil {
-		hdr = *info
-		if hdr.CreatedAt == 0 {
-			hdr.CreatedAt = nowMillis()
-		}
-	}
-	var parent any
-	if hdr.ParentSession != "" {
-		parent = hdr.ParentSession
-	}
+	hdr, parent := newHeader(sessionID, info)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return harness.Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)

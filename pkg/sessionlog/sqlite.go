@@ -284,17 +284,7 @@ func (s *sqliteStore) saveTail(ctx context.Context, tx *sql.Tx, sessionID string
 			t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, sessionID)
 		return err
 	}
-	hdr := SessionInfo{ID: sessionID, CreatedAt: nowMillis()}
-	if info != nil {
-		hdr = *info
-		if hdr.CreatedAt == 0 {
-			hdr.CreatedAt = nowMillis()
-		}
-	}
-	var parent any
-	if hdr.ParentSession != "" {
-		parent = hdr.ParentSession
-	}
+	hdr, parent := newHeader(sessionID, info)
 	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (session_id, `+sqliteTailCols+`, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, hdr.CreatedAt, parent, hdr.SeedLength)
 	return err

@@ -48,3 +48,20 @@ type Store interface {
 
 // nowMillis is the harness's Date.now(): the time a store gives an event appended with none.
 func nowMillis() int64 { return time.Now().UnixMilli() }
+
+// newHeader is the header a write that creates a session stores: info when given (a fork or an
+// import), else a new one, with the creation time filled in. parent is the parent column's
+// value: NULL for a session with no parent.
+func newHeader(sessionID string, info *SessionInfo) (hdr SessionInfo, parent any) {
+	hdr = SessionInfo{ID: sessionID}
+	if info != nil {
+		hdr = *info
+	}
+	if hdr.CreatedAt == 0 {
+		hdr.CreatedAt = nowMillis()
+	}
+	if hdr.ParentSession != "" {
+		parent = hdr.ParentSession
+	}
+	return hdr, parent
+}
