@@ -607,7 +607,8 @@ func reconcilerSpecs(be func() *backend) {
 			a := newSession(ns, "forget", nil, nil, be().agentStore)
 			a.settled(false, false)
 			held := func() bool { _, ok := mgr.r.sessions.heldDigest(a.key); return ok }
-			Expect(held()).To(BeTrue(), "the manager holds its last write of the session")
+			// The write is visible before the reconciler has recorded it: wait for the record.
+			Eventually(held, timeout, interval).Should(BeTrue(), "the manager holds its last write of the session")
 			Expect(k8sClient.Delete(suiteCtx, a.get())).To(Succeed())
 			Eventually(held, timeout, interval).Should(BeFalse(), "forgotten once the session is gone")
 		})
