@@ -96,20 +96,14 @@ func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bo
 
 // ensureNewestSession makes sure an append is decided on the newest session. The cache can
 // lag the manager's own last status write (a pending selection already settled, or one
-// already taken on); appending on such a read would log a state the user no longer wants. A
-// session the reconcile started from a live read, or whose manager-owned status is the one
-// this process last wrote or checked, needs no read (nothing else writes those fields: the
-// webhook keeps them the manager's). Otherwise one live read decides. A user's spec change
-// the cache has not shown yet is harmless: it is taken on next, as if it came just after.
+// already taken on); appending on such a read would log a state the user no longer wants.
+// Unless the reconcile already knows its session is the newest (newestKnown), one live read
+// decides, and a newer session restarts the phases from it.
 func (sc *sessionScope) ensureNewestSession(ctx context.Context) error {
 	if sc.r.APIReader == nil || sc.sessionIsNewest {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(sc.session)
-	if sc.r.sessions.holds(key, digestStatus(&sc.session.Status)) {
-		sc.sessionIsNewest = true
-		return nil
-	}
 	var live agentsv1alpha1.AgentSession
 	if err := sc.r.APIReader.Get(ctx, key, &live); err != nil {
 		return fmt.Errorf("read AgentSession %s before appending: %w", key, err)

@@ -21,16 +21,23 @@ import (
 // newer object.
 const staleRequeue = 5 * time.Millisecond
 
-// newestKnown returns the session to compute from, and whether it was just read from the API
-// server. When this process holds a digest of its last write and the cached session does not
-// show it, the cache lags that write (or another writer changed the manager's fields): one live
-// read then replaces the cached object, so nothing is decided, and no write sent, on a status
-// the API server would refuse.
+// newestKnown returns the session to compute from, and whether it is known to be the API
+// server's newest as far as the manager's decisions go. It is when its manager-owned status is
+// the one this process last wrote or checked: nothing else writes those fields (the webhook
+// keeps them the manager's), and a user's spec change the cache has not shown yet is taken on
+// next, as if it came just after. When this process holds a digest the cached session does
+// not show, the cache lags that write (or another writer changed the manager's fields): one
+// live read then replaces the cached object, so nothing is decided, and no write sent, on a
+// status the API server would refuse. With no digest held (a first reconcile after a start),
+// an append reads live first (ensureNewestSession).
 func (r *AgentSessionReconciler) newestKnown(ctx context.Context, s *agentsv1alpha1.AgentSession) (*agentsv1alpha1.AgentSession, bool, error) {
 	key := client.ObjectKeyFromObject(s)
 	held, ok := r.sessions.heldDigest(key)
-	if !ok || r.APIReader == nil || held == digestStatus(&s.Status) {
+	switch {
+	case !ok || r.APIReader == nil:
 		return s, false, nil
+	case held == digestStatus(&s.Status):
+		return s, true, nil
 	}
 	var live agentsv1alpha1.AgentSession
 	if err := r.APIReader.Get(ctx, key, &live); err != nil {
