@@ -37,6 +37,9 @@ const (
 	minStoreBackoff        = 250 * time.Millisecond
 )
 
+// DefaultEventMaxHold is cmd/manager's --event-max-hold (AgentSessionReconciler.EventMaxHold).
+const DefaultEventMaxHold = 30 * time.Second
+
 // AgentSessionReconciler projects each session's log into status.planMode, commits selections
 // between turns, and answers the agent's step-boundary reports (docs/protocol.md).
 type AgentSessionReconciler struct {

@@ -77,7 +77,7 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
-	fs.DurationVar(&o.eventMaxHold, "event-max-hold", eventpath.DefaultMaxHold,
+	fs.DurationVar(&o.eventMaxHold, "event-max-hold", controllers.DefaultEventMaxHold,
 		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
 		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/go-logr/logr"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -17,9 +16,6 @@ import (
 
 	"github.com/harness-dev/planmode-operator/internal/eventsink"
 )
-
-// DefaultMaxHold is cmd/manager's --event-max-hold.
-const DefaultMaxHold = 30 * time.Second
 
 // Options of the path.
 type Options struct {

@@ -58,7 +58,7 @@ func managerSide(name string, events bool) side {
 				if err != nil {
 					return nil, err
 				}
-				r.Recorder, r.EventMaxHold, stop = p.Sink, eventpath.DefaultMaxHold, p.Stop
+				r.Recorder, r.EventMaxHold, stop = p.Sink, controllers.DefaultEventMaxHold, p.Stop
 			}
 			if err := r.SetupWithManager(mgr, controllerOptions()); err != nil {
 				stop()
