@@ -125,3 +125,21 @@ func TestBadInvocations(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionAndReadOnlyStore(t *testing.T) {
+	var out, errOut strings.Builder
+	cmd := newRootCmd(&out, &errOut)
+	cmd.SetArgs([]string{"--version"})
+	if err := cmd.Execute(); err != nil || !strings.HasPrefix(out.String(), "plancheck ") {
+		t.Fatalf("plancheck --version = %q, %v", out.String(), err)
+	}
+	typo := filepath.Join(t.TempDir(), "typo.db")
+	cmd = newRootCmd(&out, &errOut)
+	cmd.SetArgs([]string{"--store", "sqlite://" + typo, "--session", "s"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no SQLite session log at "+typo) {
+		t.Fatalf("plancheck on a missing store: %v", err)
+	}
+	if _, err := os.Stat(typo); err == nil {
+		t.Fatal("plancheck created the store file it was asked to read")
+	}
+}
