@@ -38,7 +38,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"message", "demo", "  ", ""}, `"message" needs a non-blank text; to only enter plan mode use: kubectl plan on demo`},
 		{[]string{"--", "-demo"}, `unexpected flag "-demo" before the session name`},
 		{[]string{"status", "demo", "-o", "wide"}, `unknown output format "wide": use -o json or -o yaml, or no -o for text`},
-		{[]string{"log", "demo"}, "no session-log store: pass --store URL or set " + StoreEnv},
+		{[]string{"log", "demo"}, "no session-log store: pass --store URL, set " + StoreEnv},
 	} {
 		_, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -84,5 +84,12 @@ func TestHintSubcommand(t *testing.T) {
 	}
 	if err := hintSubcommand(root, "payments-migration"); err != nil {
 		t.Errorf("hint for payments-migration: %v, want none", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "kubectl-plan ") {
+		t.Fatalf("kubectl plan --version = %q, %v", out, err)
 	}
 }
