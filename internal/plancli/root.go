@@ -17,12 +17,13 @@ import (
 const rootLong = `Enter and leave plan mode on an AgentSession, talk to its agent, and review the plans it
 presents, the way the harness's /plan command and plan review do.
 
-Replies are the harness's own /plan texts, chosen from the same set() decision the
-manager makes (committed, queued, cancelled or noop), computed from the session's status and
-spec just before the change is written:
+Replies are the harness's /plan texts in kubectl's words, chosen by the same decision the
+manager makes (applied now, waiting for the next step, cancelled, or no change), computed from
+the session's status and spec just before the change is written:
 
-  Plan mode on. Use /plan off to leave.                                     (entered now)
-  Entering plan mode (applies from the next step). Use /plan off to leave.  (any other entry)
+  Plan mode on. Use kubectl plan off SESSION to leave.            (entered now)
+  Entering plan mode (applies from the next step).
+  Use kubectl plan off SESSION to leave.                          (any other entry)
   Plan mode off.                                                            (left now)
   Leaving plan mode (applies from the next step).                           (queued, or already leaving)
   Plan mode entry cancelled.                                                (a pending entry undone)
