@@ -24,8 +24,9 @@ const DefaultWait = 10 * time.Second
 
 const waitHelp = `
 
-How the reply is chosen: the plugin runs the harness's set() decision on the session's status
-and spec before writing, then (unless --wait=0) waits for the manager to take the selection on
+How the reply is chosen: the plugin makes the decision the manager makes (applied now, waiting
+for the next step boundary, cancelled, or no change) from the session's status and spec before
+writing, then (unless --wait=0) waits for the manager to take the selection on
 and reads the outcome from the status it writes, because only the manager sees the session log
 (whether a turn is open decides "committed" against "queued"). If the manager does not answer
 within --wait, the predicted reply is printed with a warning on stderr.`
