@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/harness-dev/planmode-operator/internal/version"
@@ -83,6 +84,9 @@ func main() {
 	}
 	// envtest logs through controller-runtime; its progress lines are this tool's own output.
 	ctrllog.SetLogger(logr.Discard())
+	// client-go's own messages (a failed health check while the control plane dies) would
+	// interleave with this tool's; what matters is in the error localenv prints.
+	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {

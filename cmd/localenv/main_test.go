@@ -23,7 +23,9 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -36,6 +38,7 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	os.Exit(runTests(m))
 }
 
@@ -181,14 +184,19 @@ func children(t *testing.T) map[string][]int {
 	return out
 }
 
+// expectNoControlPlane checks that localenv's processes are gone. A process killed after its
+// stop timeout may take a moment to be reaped, so this polls briefly.
 func expectNoControlPlane(t *testing.T) {
 	t.Helper()
-	left := children(t)
-	for _, name := range []string{"etcd", "kube-apiserver", "manager"} {
-		if len(left[name]) > 0 {
-			t.Errorf("%s is still running (pids %v) after localenv returned", name, left[name])
+	NewWithT(t).Eventually(func() map[string][]int {
+		left := children(t)
+		for name := range left {
+			if name != "etcd" && name != "kube-apiserver" && name != "manager" {
+				delete(left, name)
+			}
 		}
-	}
+		return left
+	}).WithTimeout(10*time.Second).Should(BeEmpty(), "processes still running after localenv returned")
 }
 
 func clientFor(t *testing.T, kubeconfig string) client.Client {
@@ -359,6 +367,34 @@ func TestManagerExitStopsEverything(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("it exited with status 2"))
 	g.Expect(err.Error()).To(ContainSubstring("flag provided but not defined: -no-such-flag"))
 	expectNoControlPlane(t)
+
+	// etcd dying takes the API server's health with it: the run ends, naming the control plane.
+	cp := start(t, testOptions(t, t.TempDir()))
+	cp.waitRunning(t)
+	etcds := children(t)["etcd"]
+	g.Expect(etcds).To(HaveLen(1))
+	g.Expect(syscall.Kill(etcds[0], syscall.SIGKILL)).To(Succeed())
+	select {
+	case err = <-cp.done:
+		cp.done <- err
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("localenv still running two minutes after etcd died:\n%s", cp.out.String())
+	}
+	g.Expect(errors.As(err, &exited)).To(BeTrue(), "%v", err)
+	g.Expect(exited.part).To(Equal("control plane"))
+	g.Expect(err.Error()).To(ContainSubstring("health checks in a row"))
+	expectNoControlPlane(t)
+
+	// The demo agent ending (here: a script of one turn, no --loop) ends the run the same way.
+	short := testOptions(t, t.TempDir())
+	short.noAgent = false
+	short.agentArgs = "--turns=1 --steps=1"
+	err = run(context.Background(), short, io.Discard)
+	g.Expect(errors.As(err, &exited)).To(BeTrue(), "%v", err)
+	g.Expect(exited.part).To(Equal("demo agent"))
+	g.Expect(err.Error()).To(ContainSubstring("it exited with status 0"))
+	g.Expect(err.Error()).To(ContainSubstring("1 turns, 1 steps"))
+	expectNoControlPlane(t)
 }
 
 // A port given by flag that is taken is refused before anything starts, naming the flag; port
@@ -383,4 +419,44 @@ func TestPortConflict(t *testing.T) {
 	if err != nil || a == "127.0.0.1:0" {
 		t.Fatalf("pickPort(0) = %q, %v", a, err)
 	}
+}
+
+// An existing cluster is used only when --cluster-kubeconfig names it: then the CRDs and the
+// demo objects are created there, the manager runs against it with webhooks off, and the
+// user's kubeconfig file is not edited.
+func TestClusterOnlyWhenAsked(t *testing.T) {
+	g := NewWithT(t)
+	env, cfg, err := framework.Start(framework.Options{NoCRDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	user, err := env.AddUser(envtest.User{Name: "cluster-admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "cluster.kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, t.TempDir())
+	o.clusterConfig = kubeconfig
+	s := start(t, o)
+	s.waitRunning(t)
+	g.Expect(s.out.String()).To(ContainSubstring("Using the cluster of " + kubeconfig))
+	g.Expect(s.out.String()).To(ContainSubstring("as --cluster-kubeconfig asks"))
+	g.Expect(s.out.String()).NotTo(ContainSubstring("Starting a local control plane"))
+	c := clientFor(t, kubeconfig)
+	as := &agentsv1alpha1.AgentSession{}
+	g.Expect(c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "demo"}, as)).To(Succeed())
+	g.Expect(as.Spec.PlanMode.Active).To(BeNil())
+	after, err := os.ReadFile(kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after).To(Equal(kc), "the user's kubeconfig was edited")
+	g.Expect(s.stop(t)).To(Succeed())
+	g.Expect(children(t)["manager"]).To(BeEmpty())
 }
