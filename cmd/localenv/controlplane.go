@@ -47,7 +47,7 @@ func newScheme() *runtime.Scheme {
 }
 
 // useCluster runs against an existing cluster, only when asked with --cluster-kubeconfig.
-func useCluster(ctx context.Context, o options, dir string, out io.Writer) (*controlPlane, error) {
+func useCluster(ctx context.Context, o options, out io.Writer) (*controlPlane, error) {
 	path, err := filepath.Abs(o.clusterConfig)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func useCluster(ctx context.Context, o options, dir string, out io.Writer) (*con
 
 // startLocalControlPlane starts kube-apiserver and etcd with etcd's data in dir/etcd, so
 // objects survive a restart.
-func startLocalControlPlane(ctx context.Context, o options, dir string, out io.Writer) (*controlPlane, error) {
+func startLocalControlPlane(o options, dir string, out io.Writer) (*controlPlane, error) {
 	if o.assets == "" {
 		return nil, errors.New("no control-plane binaries: set --assets or KUBEBUILDER_ASSETS (make run does)")
 	}

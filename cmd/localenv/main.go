@@ -108,87 +108,141 @@ func (e *errPartExited) Error() string {
 	return msg + "\neverything else was stopped; fix the cause and run `make run` again (state is kept)"
 }
 
-func run(ctx context.Context, o options, out io.Writer) (err error) {
-	dir, err := filepath.Abs(o.dir)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	unlock, err := lockDir(dir)
+// paths are the absolute folders and addresses a run uses, settled before anything starts.
+type paths struct {
+	dir, binDir, store     string
+	metricsAddr, probeAddr string
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	p, unlock, err := prepare(o)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-
-	binDir, err := filepath.Abs(o.binDir)
-	if err != nil {
-		return err
-	}
-	for _, b := range []string{"manager", "refagent", "kubectl-plan"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			return fmt.Errorf("%s is missing from %s: run `make build` first (make run does)", b, binDir)
-		}
-	}
-	metricsAddr, err := pickPort("--metrics-port", o.metricsPort)
-	if err != nil {
-		return err
-	}
-	probeAddr, err := pickPort("--probe-port", o.probePort)
-	if err != nil {
-		return err
-	}
-
 	if kc := os.Getenv("KUBECONFIG"); kc != "" && o.clusterConfig == "" {
 		fmt.Fprintf(out, "Note: KUBECONFIG=%s is set; make run ignores it and uses its own control plane in %s.\n"+
-			"      To run against that cluster instead: make run CLUSTER_KUBECONFIG=%s\n", kc, dir, kc)
+			"      To run against that cluster instead: make run CLUSTER_KUBECONFIG=%s\n", kc, p.dir, kc)
 	}
 
 	start := time.Now()
 	var cp *controlPlane
 	if o.clusterConfig != "" {
-		cp, err = useCluster(ctx, o, dir, out)
+		cp, err = useCluster(ctx, o, out)
 	} else {
-		cp, err = startLocalControlPlane(ctx, o, dir, out)
+		cp, err = startLocalControlPlane(o, p.dir, out)
 	}
 	if err != nil {
 		return err
 	}
 	defer cp.stop()
-
-	store := "sqlite://" + filepath.Join(dir, "sessions.db")
-	if err := writeStoreHint(cp.kubeconfig, store, o.clusterConfig != ""); err != nil {
+	if err := writeStoreHint(cp.kubeconfig, p.store, o.clusterConfig != ""); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(out, "Starting the manager (log: %s)...\n", filepath.Join(dir, "manager.log"))
-	managerFlags := append(append([]string{}, cp.managerFlags...),
+	manager, err := startManager(ctx, o, p, cp, out)
+	if manager != nil {
+		defer manager.stop(o.stopTimeout)
+	}
+	if err != nil {
+		return err
+	}
+	if err := announceDemo(ctx, cp, o, out); err != nil {
+		return err
+	}
+	var agent *process
+	if !o.noAgent {
+		agentFlags := append([]string{
+			"--kubeconfig=" + cp.agentKubeconfig,
+			"--store=" + p.store,
+			"--namespace=" + o.namespace,
+			"--name=" + o.session,
+		}, strings.Fields(o.agentArgs)...)
+		agent, err = startProcess(filepath.Join(p.binDir, "refagent"), agentFlags, filepath.Join(p.dir, "agent.log"), cp.agentKubeconfig)
+		if err != nil {
+			return err
+		}
+		defer agent.stop(o.stopTimeout)
+	}
+
+	printNextSteps(out, o, cp.kubeconfig, p.binDir, p.dir, p.store, time.Since(start))
+	return waitForEnd(ctx, o, p, cp, manager, agent, out)
+}
+
+// prepare settles the folders and ports and takes the state folder's lock; nothing runs yet.
+func prepare(o options) (paths, func(), error) {
+	var p paths
+	var err error
+	if p.dir, err = filepath.Abs(o.dir); err != nil {
+		return p, nil, err
+	}
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return p, nil, fmt.Errorf("create %s: %w", p.dir, err)
+	}
+	// The lock first: a second run on the same state is told so, whatever else it asks for.
+	unlock, err := lockDir(p.dir)
+	if err != nil {
+		return p, nil, err
+	}
+	if err := settle(o, &p); err != nil {
+		unlock()
+		return p, nil, err
+	}
+	return p, unlock, nil
+}
+
+// settle finds the binaries and the manager's ports.
+func settle(o options, p *paths) error {
+	var err error
+	if p.binDir, err = filepath.Abs(o.binDir); err != nil {
+		return err
+	}
+	for _, b := range []string{"manager", "refagent", "kubectl-plan"} {
+		if _, err := os.Stat(filepath.Join(p.binDir, b)); err != nil {
+			return fmt.Errorf("%s is missing from %s: run `make build` first (make run does)", b, p.binDir)
+		}
+	}
+	if p.metricsAddr, err = pickPort("--metrics-port", o.metricsPort); err != nil {
+		return err
+	}
+	if p.probeAddr, err = pickPort("--probe-port", o.probePort); err != nil {
+		return err
+	}
+	p.store = "sqlite://" + filepath.Join(p.dir, "sessions.db")
+	return nil
+}
+
+// startManager runs the manager binary and waits for its readiness. The process it returns,
+// also with an error, is the caller's to stop.
+func startManager(ctx context.Context, o options, p paths, cp *controlPlane, out io.Writer) (*process, error) {
+	managerLog := filepath.Join(p.dir, "manager.log")
+	fmt.Fprintf(out, "Starting the manager (log: %s)...\n", managerLog)
+	flags := append(append([]string{}, cp.managerFlags...),
 		"--kubeconfig="+cp.managerKubeconfig,
-		"--log-store="+store,
-		"--metrics-bind-address="+metricsAddr,
-		"--health-probe-bind-address="+probeAddr,
+		"--log-store="+p.store,
+		"--metrics-bind-address="+p.metricsAddr,
+		"--health-probe-bind-address="+p.probeAddr,
 		// Readable logs for a person at a terminal; the deployed manager keeps JSON.
 		"--zap-encoder=console",
 		"--zap-time-encoding=iso8601",
 	)
-	managerFlags = append(managerFlags, strings.Fields(o.managerArgs)...)
-	managerLog := filepath.Join(dir, "manager.log")
-	manager, err := startProcess(filepath.Join(binDir, "manager"), managerFlags, managerLog, cp.managerKubeconfig)
+	flags = append(flags, strings.Fields(o.managerArgs)...)
+	manager, err := startProcess(filepath.Join(p.binDir, "manager"), flags, managerLog, cp.managerKubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer manager.stop(o.stopTimeout)
-
-	if err := waitHealthy(ctx, "http://"+probeAddr+"/readyz", o.readyTimeout, manager); err != nil {
+	if err := waitHealthy(ctx, "http://"+p.probeAddr+"/readyz", o.readyTimeout, manager); err != nil {
 		var exited *errPartExited
 		if errors.As(err, &exited) {
 			exited.logPath = managerLog
-			return err
+			return manager, err
 		}
-		return fmt.Errorf("the manager did not become ready: %w\n%s", err, lastLines(managerLog, 15))
+		return manager, fmt.Errorf("the manager did not become ready: %w\n%s", err, lastLines(managerLog, 15))
 	}
+	return manager, nil
+}
 
+func announceDemo(ctx context.Context, cp *controlPlane, o options, out io.Writer) error {
 	created, err := ensureDemo(ctx, cp.client, o)
 	if err != nil {
 		return err
@@ -198,25 +252,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	} else {
 		fmt.Fprintf(out, "Found the demo session %s/%s from an earlier run; left as it was.\n", o.namespace, o.session)
 	}
+	return nil
+}
 
-	var agent *process
-	agentLog := filepath.Join(dir, "agent.log")
-	if !o.noAgent {
-		agentFlags := append([]string{
-			"--kubeconfig=" + cp.agentKubeconfig,
-			"--store=" + store,
-			"--namespace=" + o.namespace,
-			"--name=" + o.session,
-		}, strings.Fields(o.agentArgs)...)
-		agent, err = startProcess(filepath.Join(binDir, "refagent"), agentFlags, agentLog, cp.agentKubeconfig)
-		if err != nil {
-			return err
-		}
-		defer agent.stop(o.stopTimeout)
-	}
-
-	printNextSteps(out, o, cp.kubeconfig, binDir, dir, store, time.Since(start))
-
+// waitForEnd returns when Ctrl-C asks (nil) or any part stops on its own (an error naming it).
+func waitForEnd(ctx context.Context, o options, p paths, cp *controlPlane, manager, agent *process, out io.Writer) error {
 	var agentExited <-chan struct{}
 	if agent != nil {
 		agentExited = agent.exited
@@ -227,9 +267,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		fmt.Fprintln(out, "\nShutting down...")
 		return nil
 	case <-manager.exited:
-		return &errPartExited{part: "manager", detail: manager.describeExit(), logPath: managerLog}
+		return &errPartExited{part: "manager", detail: manager.describeExit(), logPath: filepath.Join(p.dir, "manager.log")}
 	case <-agentExited:
-		return &errPartExited{part: "demo agent", detail: agent.describeExit(), logPath: agentLog}
+		return &errPartExited{part: "demo agent", detail: agent.describeExit(), logPath: filepath.Join(p.dir, "agent.log")}
 	case err := <-health:
 		return &errPartExited{part: "control plane", detail: err.Error()}
 	}

@@ -113,7 +113,9 @@ func start(t *testing.T, o options) *started {
 	go func() { s.done <- run(ctx, o, s.out) }()
 	t.Cleanup(func() {
 		cancel()
-		<-s.done
+		if err := <-s.done; err != nil {
+			t.Logf("localenv returned: %v", err)
+		}
 	})
 	return s
 }

@@ -103,12 +103,8 @@ func run() error {
 	bindFlags(fs, &o)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
 	flag.Parse()
-	if *showVersion {
-		fmt.Println(version.String("manager"))
-		return nil
-	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	gogc := os.Getenv("GOGC")
@@ -313,6 +309,15 @@ func checkOptions(o *options) error {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// printVersion is the action of a --version flag: print and exit, before anything starts.
+func printVersion(binary string) func(string) error {
+	return func(string) error {
+		fmt.Println(version.String(binary))
+		os.Exit(0)
+		return nil
+	}
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -56,13 +56,13 @@ func run() error {
 		quiet      = flag.Bool("quiet", false, "print only the summary")
 		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
 			"0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
-		showVersion = flag.Bool("version", false, "print the version and exit")
 	)
-	flag.Parse()
-	if *showVersion {
+	flag.BoolFunc("version", "print the version and exit", func(string) error {
 		fmt.Println(version.String("refagent"))
+		os.Exit(0)
 		return nil
-	}
+	})
+	flag.Parse()
 	if *storeURL == "" {
 		*storeURL, _ = storeenv.Lookup(os.Stderr)
 	}

@@ -21,7 +21,8 @@ func TestProgress(t *testing.T) {
 	p.compiled = 400
 	p.report(t0.Add(4 * time.Minute))
 	p.done(t0.Add(5 * time.Minute))
-	want := []string{
+	want := make([]string, 0, 7)
+	want = append(want,
 		"x: kube-apiserver: 10s elapsed, nothing compiled yet (cached packages are not counted; linking comes last)",
 		"# k8s.io/broken",
 		"broken/x.go:3:1: syntax error",
@@ -29,7 +30,7 @@ func TestProgress(t *testing.T) {
 		"x: kube-apiserver: 100 of at most 400 packages compiled (25%), 1m0s elapsed, at most about 3m0s left at this pace, plus the link",
 		"x: kube-apiserver: all 400 packages compiled, 4m0s elapsed; linking",
 		"x: kube-apiserver: 400 packages compiled in 5m0s",
-	}
+	)
 	cached := &progress{label: "etcd", prefix: "x: ", out: &out, start: t0}
 	cached.done(t0.Add(3 * time.Second))
 	want = append(want, "x: etcd: built from the Go build cache in 3s")

@@ -215,29 +215,8 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 	default:
 		row("Config", "%s (requested; not read by the manager yet)", v.ConfigRef)
 	}
-	switch {
-	case v.Live != nil && v.Live.LastPlanModeTime != nil:
-		t := *v.Live.LastPlanModeTime
-		row("Last change", "%s (%s ago, plan/mode at seq %d)", t.Format(time.RFC3339), now.Sub(t).Round(time.Second), v.Live.LastPlanModeSeq)
-	case v.Live != nil:
-		row("Last change", "never (no plan/mode in the log)")
-	case v.LastTransition != nil:
-		row("Last change", "%s (%s ago)", v.LastTransition.Format(time.RFC3339), now.Sub(*v.LastTransition).Round(time.Second))
-	default:
-		row("Last change", "not recorded in the status (the log has it: name the store with --store)")
-	}
-	if v.Notice != nil {
-		switch {
-		case v.Live != nil && v.Live.LastStepStartSeq > v.Notice.Seq:
-			// The agent records the notice in the first step after the plan/mode, with no API
-			// write: a step/start after it in the log means the notice is no longer owed.
-			row("Notice", "%q recorded by the agent (step at seq %d)", v.Notice.Text, v.Live.LastStepStartSeq)
-		case v.Live != nil:
-			row("Notice owed", "%q (for plan/mode at seq %d; the agent records it at its next step)", v.Notice.Text, v.Notice.Seq)
-		default:
-			row("Notice owed", "%q (for plan/mode at seq %d, as of the manager's last status write)", v.Notice.Text, v.Notice.Seq)
-		}
-	}
+	lastChangeRow(row, v, now)
+	noticeRow(row, v)
 	if b := v.LastBoundary; b != nil {
 		msg := ""
 		if b.Message != "" {
@@ -270,6 +249,36 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 		row("Note", "the manager has not caught up with the latest spec change yet")
 	}
 	return w.Flush()
+}
+
+// lastChangeRow says when the committed state last changed: the time of the log's last
+// plan/mode when the store was read, else the status's record of it.
+func lastChangeRow(row func(k, f string, a ...any), v StatusView, now time.Time) {
+	switch {
+	case v.Live != nil && v.Live.LastPlanModeTime != nil:
+		t := *v.Live.LastPlanModeTime
+		row("Last change", "%s (%s ago, plan/mode at seq %d)", t.Format(time.RFC3339), now.Sub(t).Round(time.Second), v.Live.LastPlanModeSeq)
+	case v.Live != nil:
+		row("Last change", "never (no plan/mode in the log)")
+	case v.LastTransition != nil:
+		row("Last change", "%s (%s ago)", v.LastTransition.Format(time.RFC3339), now.Sub(*v.LastTransition).Round(time.Second))
+	default:
+		row("Last change", "not recorded in the status (the log has it: name the store with --store)")
+	}
+}
+
+// noticeRow shows an owed notice; with the live log, a notice the agent has recorded (a
+// step/start after its plan/mode, which it writes with no API write) is shown as recorded.
+func noticeRow(row func(k, f string, a ...any), v StatusView) {
+	switch {
+	case v.Notice == nil:
+	case v.Live != nil && v.Live.LastStepStartSeq > v.Notice.Seq:
+		row("Notice", "%q recorded by the agent (step at seq %d)", v.Notice.Text, v.Live.LastStepStartSeq)
+	case v.Live != nil:
+		row("Notice owed", "%q (for plan/mode at seq %d; the agent records it at its next step)", v.Notice.Text, v.Notice.Seq)
+	default:
+		row("Notice owed", "%q (for plan/mode at seq %d, as of the manager's last status write)", v.Notice.Text, v.Notice.Seq)
+	}
 }
 
 func reviewLine(v StatusView) string {

@@ -130,13 +130,13 @@ password in the URL is stored with the file's other credentials. make run record
 store in the kubeconfig it writes.`,
 		Example: `  kubectl plan use-store postgres://reader@db.example:5432/planmode
   kubectl plan use-store sqlite:///var/lib/planmode/log.db --context dev`,
-		Args: func(cmd *cobra.Command, args []string) error {
+		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf(`"use-store" needs exactly one argument, the store URL (usage: kubectl plan use-store URL)`)
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(_ *cobra.Command, args []string) error {
 			return o.useStore(args[0])
 		},
 	}
