@@ -21,12 +21,12 @@ Replies are the harness's /plan texts in kubectl's words, chosen by the same dec
 manager makes (applied now, waiting for the next step, cancelled, or no change), computed from
 the session's status and spec just before the change is written:
 
-  Plan mode on. Use kubectl plan off SESSION to leave.            (entered now)
-  Entering plan mode (applies from the next step).
-  Use kubectl plan off SESSION to leave.                          (any other entry)
-  Plan mode off.                                                            (left now)
-  Leaving plan mode (applies from the next step).                           (queued, or already leaving)
-  Plan mode entry cancelled.                                                (a pending entry undone)
+  Plan mode on. Use kubectl plan off SESSION to leave.                 (entered now)
+  Entering plan mode (applies from the next step). Use kubectl plan off SESSION to leave.
+                                                                       (any other entry)
+  Plan mode off.                                                       (left now)
+  Leaving plan mode (applies from the next step).                      (queued, or already leaving)
+  Plan mode entry cancelled.                                           (a pending entry undone)
   Plan mode is already inactive.
 
 Command shapes (SESSION is the AgentSession's metadata.name):
