@@ -63,6 +63,10 @@ lint-fix: ## Run golangci-lint and apply the fixes its linters offer.
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from Go modules into bin/k8s (cached).
 	@hack/envtest-binaries.sh $(K8S_VERSION) $(ETCD_VERSION) >/dev/null
 
+.PHONY: harness
+harness: ## Install the real DeepSeek harness (dsh) and Node 22 from npm into bin/harness (pinned by hack/harness/package-lock.json; cached).
+	@hack/harness.sh >/dev/null
+
 .PHONY: postgres
 postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages).
 	@hack/ensure-postgres.sh
