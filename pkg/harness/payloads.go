@@ -155,9 +155,12 @@ type MessageSource struct {
 // UserSource is the provenance of a human prompt.
 var UserSource = MessageSource{Kind: SourceKindUser}
 
+// ContentTypeText is the type of a text content block.
+const ContentTypeText = "text"
+
 // TextContent is a content list of one text block.
 func TextContent(text string) []ContentBlock {
-	return []ContentBlock{{Type: "text", Text: text}}
+	return []ContentBlock{{Type: ContentTypeText, Text: text}}
 }
 
 // NewUserText is the user/message of a human prompt with message id id.
@@ -296,7 +299,7 @@ func ReadToolResult(data json.RawMessage) (ToolOutcome, bool) {
 	if m.ToolName != "" || m.CallID != "" { // the earlier operator shape
 		o := ToolOutcome{CallID: m.CallID, ToolName: m.ToolName, IsError: m.IsError}
 		for _, p := range parts {
-			if p.Type == "text" {
+			if p.Type == ContentTypeText {
 				o.Text += p.Text
 			}
 		}
@@ -316,7 +319,7 @@ func ReadToolResult(data json.RawMessage) (ToolOutcome, bool) {
 		var blocks []ContentBlock
 		if json.Unmarshal(p.Content, &blocks) == nil {
 			for _, b := range blocks {
-				if b.Type == "text" {
+				if b.Type == ContentTypeText {
 					o.Text += b.Text
 				}
 			}

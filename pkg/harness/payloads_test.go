@@ -38,9 +38,11 @@ func TestReadToolResult(t *testing.T) {
 		want ToolOutcome
 		ok   bool
 	}{
-		{`{"turn":1,"step":2,"message":{"source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"Plan "},{"type":"text","text":"approved"}],"isError":false}],"role":"user","id":"m"},"meta":{"x":1}}`,
+		{`{"turn":1,"step":2,"message":{"source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1",` +
+			`"content":[{"type":"text","text":"Plan "},{"type":"text","text":"approved"}],"isError":false}],"role":"user","id":"m"},"meta":{"x":1}}`,
 			ToolOutcome{CallID: "c1", Text: "Plan approved"}, true},
-		{`{"message":{"source":{"kind":"tool","callId":"c2"},"content":[{"type":"tool-result","toolCallId":"c2","content":[{"type":"text","text":"Error: no"}],"isError":true}],"role":"user","id":"m"}}`,
+		{`{"message":{"source":{"kind":"tool","callId":"c2"},` +
+			`"content":[{"type":"tool-result","toolCallId":"c2","content":[{"type":"text","text":"Error: no"}],"isError":true}],"role":"user","id":"m"}}`,
 			ToolOutcome{CallID: "c2", Text: "Error: no", IsError: true}, true},
 		// The shape earlier operator releases wrote.
 		{`{"turn":1,"step":2,"message":{"role":"toolResult","callId":"c3","toolName":"exit_plan_mode","content":[{"type":"text","text":"ok"}],"isError":false}}`,

@@ -3,7 +3,9 @@ package sessionlog
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -36,84 +38,21 @@ type chunkRowData struct {
 	Args  []string     `json:"args"`
 }
 
+// The packed row types.
+const (
+	rowTextChunks      = "text-chunks"
+	rowReasoningChunks = "reasoning-chunks"
+	rowToolCallChunks  = "tool-call-chunks"
+)
+
 // expandChunkRow turns a packed row into the assistant/chunk events it stores, in the
 // harness's key order, or says what is malformed (the harness refuses such a row too).
 func expandChunkRow(line []byte, typ string) ([]harness.Event, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, fmt.Errorf("malformed %s storage row: %v", typ, err)
+	row, d, members, err := parseChunkRow(line, typ)
+	if err != nil {
+		return nil, fmt.Errorf("malformed %s storage row: %w", typ, err)
 	}
-	if len(m) != 4 || m["type"] == nil || m["seq0"] == nil || m["time0"] == nil || m["data"] == nil {
-		return nil, fmt.Errorf("malformed %s storage row: envelope must be exactly {type, seq0, time0, data}", typ)
-	}
-	var row chunkRow
-	if err := json.Unmarshal(line, &row); err != nil || row.Seq0 == nil || row.Time0 == nil || *row.Seq0 < 0 {
-		return nil, fmt.Errorf("malformed %s storage row: seq0 and time0 must be integers, seq0 not negative", typ)
-	}
-	var dm map[string]json.RawMessage
-	if err := json.Unmarshal(row.Data, &dm); err != nil {
-		return nil, fmt.Errorf("malformed %s storage row: data must be an object", typ)
-	}
-	want := []string{"turn", "step", "index", "dt", "texts"}
-	if typ == "tool-call-chunks" {
-		want = []string{"turn", "step", "index", "id", "dt", "args"}
-		if _, ok := dm["name"]; ok {
-			want = append(want, "name")
-		}
-	}
-	if len(dm) != len(want) {
-		return nil, fmt.Errorf("malformed %s storage row: data must be exactly %v", typ, want)
-	}
-	for _, k := range want {
-		if _, ok := dm[k]; !ok {
-			return nil, fmt.Errorf("malformed %s storage row: data has no %q", typ, k)
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(row.Data))
-	dec.UseNumber()
-	var d chunkRowData
-	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("malformed %s storage row: %v", typ, err)
-	}
-	members := d.Texts
-	if typ == "tool-call-chunks" {
-		members = d.Args
-		if d.ID == nil {
-			return nil, fmt.Errorf("malformed %s storage row: id must be a string", typ)
-		}
-	}
-	if len(members) == 0 {
-		return nil, fmt.Errorf("malformed %s storage row: its members must be a non-empty string array", typ)
-	}
-	if len(d.Dt) != len(members)-1 {
-		return nil, fmt.Errorf("malformed %s storage row: dt length %d does not match %d members", typ, len(d.Dt), len(members))
-	}
-	prefix := make([]byte, 0, 64)
-	prefix = append(prefix, `{"turn":`...)
-	prefix = append(prefix, d.Turn.String()...)
-	prefix = append(prefix, `,"step":`...)
-	prefix = append(prefix, d.Step.String()...)
-	prefix = append(prefix, `,"chunk":{"type":`...)
-	switch typ {
-	case "text-chunks":
-		prefix = append(prefix, `"text-delta","index":`...)
-	case "reasoning-chunks":
-		prefix = append(prefix, `"reasoning-delta","index":`...)
-	default:
-		prefix = append(prefix, `"tool-call-delta","index":`...)
-	}
-	prefix = append(prefix, d.Index.String()...)
-	if typ == "tool-call-chunks" {
-		prefix = append(prefix, `,"id":`...)
-		prefix = appendJSString(prefix, *d.ID)
-		if d.Name != nil {
-			prefix = append(prefix, `,"name":`...)
-			prefix = appendJSString(prefix, *d.Name)
-		}
-		prefix = append(prefix, `,"argumentsDelta":`...)
-	} else {
-		prefix = append(prefix, `,"text":`...)
-	}
+	prefix := chunkPrefix(typ, d)
 	out := make([]harness.Event, len(members))
 	t := *row.Time0
 	for k, member := range members {
@@ -125,6 +64,98 @@ func expandChunkRow(line []byte, typ string) ([]harness.Event, error) {
 		out[k] = harness.Event{Type: harness.TypeAssistantChunk, Seq: *row.Seq0 + int64(k), Time: t, Data: data}
 	}
 	return out, nil
+}
+
+// parseChunkRow checks a row's envelope and data keys exactly, as the harness does, and
+// returns it with its members (texts or args).
+func parseChunkRow(line []byte, typ string) (chunkRow, chunkRowData, []string, error) {
+	var row chunkRow
+	var d chunkRowData
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return row, d, nil, err
+	}
+	if err := exactKeys(m, "envelope", "type", "seq0", "time0", "data"); err != nil {
+		return row, d, nil, err
+	}
+	if err := json.Unmarshal(line, &row); err != nil || row.Seq0 == nil || row.Time0 == nil || *row.Seq0 < 0 {
+		return row, d, nil, errors.New("seq0 and time0 must be integers, seq0 not negative")
+	}
+	var dm map[string]json.RawMessage
+	if err := json.Unmarshal(row.Data, &dm); err != nil {
+		return row, d, nil, errors.New("data must be an object")
+	}
+	want := []string{"turn", "step", "index", "dt", "texts"}
+	if typ == rowToolCallChunks {
+		want = []string{"turn", "step", "index", "id", "dt", "args"}
+		if _, ok := dm["name"]; ok {
+			want = append(want, "name")
+		}
+	}
+	if err := exactKeys(dm, "data", want...); err != nil {
+		return row, d, nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(row.Data))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil || d.Turn == nil || d.Step == nil || d.Index == nil {
+		return row, d, nil, errors.New("turn, step and index must be numbers, the members strings, dt integers")
+	}
+	members := d.Texts
+	if typ == rowToolCallChunks {
+		members = d.Args
+		if d.ID == nil {
+			return row, d, nil, errors.New("id must be a string")
+		}
+	}
+	if len(members) == 0 {
+		return row, d, nil, errors.New("its members must be a non-empty string array")
+	}
+	if len(d.Dt) != len(members)-1 {
+		return row, d, nil, fmt.Errorf("dt length %d does not match %d members", len(d.Dt), len(members))
+	}
+	return row, d, members, nil
+}
+
+// exactKeys says which key of m is missing or extra, against want.
+func exactKeys(m map[string]json.RawMessage, what string, want ...string) error {
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			return fmt.Errorf("%s must be exactly {%s}: %q is missing", what, strings.Join(want, ", "), k)
+		}
+	}
+	if len(m) != len(want) {
+		return fmt.Errorf("%s must be exactly {%s}", what, strings.Join(want, ", "))
+	}
+	return nil
+}
+
+// chunkPrefix is a member's data up to its text or argumentsDelta value.
+func chunkPrefix(typ string, d chunkRowData) []byte {
+	prefix := make([]byte, 0, 96)
+	prefix = append(prefix, `{"turn":`...)
+	prefix = append(prefix, d.Turn.String()...)
+	prefix = append(prefix, `,"step":`...)
+	prefix = append(prefix, d.Step.String()...)
+	prefix = append(prefix, `,"chunk":{"type":`...)
+	switch typ {
+	case rowTextChunks:
+		prefix = append(prefix, `"text-delta","index":`...)
+	case rowReasoningChunks:
+		prefix = append(prefix, `"reasoning-delta","index":`...)
+	default:
+		prefix = append(prefix, `"tool-call-delta","index":`...)
+	}
+	prefix = append(prefix, d.Index.String()...)
+	if typ != rowToolCallChunks {
+		return append(prefix, `,"text":`...)
+	}
+	prefix = append(prefix, `,"id":`...)
+	prefix = appendJSString(prefix, *d.ID)
+	if d.Name != nil {
+		prefix = append(prefix, `,"name":`...)
+		prefix = appendJSString(prefix, *d.Name)
+	}
+	return append(prefix, `,"argumentsDelta":`...)
 }
 
 // appendJSString appends s as JSON.stringify writes it: only '"', '\\' and control characters

@@ -268,7 +268,7 @@ var envelopeFields = map[string]bool{
 	fieldIgnorable: true, fieldSourceEventSeqs: true, fieldSurfaceOp: true,
 }
 
-var packedChunkTypes = map[string]bool{"text-chunks": true, "reasoning-chunks": true, "tool-call-chunks": true}
+var packedChunkTypes = map[string]bool{rowTextChunks: true, rowReasoningChunks: true, rowToolCallChunks: true}
 
 // parseEventLine parses one line of an imported JSONL file into the events it stores (one, or
 // the members of a packed chunk row); wantSeq is the seq the first must carry.

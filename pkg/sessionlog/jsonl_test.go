@@ -73,7 +73,8 @@ func TestJSONLRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSuffix(got.String(), "\n"), "\n")
-			if !strings.HasPrefix(lines[0], `{"type":"session","version":0,"id":"child","createdAt":`) || !strings.HasSuffix(lines[0], `,"parentSession":"spec-examples","seedLength":7,"delegationDepth":0}`) {
+			if !strings.HasPrefix(lines[0], `{"type":"session","version":0,"id":"child","createdAt":`) ||
+				!strings.HasSuffix(lines[0], `,"parentSession":"spec-examples","seedLength":7,"delegationDepth":0}`) {
 				t.Fatalf("child header = %s", lines[0])
 			}
 			if len(lines) != 8 || lines[7] != strings.Split(string(want), "\n")[7] {
@@ -104,7 +105,8 @@ func TestJSONLImportRefusals(t *testing.T) {
 		{"no data", hdr + `{"type":"plan/mode","seq":0,"time":5}` + "\n", `line 2: event has no "data"`},
 		{"bad plan/mode", hdr + ok + "\n" + `{"type":"plan/mode","seq":1,"time":5,"data":{"active":42}}` + "\n",
 			`line 4: invalid event: session "x" seq 1 (plan/mode) field data.active: plan/mode carries invalid active state 42; expected a boolean`},
-		{"packed row without data", hdr + `{"type":"text-chunks","seq0":0,"time0":5,"dt":[1,1]}` + "\n", `line 2: malformed text-chunks storage row: envelope must be exactly {type, seq0, time0, data}`},
+		{"packed row without data", hdr + `{"type":"text-chunks","seq0":0,"time0":5,"dt":[1,1]}` + "\n",
+			`line 2: malformed text-chunks storage row: envelope must be exactly {type, seq0, time0, data}: "data" is missing`},
 		{"packed row dt", hdr + `{"type":"text-chunks","seq0":0,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b","c"]}}` + "\n",
 			`line 2: malformed text-chunks storage row: dt length 1 does not match 3 members`},
 		{"packed row seq", hdr + ok + `{"type":"text-chunks","seq0":3,"time0":5,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}` + "\n",
