@@ -72,9 +72,13 @@ postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages
 	@hack/ensure-postgres.sh
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets postgres ## Run every test suite (unit, envtest, both log stores, e2e).
+test: manifests generate fmt vet envtest-assets postgres harness ## Run every test suite (unit, envtest, both log stores, the real harness, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
+
+.PHONY: test-harness
+test-harness: harness ## Run test/harness alone (scenarios through the real harness against a scripted model; the runs mostly wait, hence -parallel 6).
+	go test ./test/harness -count=1 -timeout 10m -parallel 6 $(TEST_FLAGS)
 
 .PHONY: bench
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
