@@ -26,7 +26,7 @@ import (
 
 // pinnedVerdicts are the checker's violations on a scenario's real log, where the published
 // harness (rc.8) and the newest plan document differ. Everywhere else the verdict is none.
-// docs/harness-oracle.md explains each.
+// docs/harness-oracle.md lists every point where they differ.
 var pinnedVerdicts = map[string][]invariant.Kind{
 	// Idle /plan then /plan off before turn 2: rc.8 keeps the queued "switched to plan mode"
 	// notice and records it in turn 2's first step although plan mode is off again and the
