@@ -77,8 +77,8 @@ test: manifests generate fmt vet envtest-assets postgres harness ## Run every te
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
 
 .PHONY: test-harness
-test-harness: harness ## Run test/harness alone (scenarios through the real harness against a scripted model; the runs mostly wait, hence -parallel 6).
-	go test ./test/harness -count=1 -timeout 10m -parallel 6 $(TEST_FLAGS)
+test-harness: harness envtest-assets ## Run test/harness alone (scenarios through the real harness against a scripted model; the runs mostly wait, hence -parallel 6).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$$PATH" go test ./test/harness -count=1 -timeout 10m -parallel 6 $(TEST_FLAGS)
 
 .PHONY: bench
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).

@@ -159,14 +159,14 @@ func checkFold(t *testing.T, run *dshRun, tail harness.Tail, events []harness.Ev
 		}
 	}
 	if (told == nil) != (tail.Told == nil) || (told != nil && *told != *tail.Told) {
-		t.Errorf("operator fold: told %v; the harness's last request/header described plan mode %v", ptr(tail.Told), ptr(told))
+		t.Errorf("operator fold: told %v; the harness's last request/header described plan mode %v", boolText(tail.Told), boolText(told))
 	}
 	if tail.Turn != turns {
 		t.Errorf("operator fold: turn %d; the harness logged %d turns", tail.Turn, turns)
 	}
 }
 
-func ptr(b *bool) any {
+func boolText(b *bool) any {
 	if b == nil {
 		return "none"
 	}

@@ -12,8 +12,13 @@ import (
 // A shape is the set of an event's JSON paths with the kind of value at each: envelope fields
 // at the top ("seq": number, "sourceEventSeqs[]": number), data below ("data.message.role":
 // string). Array elements share the path "[]". Two events have the same shape when the sets
-// are equal: the same keys, nesting and value kinds, whatever the values.
+// are equal: the same keys, nesting and value kinds, whatever the values. Values that are
+// content rather than structure (a tool's JSON schema, a provider adapter's defaults) count as
+// one opaque object.
 type shape map[string]string
+
+// opaquePaths hold content the event carries verbatim.
+var opaquePaths = map[string]bool{"data.header.tools[].parameters": true, "data.header.adapterDefaults": true}
 
 func shapeOf(ev harness.Event) shape {
 	line := []byte(fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s`, ev.Type, ev.Seq, ev.Time, ev.Data))
@@ -43,6 +48,9 @@ func walkShape(s shape, path string, v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		s[path] = "object"
+		if opaquePaths[path] {
+			return
+		}
 		for k, e := range x {
 			p := k
 			if path != "" {
@@ -64,6 +72,18 @@ func walkShape(s shape, path string, v any) {
 	case nil:
 		s[path] = "null"
 	}
+}
+
+// extra lists the paths of b that a lacks or has with another kind (b's shape is a's with
+// some optional fields left out when this is empty).
+func (a shape) extra(b shape) []string {
+	var out []string
+	for _, d := range a.diff(b) {
+		if !strings.HasPrefix(d, "-") {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // diff lists the paths where two shapes differ ("+path kind": only in b, "-path kind": only
