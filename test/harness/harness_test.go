@@ -33,6 +33,8 @@ var pinnedVerdicts = map[string][]invariant.Kind{
 	// last request/header described it off. The plan document withdraws a queued notice that
 	// a later idle toggle reverses, so the checker reports it.
 	"A_idle_review_approve": {invariant.NoticeNotOwed},
+	// The same, alone: idle /plan then /plan off between two default-mode turns.
+	"G_idle_toggle_reversed": {invariant.NoticeNotOwed},
 }
 
 // captureDirEnv, when set, names a directory the suite copies each scenario's harness log

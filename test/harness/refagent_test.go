@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,23 +30,34 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
 // TestResumeReferenceAgentExport drives sessions with the reference agent through the real
 // manager (real kube-apiserver and etcd), exports them with planlog's export, and has the real
 // harness resume each: it reads the plan state the operator committed, and the next request
 // carries the plan section iff plan mode is committed.
-func TestResumeReferenceAgentExport(t *testing.T) {
-	t.Parallel()
+// operatorEnv is the operator, for real: a control plane (kube-apiserver and etcd), the
+// manager's reconciler and admission webhooks, a SQLite session log, and a namespace with a PlanModeConfig whose
+// section opens with the harness's plan-section marker.
+type operatorEnv struct {
+	k8s   client.Client
+	cfg   *rest.Config
+	store sessionlog.Store
+	ns    string
+}
+
+func startOperator(t *testing.T) *operatorEnv {
+	t.Helper()
 	harnessInstall(t) // fail early, before the control plane starts
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	env, cfg, err := framework.Start(framework.Options{})
+	ctx := context.Background()
+	env, cfg, err := framework.Start(framework.Options{Webhooks: true})
 	if err != nil {
 		t.Fatalf("start the control plane (make envtest-assets): %v", err)
 	}
-	defer func() { _ = env.Stop() }()
+	t.Cleanup(func() { _ = env.Stop() })
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -56,12 +70,21 @@ func TestResumeReferenceAgentExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := openStore(t)
-
+	wo := &env.WebhookInstallOptions
+	wopts := webhooks.DefaultOptions()
+	wopts.Host, wopts.Port, wopts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	srv, err := webhooks.NewServer(wopts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Scheme: scheme, WebhookServer: srv, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhooks.SetupWithManager(mgr, wopts); err != nil {
 		t.Fatal(err)
 	}
 	r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
@@ -72,52 +95,82 @@ func TestResumeReferenceAgentExport(t *testing.T) {
 	mgrDone := make(chan error, 1)
 	mgrCtx, stopMgr := context.WithCancel(ctx)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	defer func() {
+	t.Cleanup(func() {
 		stopMgr()
 		if err := <-mgrDone; err != nil {
 			t.Errorf("manager: %v", err)
 		}
-	}()
-
+	})
+	// Admission is in force once the webhook server's readiness check passes.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
+	}); err != nil {
+		t.Fatalf("the webhook server did not start: %v", err)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "oracle-"}}
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Create(ctx, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
-		Spec:       v1alpha1.PlanModeConfigSpec{Section: "You are in plan mode: explore and plan; do not edit files."},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: planSectionMarker + ". Explore and plan; do not edit files."},
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return &operatorEnv{k8s: k8s, cfg: cfg, store: store, ns: ns.Name}
+}
 
+// session creates an AgentSession (with an initial selection when active is set) and connects
+// an SDK client to it.
+func (o *operatorEnv) session(t *testing.T, name string, active *bool) *agentsdk.Client {
+	t.Helper()
+	s := &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: name},
+		Spec:       v1alpha1.AgentSessionSpec{SessionID: o.ns + "." + name, PlanMode: v1alpha1.PlanModeSpec{Active: active}},
+	}
+	if err := o.k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := agentsdk.New(context.Background(), agentsdk.Options{Config: o.cfg, Namespace: o.ns, Name: name, Store: o.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	waitFor(t, c, "the manager takes the session on", func(s *v1alpha1.AgentSession) bool {
+		return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
+	})
+	return c
+}
+
+// toggle is the user's selection (kubectl plan on/off).
+func (o *operatorEnv) toggle(t *testing.T, name string, active bool) {
+	t.Helper()
+	obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: name}}
+	patch := []byte(`{"spec":{"planMode":{"active":` + strconv.FormatBool(active) + `}}}`)
+	if err := o.k8s.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResumeReferenceAgentExport(t *testing.T) {
+	t.Parallel()
+	op := startOperator(t)
+	ctx := context.Background()
+	store := op.store
 	for _, tc := range []struct {
 		name string
 		// offAfter switches plan mode off between the turns (the manager commits it idle).
 		offAfter bool
 	}{{"stays-on", false}, {"switched-off", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			id := ns.Name + "." + tc.name
-			s := &v1alpha1.AgentSession{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: tc.name},
-				Spec:       v1alpha1.AgentSessionSpec{SessionID: id, PlanMode: v1alpha1.PlanModeSpec{Active: ptr.To(true)}},
-			}
-			if err := k8s.Create(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-			c, err := agentsdk.New(ctx, agentsdk.Options{Config: cfg, Namespace: ns.Name, Name: tc.name, Store: store})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			id := op.ns + "." + tc.name
+			c := op.session(t, tc.name, ptr.To(true))
 			waitFor(t, c, "the manager commits the selection", func(s *v1alpha1.AgentSession) bool {
 				return !s.Status.PlanMode.Pending && s.Status.PlanMode.Selection != nil && *s.Status.PlanMode.Selection
 			})
 			runScript(t, c, "turn explore the repo\nstep\ntool read\nstep\nend\n")
 			if tc.offAfter {
-				obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: tc.name}}
-				if err := k8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"planMode":{"active":false}}}`))); err != nil {
-					t.Fatal(err)
-				}
+				op.toggle(t, tc.name, false)
 				waitFor(t, c, "the manager commits plan mode off between turns", func(s *v1alpha1.AgentSession) bool {
 					return s.Status.PlanMode.Selection != nil && !*s.Status.PlanMode.Selection && !s.Status.PlanMode.Pending
 				})
