@@ -171,18 +171,11 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(as.Status.PlanMode.Active).To(BeTrue())
 		Expect(as.Status.PlanMode.PendingActive).To(BeNil())
 		evs := a.events()
-		var res struct {
-			Message struct {
-				IsError bool `json:"isError"`
-				Content []struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"message"`
-		}
 		Expect(evs[len(evs)-3].Type).To(Equal("tool/result"))
-		Expect(json.Unmarshal(evs[len(evs)-3].Data, &res)).To(Succeed())
-		Expect(res.Message.IsError).To(BeFalse())
-		Expect(res.Message.Content[0].Text).To(Equal(harness.ExitErrDismissed))
+		res, ok := harness.ReadToolResult(evs[len(evs)-3].Data)
+		Expect(ok).To(BeTrue())
+		Expect(res.IsError).To(BeFalse())
+		Expect(res.Text).To(Equal(harness.ExitErrDismissed))
 		Expect(types(evs[len(evs)-2:])).To(Equal([]string{"step/end", "turn/end"}))
 		Expect(kplan(viewer, "review", a.name).ok()).To(MatchRegexp(`State:\s+Dismissed at `))
 	})
