@@ -62,7 +62,7 @@ func (sc *sessionScope) approvalExits() bool {
 	if rs := sc.session.Status.Review; rs != nil && rs.ID == req.ID {
 		return rs.Phase == agentsv1alpha1.ReviewPending && sc.refuseDecision(rs.PlanSHA256, req, d) == ""
 	}
-	// openReview admits the plan only in committed plan mode, in the log's open turn.
+	// openReview admits the plan only in committed plan mode, for a turn of this session's log.
 	return sc.tail.Active && sc.reviewNotOfThisSession(req) == "" && sc.refuseDecision("", req, d) == ""
 }
 

@@ -10,25 +10,23 @@ import (
 )
 
 // A review is bound to its session and to its text. The manager opens a review only for a plan
-// posted in the turn the session's log has open (exit_plan_mode is a tool call inside a step,
-// so a genuine plan always is), records the digest of the text it opened, and applies a
-// decision only to that text: a decision that names another digest, or a plan changed under
-// its review id, is refused with a Warning Event and the review stays open. The admission
-// webhook refuses both earlier; this holds without it.
+// that names a turn the session's log has had (exit_plan_mode is a tool call inside a turn of
+// this log, so a genuine plan always does), records the digest of the text it opened, and
+// applies a decision only to that text: a decision that names another digest, or a plan
+// changed under its review id, is refused with a Warning Event and the review stays open. The
+// admission webhook refuses both earlier; this holds without it.
 
 // EventReasonReviewDecisionRefused: a decision did not match the plan under review.
 const EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
 
 // reviewNotOfThisSession explains why a posted plan is not this session's to review, or "".
+// A plan may be reviewed after its turn ended (approved between turns), so only a turn the
+// log has not reached marks it as another's.
 func (sc *sessionScope) reviewNotOfThisSession(req *agentsv1alpha1.PlanReviewRequest) string {
-	if sc.tail.TurnOpen && req.Turn == sc.tail.Turn {
+	if req.Turn <= sc.tail.Turn {
 		return ""
 	}
-	open := "no turn is open"
-	if sc.tail.TurnOpen {
-		open = fmt.Sprintf("the open turn is %d", sc.tail.Turn)
-	}
-	return fmt.Sprintf("exit_plan_mode was refused: the plan names turn %d of this session, and in its log %s", req.Turn, open)
+	return fmt.Sprintf("exit_plan_mode was refused: the plan names turn %d, and this session's log has reached turn %d", req.Turn, sc.tail.Turn)
 }
 
 // refuseDecision reports why decision d must not decide the plan under review, or "".

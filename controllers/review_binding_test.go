@@ -14,8 +14,8 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// A decision applies only to the plan text it was taken on, and only a plan posted in the
-// session's open turn is opened for review.
+// A decision applies only to the plan text it was taken on, and a plan naming a turn the
+// session's log has not reached is not opened for review.
 func TestReviewBoundToPlanAndSession(t *testing.T) {
 	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "review.db"))
 	if err != nil {
@@ -48,7 +48,7 @@ func TestReviewBoundToPlanAndSession(t *testing.T) {
 		{name: "a digest of another text is refused", posted: swapped, digest: planmode.PlanSHA256(read), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id is refused", posted: swapped, opened: read, wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id, with the new digest, is refused", posted: swapped, opened: read, digest: planmode.PlanSHA256(swapped), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
-		{name: "a plan naming a turn the log has not open is rejected", posted: read, turnOffset: 3, wantPhase: agentsv1alpha1.ReviewRejected},
+		{name: "a plan naming a turn the log has not reached is rejected", posted: read, turnOffset: 3, wantPhase: agentsv1alpha1.ReviewRejected},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, before := e.fzSeed(t, inTurn, "fz")
