@@ -275,7 +275,7 @@ func validateReviewTransition(oldObj, obj *agentsv1alpha1.AgentSession) field.Er
 		return field.ErrorList{field.Invalid(p, r.ReviewID,
 			fmt.Sprintf("the plan under review is %q (status.agent.review.id): a decision must quote that id", posted.Review.ID))}
 	}
-	return validateReviewDigest(obj)
+	return validateReviewDigest(oldObj, obj)
 }
 
 // validateApprovalLeavesPlanMode: an approval (decision Approve without feedback, the only

@@ -61,17 +61,25 @@ func (v *AgentSessionValidator) validateSessionIDFree(ctx context.Context, obj *
 
 // validateReviewDigest: a decision that names the digest of the plan it was taken on must name
 // the digest of the plan under review now, so an approval never applies to a text the reviewer
-// did not read.
-func validateReviewDigest(obj *agentsv1alpha1.AgentSession) field.ErrorList {
+// did not read. A merge patch keeps the fields it does not name, so a digest left from the
+// decision on an earlier review is called out as such.
+func validateReviewDigest(oldObj, obj *agentsv1alpha1.AgentSession) field.ErrorList {
 	r, posted := obj.Spec.Review, agentReview(obj)
 	if r == nil || r.PlanSHA256 == "" || posted == nil || posted.ID != r.ReviewID {
 		return nil
 	}
-	if got := planmode.PlanSHA256(posted.Plan); got != r.PlanSHA256 {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "review", "planSHA256"), r.PlanSHA256,
-			fmt.Sprintf("is not the digest of the plan under review %q (%s): the plan is not the one read; read it again with kubectl plan review %s", r.ReviewID, got, obj.Name))}
+	got := planmode.PlanSHA256(posted.Plan)
+	if got == r.PlanSHA256 {
+		return nil
 	}
-	return nil
+	p := field.NewPath("spec", "review", "planSHA256")
+	if o := oldObj.Spec.Review; o != nil && o.ReviewID != r.ReviewID && o.PlanSHA256 == r.PlanSHA256 {
+		return field.ErrorList{field.Invalid(p, r.PlanSHA256, fmt.Sprintf(
+			"is left from the decision on review %q (a merge patch keeps the fields it does not name): set it to the digest of the plan under review %q (%s, printed by kubectl plan review %s) or to null",
+			o.ReviewID, r.ReviewID, got, obj.Name))}
+	}
+	return field.ErrorList{field.Invalid(p, r.PlanSHA256,
+		fmt.Sprintf("is not the digest of the plan under review %q (%s): the plan is not the one read; read it again with kubectl plan review %s", r.ReviewID, got, obj.Name))}
 }
 
 // reviewDigestWarning: an Approve without a digest is bound to the review id only.
