@@ -26,7 +26,8 @@ import (
 // webhook refuses most such sessions at create already (webhooks: the cached sessionID
 // index); this is what holds when two are created at once, or a session predates the check.
 
-// EventReasonSessionIDInUse: the session's log belongs to another AgentSession.
+// EventReasonSessionIDInUse is the Event reason of a session whose log belongs to another
+// AgentSession.
 const EventReasonSessionIDInUse = "SessionIDInUse"
 
 // SessionIDInUseError is a session whose spec.sessionID names a log another AgentSession owns.

@@ -16,7 +16,8 @@ import (
 // changed under its review id, is refused with a Warning Event and the review stays open. The
 // admission webhook refuses both earlier; this holds without it.
 
-// EventReasonReviewDecisionRefused: a decision did not match the plan under review.
+// EventReasonReviewDecisionRefused is the Event reason of a decision that did not match the
+// plan under review.
 const EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
 
 // reviewNotOfThisSession explains why a posted plan is not this session's to review, or "".
@@ -39,10 +40,11 @@ func (sc *sessionScope) refuseDecision(recorded string, req *agentsv1alpha1.Plan
 	}
 	switch {
 	case posted != recorded:
-		return fmt.Sprintf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): no decision applies to it; the agent must post it under a new review id", req.ID, posted, recorded)
+		return fmt.Sprintf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): "+
+			"no decision applies to it; the agent must post it under a new review id", req.ID, posted, recorded)
 	case d.PlanSHA256 != "" && d.PlanSHA256 != recorded:
-		return fmt.Sprintf("spec.review.planSHA256 %s is not the digest of the plan under review %s (%s): the decision was taken on another text; read the plan again with kubectl plan review %s and decide again",
-			d.PlanSHA256, req.ID, recorded, sc.session.Name)
+		return fmt.Sprintf("spec.review.planSHA256 %s is not the digest of the plan under review %s (%s): the decision was taken on another text; "+
+			"read the plan again with kubectl plan review %s and decide again", d.PlanSHA256, req.ID, recorded, sc.session.Name)
 	}
 	return ""
 }

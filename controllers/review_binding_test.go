@@ -47,7 +47,8 @@ func TestReviewBoundToPlanAndSession(t *testing.T) {
 		{name: "no digest: bound to the review id only", posted: read, wantPhase: agentsv1alpha1.ReviewApproved},
 		{name: "a digest of another text is refused", posted: swapped, digest: planmode.PlanSHA256(read), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id is refused", posted: swapped, opened: read, wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
-		{name: "a plan swapped under its review id, with the new digest, is refused", posted: swapped, opened: read, digest: planmode.PlanSHA256(swapped), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
+		{name: "a plan swapped under its review id, with the new digest, is refused", posted: swapped, opened: read,
+			digest: planmode.PlanSHA256(swapped), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan naming a turn the log has not reached is rejected", posted: read, turnOffset: 3, wantPhase: agentsv1alpha1.ReviewRejected},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

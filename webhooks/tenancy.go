@@ -75,7 +75,8 @@ func validateReviewDigest(oldObj, obj *agentsv1alpha1.AgentSession) field.ErrorL
 	p := field.NewPath("spec", "review", "planSHA256")
 	if o := oldObj.Spec.Review; o != nil && o.ReviewID != r.ReviewID && o.PlanSHA256 == r.PlanSHA256 {
 		return field.ErrorList{field.Invalid(p, r.PlanSHA256, fmt.Sprintf(
-			"is left from the decision on review %q (a merge patch keeps the fields it does not name): set it to the digest of the plan under review %q (%s, printed by kubectl plan review %s) or to null",
+			"is left from the decision on review %q (a merge patch keeps the fields it does not name): "+
+				"set it to the digest of the plan under review %q (%s, printed by kubectl plan review %s) or to null",
 			o.ReviewID, r.ReviewID, got, obj.Name))}
 	}
 	return field.ErrorList{field.Invalid(p, r.PlanSHA256,

@@ -223,19 +223,9 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		if r == nil {
 			return nothingUnderReview(as)
 		}
-		if f.reviewID != "" && f.reviewID != r.ID {
-			return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, planTitle(r.Plan), r.ID, name)
-		}
-		if seen != "" && seen != r.ID {
-			return fmt.Errorf("the agent presented a new plan (review %s) while your decision was being written; nothing was decided. Read it with: kubectl plan review %s", r.ID, name)
-		}
 		digest := planmode.PlanSHA256(r.Plan)
-		if f.planSHA256 != "" && f.planSHA256 != digest {
-			return fmt.Errorf("the plan under review %q (review %s) is not the text you read: its SHA-256 is %s, not %s; nothing was decided. Read it again with: kubectl plan review %s",
-				planTitle(r.Plan), r.ID, digest, f.planSHA256, name)
-		}
-		if seenDigest != "" && seenDigest != digest {
-			return fmt.Errorf("the plan under review %s changed while your decision was being written; nothing was decided. Read it again with: kubectl plan review %s", r.ID, name)
+		if err := checkDecisionTarget(name, r, digest, f, seen, seenDigest); err != nil {
+			return err
 		}
 		seen, seenDigest, title = r.ID, digest, planTitle(r.Plan)
 		if phase, ok := decided(as, r); ok {
@@ -282,6 +272,23 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		msg = fmt.Sprintf("Dismissed the review of %q (review %s): the agent stays in plan mode and stops its turn.", title, seen)
 	}
 	fmt.Fprintln(o.Streams.Out, msg)
+	return nil
+}
+
+// checkDecisionTarget stops a decision unless the plan under review is the one asked for
+// (--review-id, --plan-sha256) and the one read before a retry (seen, seenDigest).
+func checkDecisionTarget(name string, r *v1alpha1.PlanReviewRequest, digest string, f decideFlags, seen, seenDigest string) error {
+	switch {
+	case f.reviewID != "" && f.reviewID != r.ID:
+		return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, planTitle(r.Plan), r.ID, name)
+	case seen != "" && seen != r.ID:
+		return fmt.Errorf("the agent presented a new plan (review %s) while your decision was being written; nothing was decided. Read it with: kubectl plan review %s", r.ID, name)
+	case f.planSHA256 != "" && f.planSHA256 != digest:
+		return fmt.Errorf("the plan under review %q (review %s) is not the text you read: its SHA-256 is %s, not %s; nothing was decided. "+
+			"Read it again with: kubectl plan review %s", planTitle(r.Plan), r.ID, digest, f.planSHA256, name)
+	case seenDigest != "" && seenDigest != digest:
+		return fmt.Errorf("the plan under review %s changed while your decision was being written; nothing was decided. Read it again with: kubectl plan review %s", r.ID, name)
+	}
 	return nil
 }
 

@@ -17,7 +17,8 @@ func (b Backend) claimOwner(t *testing.T) {
 	ctx := context.Background()
 	id := sid(t)
 	s1, s2 := b.store(t), b.store(t)
-	teamA := sessionlog.Owner{Namespace: "team-a", Name: "s1", UID: "uid-a"}
+	const nsA = "team-a"
+	teamA := sessionlog.Owner{Namespace: nsA, Name: "s1", UID: "uid-a"}
 	teamB := sessionlog.Owner{Namespace: "team-b", Name: "s1", UID: "uid-b"}
 
 	claim := func(s sessionlog.Store, o sessionlog.Owner) sessionlog.Owner {
@@ -34,18 +35,18 @@ func (b Backend) claimOwner(t *testing.T) {
 	if got := claim(s2, teamB); got != teamA {
 		t.Fatalf("a claim from another namespace = %+v, want the holder %+v", got, teamA)
 	}
-	renamed := sessionlog.Owner{Namespace: "team-a", Name: "s2", UID: "uid-a2"}
+	renamed := sessionlog.Owner{Namespace: nsA, Name: "s2", UID: "uid-a2"}
 	if got := claim(s2, renamed); got != teamA {
 		t.Fatalf("a claim from another name = %+v, want the holder %+v", got, teamA)
 	}
-	recreated := sessionlog.Owner{Namespace: "team-a", Name: "s1", UID: "uid-a-new"}
+	recreated := sessionlog.Owner{Namespace: nsA, Name: "s1", UID: "uid-a-new"}
 	if got := claim(s2, recreated); got != recreated {
 		t.Fatalf("the same namespace/name with a new uid = %+v, want it to re-claim: %+v", got, recreated)
 	}
 	if got := claim(b.store(t), teamB); got != recreated {
 		t.Fatalf("after reopening, a foreign claim = %+v, want %+v", got, recreated)
 	}
-	if _, err := s1.ClaimOwner(ctx, id, sessionlog.Owner{Namespace: "team-a", Name: "s1"}); err == nil {
+	if _, err := s1.ClaimOwner(ctx, id, sessionlog.Owner{Namespace: nsA, Name: "s1"}); err == nil {
 		t.Fatal("a claim without a uid was accepted")
 	}
 	// The claim never touches the log.
