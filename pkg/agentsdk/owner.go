@@ -9,8 +9,8 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// ErrSessionIDInUse: the log of the AgentSession's spec.sessionID belongs to another
-// AgentSession (one log per session; the manager stops such a session with SessionIDInUse).
+// ErrSessionIDInUse is returned by New when the log of the AgentSession's spec.sessionID
+// belongs to another AgentSession (one log per session; the manager stops such a session with SessionIDInUse).
 var ErrSessionIDInUse = errors.New("spec.sessionID is the log of another AgentSession")
 
 // claimLog records the watched AgentSession as the owner of its log, as the manager does, so an
