@@ -142,7 +142,11 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		By("Approve carrying feedback is feedback, not consent")
 		ch = a.callExit("# Plan C\n")
 		id3 := a.postedReview()
-		patched := run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it"}}}`, id3))
+		By("a merge patch keeps the digest of the earlier decision unless it names the field")
+		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it"}}}`, id3)).
+			refused(`spec.review.planSHA256: Invalid value`, `is left from the decision on review "`+id2+`" (a merge patch keeps the fields it does not name)`)
+		patched := run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p",
+			fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it","planSHA256":null}}}`, id3))
 		patched.ok()
 		Expect(patched.Err).To(ContainSubstring("Warning: spec.review.feedback with decision Approve is not consent: the manager reads it as KeepPlanning"))
 		ee = exitErr(receive(ch).err)
