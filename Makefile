@@ -72,14 +72,22 @@ lint-fix: ## Run golangci-lint and apply the fixes its linters offer.
 envtest-assets: ## Build kube-apiserver, etcd and kubectl from Go modules into bin/k8s (cached).
 	@hack/envtest-binaries.sh $(K8S_VERSION) $(ETCD_VERSION) >/dev/null
 
+.PHONY: harness
+harness: ## Install the real DeepSeek harness (dsh) and Node 22 from npm into bin/harness (pinned by hack/harness/package-lock.json; cached).
+	@hack/harness.sh >/dev/null
+
 .PHONY: postgres
 postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages).
 	@hack/ensure-postgres.sh
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets postgres ## Run every test suite (unit, envtest, both log stores, e2e).
+test: manifests generate fmt vet envtest-assets postgres harness ## Run every test suite (unit, envtest, both log stores, the real harness, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
+
+.PHONY: test-harness
+test-harness: harness envtest-assets ## Run test/harness alone (scenarios through the real harness against a scripted model; the runs mostly wait, hence -parallel 6).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$$PATH" go test ./test/harness -count=1 -timeout 10m -parallel 6 $(TEST_FLAGS)
 
 .PHONY: bench
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).

@@ -68,6 +68,7 @@ type AgentSessionReconciler struct {
 	APIReader client.Reader
 
 	sessions sessionMemory
+	owners   logOwners    // phase_owner.go
 	inFlight atomic.Int64 // reconciles running now
 }
 
@@ -130,6 +131,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.sessions.forget(req.NamespacedName)
+			r.owners.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -148,7 +150,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return res, err
 	}
 	if sc.failure != nil {
-		return ctrl.Result{}, sc.failure // shown in the status now; retried with the workqueue's backoff
+		return ctrl.Result{}, terminal(sc.failure) // shown in the status now; retried with the workqueue's backoff
 	}
 	return sc.result, nil
 }

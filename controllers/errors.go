@@ -54,7 +54,10 @@ func (e *recomputeError) Error() string { return "recompute: " + e.reason }
 func reportedFailure(err error) string {
 	var storeErr *StoreError
 	var conflictErr *AppendConflictError
+	var inUseErr *SessionIDInUseError
 	switch {
+	case errors.As(err, &inUseErr):
+		return agentsv1alpha1.ReasonSessionIDInUse
 	case errors.As(err, &storeErr):
 		return agentsv1alpha1.ReasonLogStoreError
 	case errors.As(err, &conflictErr):

@@ -25,6 +25,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -155,7 +156,7 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 		t.Fatal(err)
 	}
 	s := &agentsv1alpha1.AgentSession{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s", Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s", Generation: 1, UID: types.UID("uid-" + id)},
 		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: id},
 	}
 	a := tail.Active

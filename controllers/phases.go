@@ -23,6 +23,7 @@ type phase func(sc *sessionScope, ctx context.Context) (ctrl.Result, error)
 // phase_fork.go, phase_log.go, phase_selection.go, phase_boundary.go. Plan review
 // (phase_review.go) and the conditions (conditions.go) run in finish, on the phases' result.
 var phases = []phase{
+	(*sessionScope).claimLog, // phase_owner.go: one log per session, before anything reads it
 	(*sessionScope).readConfig,
 	(*sessionScope).ensureFork,
 	(*sessionScope).readLog,

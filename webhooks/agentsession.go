@@ -75,6 +75,9 @@ type AgentSessionValidator struct {
 	Identities Identities
 	// Access checks the review-approval permission. Nil skips that check (tests of pure rules).
 	Access AccessChecker
+	// Sessions reads AgentSessions from the manager's cache, indexed by SessionIDIndex, for the
+	// one-log-per-session check at create. Nil skips that check (tests of pure rules).
+	Sessions client.Reader
 }
 
 var _ admission.Validator[*agentsv1alpha1.AgentSession] = &AgentSessionValidator{}
@@ -85,11 +88,16 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("no admission request in context: %w", err))
 	}
-	if err := v.denyAgentSpecWrite(req, obj.Name); err != nil {
+	if err := v.denyAgentSpecWrite(req, obj.Name, obj); err != nil {
 		return nil, err
 	}
 	errs := validateSpecFields(&obj.Spec)
-	var warnings admission.Warnings
+	inUse, err := v.validateSessionIDFree(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, inUse...)
+	warnings := unboundWarning(obj)
 	if obj.Spec.Review != nil {
 		warnings = append(warnings, "spec.review is set at creation, before any plan was posted: it applies only if the agent later posts a review with this reviewID")
 		if err := v.checkApproval(ctx, req, obj); err != nil {
@@ -115,13 +123,13 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 		// stored before a rule existed can still be finalized and deleted.
 		return nil, nil
 	}
-	if err := v.denyAgentSpecWrite(req, obj.Name); err != nil {
+	if err := v.denyAgentSpecWrite(req, obj.Name, oldObj, obj); err != nil {
 		return nil, err
 	}
 	errs := validateSpecFields(&obj.Spec)
 	errs = append(errs, validateReviewTransition(oldObj, obj)...)
 	errs = append(errs, validateSteerTransition(oldObj, obj)...)
-	var warnings admission.Warnings
+	warnings := reviewDigestWarning(oldObj, obj)
 	if r := obj.Spec.Review; r != nil && r.Feedback != "" && r.Decision != agentsv1alpha1.ReviewKeepPlanning && reviewChanged(oldObj, obj) {
 		if r.Decision == agentsv1alpha1.ReviewApprove {
 			// The harness's consent rule (controllers/review.go): Approve with text is feedback.
@@ -149,8 +157,9 @@ func (v *AgentSessionValidator) ValidateDelete(context.Context, *agentsv1alpha1.
 	return nil, nil
 }
 
-func (v *AgentSessionValidator) denyAgentSpecWrite(req admission.Request, name string) error {
-	if agent, _ := v.Identities.IsAgent(req.UserInfo); agent && !v.Identities.IsManager(req.UserInfo) {
+func (v *AgentSessionValidator) denyAgentSpecWrite(req admission.Request, name string, objs ...*agentsv1alpha1.AgentSession) error {
+	agent, _ := v.Identities.IsAgent(req.UserInfo)
+	if (agent || isBoundAgent(req.UserInfo.Username, objs...)) && !v.Identities.IsManager(req.UserInfo) {
 		return apierrors.NewForbidden(asGR, name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			fmt.Sprintf("agent identity %q may not create sessions or change spec: an agent writes only status.agent (the status subresource)", req.UserInfo.Username)),
 		}.ToAggregate())
@@ -194,6 +203,7 @@ func (v *AgentSessionValidator) validateStatusUpdate(req admission.Request, oldO
 	if !equality.Semantic.DeepEqual(o, n) {
 		errs = append(errs, field.Forbidden(status, owner))
 	}
+	errs = append(errs, v.validateAgentWriter(req, oldObj, obj)...)
 	if len(errs) > 0 {
 		return apierrors.NewForbidden(asGR, obj.Name, errs.ToAggregate())
 	}
@@ -202,6 +212,8 @@ func (v *AgentSessionValidator) validateStatusUpdate(req admission.Request, oldO
 		if a.Review != nil {
 			verrs = append(verrs, validateID(status.Child("agent", "review", "id"), a.Review.ID)...)
 		}
+		verrs = append(verrs, validatePlanUnchanged(oldObj, obj)...)
+		verrs = append(verrs, validateSteerID(oldObj, obj)...)
 		if len(verrs) > 0 {
 			return invalidAgentSession(obj.Name, verrs)
 		}
@@ -220,6 +232,7 @@ func validateSpecFields(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorList {
 	if r := spec.Review; r != nil {
 		errs = append(errs, validateID(field.NewPath("spec", "review", "reviewID"), r.ReviewID)...)
 	}
+	errs = append(errs, validateReviewTimeout(spec)...)
 	if s := spec.Steer; s != nil {
 		errs = append(errs, validateID(field.NewPath("spec", "steer", "id"), s.ID)...)
 		if strings.TrimSpace(s.Text) == "" {
@@ -262,7 +275,7 @@ func validateReviewTransition(oldObj, obj *agentsv1alpha1.AgentSession) field.Er
 		return field.ErrorList{field.Invalid(p, r.ReviewID,
 			fmt.Sprintf("the plan under review is %q (status.agent.review.id): a decision must quote that id", posted.Review.ID))}
 	}
-	return nil
+	return validateReviewDigest(oldObj, obj)
 }
 
 // validateApprovalLeavesPlanMode: an approval (decision Approve without feedback, the only

@@ -267,10 +267,10 @@ var _ = Describe("AgentSession spec checks", func() {
 		Expect(st.Message).To(Equal(specDenied + `AgentSession.agents.harness.dev "` + s.Name + `" is invalid: spec.steer.id: Invalid value: "m1": ` +
 			`spec.steer.text changed but the id did not: each id is delivered once, so set a new id to send another message`))
 
-		Expect(patchSpec(ctx, editor, s, steer("m2", "look at the docs first"))).To(Succeed())
 		Expect(patchStatus(ctx, as(agentUser), s, func(o *agentsv1alpha1.AgentSession) {
 			o.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: "m1"}
 		})).To(Succeed())
+		Expect(patchSpec(ctx, editor, s, steer("m2", "look at the docs first"))).To(Succeed())
 		err = patchSpec(ctx, editor, s, steer("m1", "again"))
 		st = statusOf(err)
 		Expect(st.Message).To(Equal(specDenied + `AgentSession.agents.harness.dev "` + s.Name + `" is invalid: spec.steer.id: Invalid value: "m1": ` +

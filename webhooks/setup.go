@@ -143,7 +143,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	ctrl.Log.WithName("webhooks").Info("admission identities", "managerUsernames", ids.ManagerUsernames,
 		"agentGroups", ids.AgentGroups, "agentServiceAccountPrefix", ids.AgentServiceAccountPrefix)
-	v := &AgentSessionValidator{Identities: ids}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, SessionIDIndex, IndexSessionID); err != nil {
+		return fmt.Errorf("index AgentSessions by spec.sessionID: %w", err)
+	}
+	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetCache()}
 	if !o.DisableReviewApprovalCheck {
 		v.Access = SubjectAccessReviewer{Client: mgr.GetClient()}
 	}

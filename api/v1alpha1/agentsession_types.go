@@ -34,9 +34,21 @@ type AgentSessionSpec struct {
 	Review *ReviewDecision `json:"review,omitempty"`
 
 	// ReviewTimeout expires a plan review that nobody answers; the exit tool call then fails
-	// and the session stays in plan mode. Unset: reviews wait until answered.
+	// and the session stays in plan mode. A positive duration in Go syntax (30m, 1h30m). Unset:
+	// reviews wait until answered.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|ms|s|m|h)(([0-9]+(\\\\.[0-9]*)?|\\\\.[0-9]+)(ns|us|ms|s|m|h))*$') && duration(self) > duration('0s')",message="spec.reviewTimeout must be a positive duration such as 30m or 1h30m (units h, m, s, ms, us, ns); remove it to let reviews wait until answered"
 	// +optional
 	ReviewTimeout *metav1.Duration `json:"reviewTimeout,omitempty"`
+
+	// Agent binds the session to the one agent identity that may write its status.agent. When
+	// set, only that ServiceAccount (in this namespace) and the manager can report boundaries,
+	// post plans or record steer ids for this session; any other agent identity is refused.
+	// Unset: any agent identity of this namespace may (kept for sessions created before the
+	// binding existed; the webhook warns). See docs/admission.md.
+	// +optional
+	Agent *AgentBinding `json:"agent,omitempty"`
 
 	// Steer delivers a user message to the agent as the next step's ordinary user message
 	// (`kubectl plan <message>`). Each new ID is delivered once.
@@ -83,6 +95,17 @@ type ForkSource struct {
 	ThroughSeq *int64 `json:"throughSeq,omitempty"`
 }
 
+// AgentBinding names the agent identity of one session.
+type AgentBinding struct {
+	// ServiceAccountName is the ServiceAccount in the session's namespace the agent pod runs
+	// as (the pod's spec.serviceAccountName).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	ServiceAccountName string `json:"serviceAccountName"`
+}
+
 // ReviewDecisionType is a reviewer's answer to a plan review.
 // +kubebuilder:validation:Enum=Approve;KeepPlanning;Dismiss
 type ReviewDecisionType string
@@ -115,6 +138,15 @@ type ReviewDecision struct {
 	// +kubebuilder:validation:MaxLength=65536
 	// +optional
 	Feedback string `json:"feedback,omitempty"`
+
+	// PlanSHA256 is the hex SHA-256 of the plan text the reviewer read
+	// (status.agent.review.plan), which `kubectl plan approve` sets. The webhook and the
+	// manager refuse a decision whose digest is not the plan's under review, so a decision
+	// never applies to a text the reviewer did not see. Unset: the decision is bound to the
+	// review id only (the webhook warns).
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +optional
+	PlanSHA256 string `json:"planSHA256,omitempty"`
 }
 
 // SteerMessage is one user message for the agent's next step.
@@ -377,6 +409,10 @@ type ReviewStatus struct {
 	// DecidedAt is when the decision was taken.
 	// +optional
 	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+	// PlanSHA256 is the hex SHA-256 of the plan the manager opened the review with; a
+	// decision must name this digest, if it names one.
+	// +optional
+	PlanSHA256 string `json:"planSHA256,omitempty"`
 	// ExpiresAt is when a pending review expires (status.agent.review.requestedAt plus
 	// spec.reviewTimeout); unset when reviews wait until answered.
 	// +optional
@@ -401,6 +437,9 @@ const (
 	ReasonInvalidBoundary  = "InvalidBoundaryReport"
 	// ReasonAppendConflict: another writer kept winning the race for the log's next seq.
 	ReasonAppendConflict = "AppendConflict"
+	// ReasonSessionIDInUse: the log of spec.sessionID belongs to another AgentSession; this
+	// one never reads or writes it (one log per session).
+	ReasonSessionIDInUse = "SessionIDInUse"
 )
 
 // +kubebuilder:object:root=true

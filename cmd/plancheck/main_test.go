@@ -143,3 +143,29 @@ func TestVersionAndReadOnlyStore(t *testing.T) {
 		t.Fatal("plancheck created the store file it was asked to read")
 	}
 }
+
+// TestRealHarnessLog checks the real harness's log of an approved plan (test/harness scenario
+// A), imported with planlog's import: the approved exit owes no notice (no NoticeMissing, the
+// false positive the checker gave on the harness's tool/result shape), and the one verdict is
+// the NoticeNotOwed rc.8 earns by keeping a queued notice a later idle /plan off reversed.
+func TestRealHarnessLog(t *testing.T) {
+	raw, err := os.ReadFile("../../pkg/sessionlog/testdata/harness/A_idle_review_approve.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	s, err := sessionlog.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _, err := sessionlog.Import(context.Background(), s, bytes.NewReader(raw), sessionlog.ImportOptions{})
+	_ = s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := run1(t, "--store", url, "--session", info.ID, "--json")
+	var vs []invariant.Violation
+	if !errors.Is(err, errViolations) || json.Unmarshal([]byte(out), &vs) != nil || len(vs) != 1 || vs[0].Kind != invariant.NoticeNotOwed {
+		t.Fatalf("plancheck on the real log: %v\n%s", err, out)
+	}
+}

@@ -1,7 +1,7 @@
 // Command planlog exports, imports and inspects session logs in the harness's JSONL format.
 //
-//	planlog export --store URL --session ID > session.jsonl
-//	planlog import --store URL [--session ID] [--allow-unknown] < session.jsonl
+//	planlog export --store URL --session ID [--cwd DIR] > session.jsonl
+//	planlog import --store URL [--session ID] < session.jsonl[.zstd]
 //	planlog tail   --store URL --session ID
 //
 // URL is a session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...);
@@ -81,8 +81,9 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	}
 
 	var exportID string
+	var exportOpts sessionlog.ExportOptions
 	exportCmd := &cobra.Command{
-		Use:   "export --session ID",
+		Use:   "export --session ID [--cwd DIR]",
 		Short: "Write one session as harness JSONL (header line, then one event per line) to stdout",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -94,15 +95,20 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 				return err
 			}
 			defer func() { _ = s.Close() }()
-			return sessionlog.Export(cmd.Context(), s, exportID, cmd.OutOrStdout())
+			if exportOpts.Cwd == "" {
+				// The harness resumes such a log but fails its next turn: its prompt needs a cwd.
+				fmt.Fprintln(cmd.ErrOrStderr(), "planlog: the header has no cwd; to run turns on this log in the harness, export with --cwd DIR (the directory it resumes in)")
+			}
+			return sessionlog.ExportJSONL(cmd.Context(), s, exportID, cmd.OutOrStdout(), exportOpts)
 		},
 	}
 	exportCmd.Flags().StringVar(&exportID, "session", "", "session id to export")
+	exportCmd.Flags().StringVar(&exportOpts.Cwd, "cwd", "", "working directory to record in the header: the directory the harness resumes the session in")
 
 	var importOpts sessionlog.ImportOptions
 	importCmd := &cobra.Command{
-		Use:   "import [--session ID] < session.jsonl",
-		Short: "Create a session from harness JSONL on stdin (refused if it exists; nothing stored on any error)",
+		Use:   "import [--session ID] < session.jsonl[.zstd]",
+		Short: "Create a session from a harness log on stdin, plain or zstd-compressed (refused if it exists; nothing stored on any error)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := open(cmd)
@@ -119,7 +125,10 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 		},
 	}
 	importCmd.Flags().StringVar(&importOpts.SessionID, "session", "", "store under this id instead of the header's")
-	importCmd.Flags().BoolVar(&importOpts.AllowUnknown, "allow-unknown", false, "keep unknown event types not marked ignorable (the harness refuses them)")
+	// Unknown event types are always kept now; the flag stays so existing scripts keep working.
+	var allowUnknown bool
+	importCmd.Flags().BoolVar(&allowUnknown, "allow-unknown", false, "no effect: event types this tool does not know are always kept verbatim")
+	_ = importCmd.Flags().MarkDeprecated("allow-unknown", "event types this tool does not know are always kept verbatim")
 
 	var tailID string
 	tailCmd := &cobra.Command{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -126,5 +127,40 @@ func TestVersion(t *testing.T) {
 	out, err := run(t, "", "--version")
 	if err != nil || !strings.HasPrefix(out, "planlog ") {
 		t.Fatalf("planlog --version = %q, %v", out, err)
+	}
+}
+
+// TestImportRealHarnessLogs: the real harness's logs, plain and in its default zstd encoding,
+// import without flags; export with --cwd gives back the plain log byte for byte.
+func TestImportRealHarnessLogs(t *testing.T) {
+	const plainLog = "../../pkg/sessionlog/testdata/harness/A_idle_review_approve.jsonl"
+	plain, err := os.ReadFile(plainLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := os.ReadFile(plainLog + ".zstd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr struct{ ID, Cwd string }
+	if err := json.Unmarshal(plain[:bytes.IndexByte(plain, '\n')], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	store := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	out, err := run(t, string(plain), "import", "--store", store)
+	if err != nil || out != fmt.Sprintf("imported session %q: %d events\n", hdr.ID, bytes.Count(plain, []byte("\n"))-1) {
+		t.Fatalf("import of the plain log: %q, %v", out, err)
+	}
+	out, err = run(t, "", "export", "--store", store, "--session", hdr.ID, "--cwd", hdr.Cwd)
+	if err != nil || out != string(plain) {
+		t.Fatalf("export differs from the harness's log (%v)", err)
+	}
+	out, err = run(t, string(z), "import", "--store", store)
+	if err != nil || !strings.HasPrefix(out, "imported session \"session-") {
+		t.Fatalf("import of the zstd log: %q, %v", out, err)
+	}
+	// --allow-unknown is kept for existing scripts and changes nothing.
+	if _, err := run(t, string(plain), "import", "--store", store, "--session", "again", "--allow-unknown"); err != nil {
+		t.Fatal(err)
 	}
 }

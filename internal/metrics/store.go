@@ -17,6 +17,7 @@ const (
 	OpFork     = "fork"
 	OpInfo     = "info"
 	OpSeed     = "seed"
+	OpClaim    = "claim_owner"
 )
 
 // InstrumentStore wraps store so every call the manager makes is counted and timed in r
@@ -92,4 +93,11 @@ func (s *instrumented) Seed(ctx context.Context, info sessionlog.SessionInfo, ev
 	t, err := s.Store.Seed(ctx, info, events)
 	s.observe(OpSeed, start, err)
 	return t, err
+}
+
+func (s *instrumented) ClaimOwner(ctx context.Context, sessionID string, owner sessionlog.Owner) (sessionlog.Owner, error) {
+	start := time.Now()
+	o, err := s.Store.ClaimOwner(ctx, sessionID, owner)
+	s.observe(OpClaim, start, err)
+	return o, err
 }

@@ -232,37 +232,16 @@ func userMessage(data json.RawMessage) (string, bool) {
 // exitResult summarises the tool/result of an exit_plan_mode call; other tools' results are
 // left out.
 func (s *summariser) exitResult(data json.RawMessage) (string, bool) {
-	// Read the harness's toolCallId as well as the callId the operator's SDK writes.
-	var r struct {
-		Message struct {
-			ToolCallID string `json:"toolCallId"`
-			CallID     string `json:"callId"`
-			ToolName   string `json:"toolName"`
-			IsError    bool   `json:"isError"`
-			Content    []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"message"`
-	}
-	if json.Unmarshal(data, &r) != nil {
+	// Both shapes: the harness's (the call id in source.callId) and earlier operator releases'.
+	r, ok := harness.ReadToolResult(data)
+	if !ok || (!s.exitCalls[r.CallID] && r.ToolName != harness.ExitToolName) {
 		return "", false
-	}
-	id := r.Message.ToolCallID
-	if id == "" {
-		id = r.Message.CallID
-	}
-	if !s.exitCalls[id] && r.Message.ToolName != harness.ExitToolName {
-		return "", false
-	}
-	var text string
-	for _, c := range r.Message.Content {
-		text += c.Text
 	}
 	kind := "ok"
-	if r.Message.IsError {
+	if r.IsError {
 		kind = "error"
 	}
-	return fmt.Sprintf("%s result (call %s, %s): %s", harness.ExitToolName, id, kind, abbreviate(text, 120)), true
+	return fmt.Sprintf("%s result (call %s, %s): %s", harness.ExitToolName, r.CallID, kind, abbreviate(r.Text, 120)), true
 }
 
 func (s *summariser) header(data json.RawMessage) string {

@@ -51,10 +51,18 @@ func TestSummarise(t *testing.T) {
 		{event("user/message", `{"role":"user","id":"m4","source":{"kind":"system"},"content":[{"type":"text","text":"x"}]}`), ""},
 		{event("tool/call", `{"turn":3,"step":2,"callId":"c1","name":"exit_plan_mode"}`), "exit_plan_mode (call c1, turn 3 step 2)"},
 		{event("tool/call", `{"turn":3,"step":2,"callId":"c2","name":"read"}`), ""},
-		{event("tool/result", `{"message":{"toolCallId":"c1","content":[{"text":"approved"}]}}`), "exit_plan_mode result (call c1, ok): approved"},
-		{event("tool/result", `{"message":{"callId":"c1","isError":true,"content":[{"text":"keep   planning"}]}}`), "exit_plan_mode result (call c1, error): keep planning"},
-		{event("tool/result", `{"message":{"toolCallId":"c2","content":[{"text":"file"}]}}`), ""},
-		{event("tool/result", `{"message":{"toolCallId":"c9","toolName":"exit_plan_mode","content":[]}}`), "exit_plan_mode result (call c9, ok): "},
+		// The harness's shape (and the SDK's), then the one earlier operator releases wrote.
+		{event("tool/result", `{"turn":3,"step":2,"message":{"source":{"kind":"tool","callId":"c1"},`+
+			`"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"approved"}],"isError":false}],"role":"user","id":"r1"}}`),
+			"exit_plan_mode result (call c1, ok): approved"},
+		{event("tool/result", `{"turn":3,"step":2,"message":{"source":{"kind":"tool","callId":"c1"},`+
+			`"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"keep   planning"}],"isError":true}],"role":"user","id":"r2"}}`),
+			"exit_plan_mode result (call c1, error): keep planning"},
+		{event("tool/result", `{"message":{"source":{"kind":"tool","callId":"c2"},`+
+			`"content":[{"type":"tool-result","toolCallId":"c2","content":[{"type":"text","text":"file"}],"isError":false}],"role":"user","id":"r3"}}`), ""},
+		{event("tool/result", `{"message":{"role":"toolResult","callId":"c1","toolName":"exit_plan_mode","content":[{"type":"text","text":"keep   planning"}],"isError":true}}`),
+			"exit_plan_mode result (call c1, error): keep planning"},
+		{event("tool/result", `{"message":{"role":"toolResult","callId":"c9","toolName":"exit_plan_mode","content":[],"isError":false}}`), "exit_plan_mode result (call c9, ok): "},
 		{event("assistant/message", `{"content":[]}`), ""},
 	} {
 		got, ok := s.summarise(tc.ev)

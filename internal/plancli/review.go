@@ -23,10 +23,13 @@ The plugin waits (--wait, default 10s) for the manager to close the review with 
 and fails if the review closed otherwise first (for example it expired). With --wait=0 it
 returns once the decision is written.
 
-The decision names the review id (spec.review.reviewID), so it never applies to a newer plan:
-without --review-id the plugin decides the plan it read, and if the agent presents another plan
-before the write lands it stops and asks you to look again. With --review-id the decision is
-refused unless that is still the plan under review ("stale review id").
+The decision names the review id (spec.review.reviewID) and the SHA-256 of the plan text
+(spec.review.planSHA256), so it never applies to a newer plan or another text: without
+--review-id the plugin decides the plan it read, and if the agent presents another plan before
+the write lands it stops and asks you to look again. With --review-id the decision is refused
+unless that is still the plan under review ("stale review id"); with --plan-sha256 (printed by
+"kubectl plan review") unless the plan under review is still the text you read. The manager
+applies a decision only to the text it names.
 
 Needs "patch" on agentsessions.agents.harness.dev and the "approve" verb on agentsessions/review
 in group agents.harness.dev (separate from the permission to toggle plan mode).`
@@ -75,6 +78,7 @@ func (o *Options) review(ctx context.Context, name string, raw bool) error {
 	fmt.Fprintf(out, "Plan:       %s\n", planTitle(r.Plan))
 	fmt.Fprintf(out, "Review ID:  %s\n", r.ID)
 	fmt.Fprintf(out, "Turn:       %d\n", r.Turn)
+	fmt.Fprintf(out, "SHA-256:    %s\n", planmode.PlanSHA256(r.Plan))
 	if r.RequestedAt != nil {
 		fmt.Fprintf(out, "Posted:     %s\n", r.RequestedAt.UTC().Format(time.RFC3339))
 	}
@@ -127,8 +131,14 @@ func reviewState(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) strin
 }
 
 type decideFlags struct {
-	reviewID string
-	feedback string
+	reviewID   string
+	planSHA256 string
+	feedback   string
+}
+
+func addDecisionFlags(cmd *cobra.Command, f *decideFlags) {
+	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	cmd.Flags().StringVar(&f.planSHA256, "plan-sha256", "", "Decide only if this is the SHA-256 of the plan under review (kubectl plan review prints it)")
 }
 
 func newApproveCommand(o *Options) *cobra.Command {
@@ -145,13 +155,14 @@ spec says so too, and a later "kubectl plan on" (or a plain patch of spec.planMo
 true) selects plan mode again. The admission webhook refuses an approval that leaves
 spec.planMode.active at true.` + decideHelp,
 		Example: `  kubectl plan approve demo
-  kubectl plan approve demo --review-id 3f1c9a2e`,
+  kubectl plan approve demo --review-id 3f1c9a2e
+  kubectl plan approve demo --plan-sha256 "$(kubectl plan review demo | sed -n 's/^SHA-256: *//p')"`,
 		Args: exactSession("approve SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewApprove, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	addDecisionFlags(cmd, &f)
 	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
 }
@@ -171,7 +182,7 @@ chose to keep planning; revise the plan and present it again." Plan mode stays o
 			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewKeepPlanning, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	addDecisionFlags(cmd, &f)
 	cmd.Flags().StringVar(&f.feedback, "feedback", "", "Feedback for the agent, returned verbatim in the tool result")
 	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
@@ -191,7 +202,7 @@ your next message (for example: kubectl plan message SESSION TEXT).` + decideHel
 			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewDismiss, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
+	addDecisionFlags(cmd, &f)
 	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
 }
@@ -202,7 +213,7 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 	if err := o.complete(); err != nil {
 		return err
 	}
-	var seen, title string
+	var seen, seenDigest, title string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
@@ -212,17 +223,17 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		if r == nil {
 			return nothingUnderReview(as)
 		}
-		if f.reviewID != "" && f.reviewID != r.ID {
-			return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, planTitle(r.Plan), r.ID, name)
+		digest := planmode.PlanSHA256(r.Plan)
+		if err := checkDecisionTarget(name, r, digest, f, seen, seenDigest); err != nil {
+			return err
 		}
-		if seen != "" && seen != r.ID {
-			return fmt.Errorf("the agent presented a new plan (review %s) while your decision was being written; nothing was decided. Read it with: kubectl plan review %s", r.ID, name)
-		}
-		seen, title = r.ID, planTitle(r.Plan)
+		seen, seenDigest, title = r.ID, digest, planTitle(r.Plan)
 		if phase, ok := decided(as, r); ok {
 			return fmt.Errorf("nothing under review: the plan %q (review %s) was already decided: %s", title, r.ID, phase)
 		}
-		review := map[string]any{"reviewID": r.ID, "decision": string(d), "feedback": nil}
+		// The digest binds the decision to this text: the webhook and the manager refuse it for
+		// any other.
+		review := map[string]any{"reviewID": r.ID, "decision": string(d), "feedback": nil, "planSHA256": digest}
 		if d == v1alpha1.ReviewKeepPlanning && f.feedback != "" {
 			review["feedback"] = f.feedback
 		}
@@ -261,6 +272,23 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		msg = fmt.Sprintf("Dismissed the review of %q (review %s): the agent stays in plan mode and stops its turn.", title, seen)
 	}
 	fmt.Fprintln(o.Streams.Out, msg)
+	return nil
+}
+
+// checkDecisionTarget stops a decision unless the plan under review is the one asked for
+// (--review-id, --plan-sha256) and the one read before a retry (seen, seenDigest).
+func checkDecisionTarget(name string, r *v1alpha1.PlanReviewRequest, digest string, f decideFlags, seen, seenDigest string) error {
+	switch {
+	case f.reviewID != "" && f.reviewID != r.ID:
+		return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, planTitle(r.Plan), r.ID, name)
+	case seen != "" && seen != r.ID:
+		return fmt.Errorf("the agent presented a new plan (review %s) while your decision was being written; nothing was decided. Read it with: kubectl plan review %s", r.ID, name)
+	case f.planSHA256 != "" && f.planSHA256 != digest:
+		return fmt.Errorf("the plan under review %q (review %s) is not the text you read: its SHA-256 is %s, not %s; nothing was decided. "+
+			"Read it again with: kubectl plan review %s", planTitle(r.Plan), r.ID, digest, f.planSHA256, name)
+	case seenDigest != "" && seenDigest != digest:
+		return fmt.Errorf("the plan under review %s changed while your decision was being written; nothing was decided. Read it again with: kubectl plan review %s", r.ID, name)
+	}
 	return nil
 }
 

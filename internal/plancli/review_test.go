@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
 // underReviewSession has plan r1 ("Migrate the schema") under review, posted at changed, with
@@ -32,6 +33,7 @@ func TestReviewPrintsThePlan(t *testing.T) {
 	want := "Plan:       Migrate the schema\n" +
 		"Review ID:  r1\n" +
 		"Turn:       4\n" +
+		"SHA-256:    " + planmode.PlanSHA256("# Migrate the schema\n\n1. add columns") + "\n" +
 		"Posted:     2030-01-02T03:04:05Z\n" +
 		"State:      awaiting a decision (kubectl plan approve|revise|dismiss demo)\n" +
 		"Expires:    2030-01-02T04:34:05Z\n" +
@@ -118,7 +120,7 @@ func TestDecisionReplies(t *testing.T) {
 		if tc.d == v1alpha1.ReviewKeepPlanning {
 			wantFeedback = tc.feedback // only keep-planning carries feedback
 		}
-		if r := as.Spec.Review; r == nil || r.ReviewID != "r1" || r.Decision != tc.d || r.Feedback != wantFeedback {
+		if r := as.Spec.Review; r == nil || r.ReviewID != "r1" || r.Decision != tc.d || r.Feedback != wantFeedback || r.PlanSHA256 != planmode.PlanSHA256("# Migrate\n") {
 			t.Errorf("%s: spec.review %+v, want r1 %s feedback %q", tc.d, r, tc.d, wantFeedback)
 		}
 		if a := as.Spec.PlanMode.Active; a == nil || *a != tc.active {
@@ -190,5 +192,29 @@ func TestAwaitDecision(t *testing.T) {
 	}
 	if !strings.Contains(c.errOut.String(), "warning: the manager has not acted on the decision within 150ms (check with: kubectl plan review demo)") {
 		t.Errorf("no answer: stderr %q", c.errOut.String())
+	}
+}
+
+// A decision names the digest of the text read: --plan-sha256 of another text is refused and
+// nothing is written.
+func TestDecisionBoundToPlanDigest(t *testing.T) {
+	ctx := context.Background()
+	const read, swapped = "# Migrate\n\n1. add columns\n", "# SWAPPED plan\n"
+	c := newCLI(t, underReviewSession(swapped))
+	err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{planSHA256: planmode.PlanSHA256(read)})
+	want := `the plan under review "SWAPPED plan" (review r1) is not the text you read: its SHA-256 is ` + planmode.PlanSHA256(swapped) +
+		`, not ` + planmode.PlanSHA256(read) + `; nothing was decided. Read it again with: kubectl plan review demo`
+	if err == nil || err.Error() != want {
+		t.Fatalf("approve with the digest of another text: %v", err)
+	}
+	if as := c.read(t); as.Spec.Review != nil {
+		t.Fatalf("a refused decision was written: %+v", as.Spec.Review)
+	}
+	c = newCLI(t, underReviewSession(read))
+	if err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{planSHA256: planmode.PlanSHA256(read)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.read(t).Spec.Review; r == nil || r.PlanSHA256 != planmode.PlanSHA256(read) {
+		t.Fatalf("spec.review %+v, want the digest of the plan read", r)
 	}
 }

@@ -621,6 +621,24 @@ var _ = Describe("log helpers", func() {
 		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Store: store, Namespace: ns, Name: "missing", SyncTimeout: 5 * time.Second})
 		Expect(err).To(MatchError(agentsdk.ErrSessionNotFound))
 	})
+
+	It("refuses to start on a log another AgentSession owns (one log per session)", func() {
+		f := setup(true) // its agent has claimed the log
+		ns := newNamespace()
+		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: f.name},
+			Spec: v1alpha1.AgentSessionSpec{SessionID: f.sessionID}})).To(Succeed())
+		before, err := store.Tail(suiteCtx, f.sessionID)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Store: store, Namespace: ns, Name: f.name, SyncTimeout: 5 * time.Second})
+		Expect(err).To(MatchError(agentsdk.ErrSessionIDInUse))
+		Expect(err).To(MatchError(ContainSubstring("create it with a spec.sessionID of its own")))
+		after, err := store.Tail(suiteCtx, f.sessionID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after).To(Equal(before), "the refused agent wrote to the log")
+		again, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Store: store, Namespace: f.ns, Name: f.name, SyncTimeout: 5 * time.Second})
+		Expect(err).NotTo(HaveOccurred(), "the owner's next agent process starts")
+		again.Close()
+	})
 })
 
 var _ = Describe("steer", func() {

@@ -234,6 +234,9 @@ func (c *Client) start(ctx context.Context) error {
 		return fmt.Errorf("%w: %s/%s", ErrSessionNotFound, c.ns, c.name)
 	}
 	c.sessionID = obj.Spec.SessionID
+	if err := c.claimLog(ctx, obj); err != nil { // owner.go: one log per session
+		return err
+	}
 	t, err := c.store.Tail(ctx, c.sessionID)
 	if err != nil {
 		return fmt.Errorf("agentsdk: read log tail of session %q: %w", c.sessionID, err)

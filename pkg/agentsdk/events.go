@@ -52,11 +52,46 @@ func ToolCall(turn, step int64, callID, name, arguments string) harness.Event {
 	return harness.MustEvent(harness.TypeToolCall, harness.ToolCall{Turn: turn, Step: step, CallID: callID, Name: name, Arguments: arguments})
 }
 
-// ToolResult is the surface tool/result {turn, step, message}.
+// ToolResult is the surface tool/result {turn, step, message} answering call callID, in the
+// harness's shape: message {source:{kind:'tool', callId}, content:[{type:'tool-result',
+// toolCallId, content, isError}], role:'user', id}. The harness names the tool only in the
+// tool/call, so name is not written. Its sourceEventSeqs (the tool/call's seq) is filled in
+// when it is appended in one batch with that tool/call; otherwise set it with AnswerTo.
 func ToolResult(turn, step int64, callID, name, text string, isError bool) harness.Event {
-	return harness.MustEvent(harness.TypeToolResult, harness.ToolResult{Turn: turn, Step: step, Message: harness.ToolResultMessage{
-		Role: "toolResult", CallID: callID, ToolName: name, Content: harness.TextContent(text), IsError: isError,
-	}})
+	_ = name // kept in the signature for callers; the harness's tool/result does not carry it
+	return harness.MustEvent(harness.TypeToolResult, harness.NewToolResult(turn, step, NewID(), callID, text, isError))
+}
+
+// AnswerTo sets result's sourceEventSeqs to the seq of the tool/call it answers, for a
+// tool/result appended after its call's batch.
+func AnswerTo(result harness.Event, callSeq int64) harness.Event {
+	result.SourceEventSeqs = []int64{callSeq}
+	return result
+}
+
+// linkToolResults sets the sourceEventSeqs of each tool/result in a numbered batch that has
+// none to the seq of the tool/call with its call id in the same batch, as the harness writes
+// it.
+func linkToolResults(evs []harness.Event) {
+	calls := map[string]int64{}
+	for i := range evs {
+		switch evs[i].Type {
+		case harness.TypeToolCall:
+			var c harness.ToolCall
+			if evs[i].Decode(&c) == nil {
+				calls[c.CallID] = evs[i].Seq
+			}
+		case harness.TypeToolResult:
+			if len(evs[i].SourceEventSeqs) > 0 {
+				continue
+			}
+			if o, ok := harness.ReadToolResult(evs[i].Data); ok {
+				if seq, ok := calls[o.CallID]; ok {
+					evs[i].SourceEventSeqs = []int64{seq}
+				}
+			}
+		}
+	}
 }
 
 // NewID returns a random RFC 4122 version 4 UUID (the harness's MessageId).

@@ -79,3 +79,39 @@ func TestHeaderTracker(t *testing.T) {
 		t.Fatalf("resumed header: ok=%v %s", ok, ev.Data)
 	}
 }
+
+// A tool/result is the harness's: message {source:{kind:'tool',callId}, content:[{type:
+// 'tool-result', toolCallId, content, isError}], role:'user', id}, surfaceOp "append", and
+// sourceEventSeqs naming its tool/call when both are appended in one batch.
+func TestToolResultShape(t *testing.T) {
+	res := ExitResult{Approved: true, Text: harness.ExitApprovedText}
+	evs, err := ExitToolEvents(1, 2, "call_2", `{"plan":"# Plan"}`, res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := Sequence(34, evs...)
+	call, result := batch[0], batch[1]
+	if call.Seq != 34 || result.Seq != 35 || len(result.SourceEventSeqs) != 1 || result.SourceEventSeqs[0] != 34 {
+		t.Fatalf("seqs: call %d, result %d, result sourceEventSeqs %v", call.Seq, result.Seq, result.SourceEventSeqs)
+	}
+	var d harness.ToolResult
+	if err := json.Unmarshal(result.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"turn":1,"step":2,"message":{"source":{"kind":"tool","callId":"call_2"},"content":[{"type":"tool-result","toolCallId":"call_2",` +
+		`"content":[{"type":"text","text":"` + harness.ExitApprovedText + `"}],"isError":false}],"role":"user","id":"` + d.Message.ID + `"}}`
+	if string(result.Data) != want || !uuidV4.MatchString(d.Message.ID) {
+		t.Errorf("tool/result data\n got %s\nwant %s", result.Data, want)
+	}
+	if string(result.SurfaceOp) != `"append"` || len(call.SurfaceOp) != 0 {
+		t.Errorf("surfaceOp: result %s, call %s", result.SurfaceOp, call.SurfaceOp)
+	}
+	// The original events stay unnumbered, so a re-sequenced retry links to the new seq.
+	if len(evs[1].SourceEventSeqs) != 0 || Sequence(40, evs...)[1].SourceEventSeqs[0] != 40 {
+		t.Error("Sequence changed its input or did not relink the result")
+	}
+	// A result appended after its call's batch names the call with AnswerTo.
+	if r := AnswerTo(ToolResult(1, 2, "call_9", "read", "ok", false), 12); Sequence(20, r)[0].SourceEventSeqs[0] != 12 {
+		t.Error("AnswerTo's call seq was lost")
+	}
+}

@@ -80,7 +80,7 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 			headerLogged = true
 		}
 	}
-	if _, err := c.store.Append(ctx, c.sessionID, sequence(evs, res.NextSeq)); err != nil {
+	if _, err := c.store.Append(ctx, c.sessionID, Sequence(res.NextSeq, evs...)); err != nil {
 		if sessionlog.IsConflict(err) {
 			return fmt.Errorf("start step %d of turn %d at seq %d: %w: %w", res.Step, res.Turn, res.NextSeq, ErrLogChanged, err)
 		}
@@ -160,7 +160,7 @@ func (c *Client) Append(ctx context.Context, evs ...harness.Event) (harness.Tail
 }
 
 func (c *Client) append(ctx context.Context, at int64, evs []harness.Event) (harness.Tail, error) {
-	t, err := c.store.Append(ctx, c.sessionID, sequence(evs, at))
+	t, err := c.store.Append(ctx, c.sessionID, Sequence(at, evs...))
 	if err == nil {
 		c.next = t.NextSeq
 	}
@@ -191,13 +191,15 @@ func (c *Client) resequence(ctx context.Context, typ string) error {
 	return nil
 }
 
-// sequence returns copies of evs numbered from seq.
-func sequence(evs []harness.Event, seq int64) []harness.Event {
+// Sequence returns copies of evs numbered from next, as the client appends a batch: each
+// tool/result pointing at its tool/call in the batch (sourceEventSeqs).
+func Sequence(next int64, evs ...harness.Event) []harness.Event {
 	out := make([]harness.Event, len(evs))
 	for i, ev := range evs {
-		ev.Seq = seq + int64(i)
+		ev.Seq = next + int64(i)
 		out[i] = ev
 	}
+	linkToolResults(out)
 	return out
 }
 

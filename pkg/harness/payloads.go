@@ -108,6 +108,7 @@ type EpochHeader struct {
 type LLMCallConfig struct {
 	Provider        string `json:"provider"`
 	Model           string `json:"model"`
+	MaxTokens       int64  `json:"maxTokens,omitempty"`
 	ReasoningEffort string `json:"reasoningEffort,omitempty"`
 }
 
@@ -154,9 +155,12 @@ type MessageSource struct {
 // UserSource is the provenance of a human prompt.
 var UserSource = MessageSource{Kind: SourceKindUser}
 
+// ContentTypeText is the type of a text content block.
+const ContentTypeText = "text"
+
 // TextContent is a content list of one text block.
 func TextContent(text string) []ContentBlock {
-	return []ContentBlock{{Type: "text", Text: text}}
+	return []ContentBlock{{Type: ContentTypeText, Text: text}}
 }
 
 // NewUserText is the user/message of a human prompt with message id id.
@@ -204,18 +208,122 @@ type ToolCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// ToolResult is the data of the surface event tool/result, as the operator writes it.
+// ToolResult is the data of the surface event tool/result: the tool's answer as the user
+// message the model sees. Meta is a tool's own extra data (the read tool's lines, ...),
+// verbatim; the envelope's sourceEventSeqs names the tool/call it answers.
 type ToolResult struct {
 	Turn    int64             `json:"turn"`
 	Step    int64             `json:"step"`
 	Message ToolResultMessage `json:"message"`
+	Meta    json.RawMessage   `json:"meta,omitempty"`
 }
 
-// ToolResultMessage is the tool result message the model sees.
+// ToolResultMessage is the message of a tool/result, in the harness's key order: source
+// {kind:'tool', callId}, one tool-result part, role 'user', the message id.
 type ToolResultMessage struct {
-	Role     string         `json:"role"`
-	CallID   string         `json:"callId"`
-	ToolName string         `json:"toolName"`
-	Content  []ContentBlock `json:"content"`
-	IsError  bool           `json:"isError"`
+	Source  ToolResultSource `json:"source"`
+	Content []ToolResultPart `json:"content"`
+	Role    string           `json:"role"`
+	ID      string           `json:"id"`
+}
+
+// ToolResultSource is a tool result's provenance: the call it answers.
+type ToolResultSource struct {
+	Kind   string `json:"kind"`
+	CallID string `json:"callId"`
+}
+
+// SourceKindTool is the source kind of a tool result message.
+const SourceKindTool = "tool"
+
+// ToolResultPartType is the content part type of a tool result.
+const ToolResultPartType = "tool-result"
+
+// ToolResultPart is one tool-result content part: the output blocks and whether the call
+// failed.
+type ToolResultPart struct {
+	Type       string         `json:"type"`
+	ToolCallID string         `json:"toolCallId"`
+	Content    []ContentBlock `json:"content"`
+	IsError    bool           `json:"isError"`
+}
+
+// NewToolResult is the tool/result data of call callID's text outcome, message id id.
+func NewToolResult(turn, step int64, id, callID, text string, isError bool) ToolResult {
+	return ToolResult{Turn: turn, Step: step, Message: ToolResultMessage{
+		Source:  ToolResultSource{Kind: SourceKindTool, CallID: callID},
+		Content: []ToolResultPart{{Type: ToolResultPartType, ToolCallID: callID, Content: TextContent(text), IsError: isError}},
+		Role:    roleUser,
+		ID:      id,
+	}}
+}
+
+// ToolOutcome is what a tool/result says, read from either shape: the harness's (above) or
+// the one earlier operator releases wrote ({role:'toolResult', callId, toolName, content,
+// isError}), which logs in existing stores still hold. ToolName is set only by the latter;
+// the harness names the tool in the tool/call the result answers.
+type ToolOutcome struct {
+	CallID   string
+	ToolName string
+	Text     string
+	IsError  bool
+}
+
+// ReadToolResult reads a tool/result's data; ok is false when it is neither shape.
+func ReadToolResult(data json.RawMessage) (ToolOutcome, bool) {
+	var d struct {
+		Message struct {
+			Source struct {
+				CallID string `json:"callId"`
+			} `json:"source"`
+			Content  json.RawMessage `json:"content"`
+			CallID   string          `json:"callId"`
+			ToolName string          `json:"toolName"`
+			IsError  bool            `json:"isError"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return ToolOutcome{}, false
+	}
+	m := d.Message
+	var parts []struct {
+		Type       string          `json:"type"`
+		Text       string          `json:"text"`
+		ToolCallID string          `json:"toolCallId"`
+		Content    json.RawMessage `json:"content"`
+		IsError    bool            `json:"isError"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ToolOutcome{}, false
+	}
+	if m.ToolName != "" || m.CallID != "" { // the earlier operator shape
+		o := ToolOutcome{CallID: m.CallID, ToolName: m.ToolName, IsError: m.IsError}
+		for _, p := range parts {
+			if p.Type == ContentTypeText {
+				o.Text += p.Text
+			}
+		}
+		return o, true
+	}
+	o := ToolOutcome{CallID: m.Source.CallID}
+	found := false
+	for _, p := range parts {
+		if p.Type != ToolResultPartType {
+			continue
+		}
+		found = true
+		if o.CallID == "" {
+			o.CallID = p.ToolCallID
+		}
+		o.IsError = o.IsError || p.IsError
+		var blocks []ContentBlock
+		if json.Unmarshal(p.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == ContentTypeText {
+					o.Text += b.Text
+				}
+			}
+		}
+	}
+	return o, found
 }

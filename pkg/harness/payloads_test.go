@@ -1,6 +1,9 @@
 package harness
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // The payloads are byte-compatible with the harness: createUserMessage's key order, the plan
 // mode notice's plugin source, surfaceOp "append" on surface events.
@@ -26,5 +29,31 @@ func TestPayloadBytes(t *testing.T) {
 	}
 	if ev := MustEvent(TypePlanMode, PlanMode{}); ev.SurfaceOp != nil {
 		t.Errorf("plan/mode is log-only; surfaceOp %s", ev.SurfaceOp)
+	}
+}
+
+func TestReadToolResult(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want ToolOutcome
+		ok   bool
+	}{
+		{`{"turn":1,"step":2,"message":{"source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1",` +
+			`"content":[{"type":"text","text":"Plan "},{"type":"text","text":"approved"}],"isError":false}],"role":"user","id":"m"},"meta":{"x":1}}`,
+			ToolOutcome{CallID: "c1", Text: "Plan approved"}, true},
+		{`{"message":{"source":{"kind":"tool","callId":"c2"},` +
+			`"content":[{"type":"tool-result","toolCallId":"c2","content":[{"type":"text","text":"Error: no"}],"isError":true}],"role":"user","id":"m"}}`,
+			ToolOutcome{CallID: "c2", Text: "Error: no", IsError: true}, true},
+		// The shape earlier operator releases wrote.
+		{`{"turn":1,"step":2,"message":{"role":"toolResult","callId":"c3","toolName":"exit_plan_mode","content":[{"type":"text","text":"ok"}],"isError":false}}`,
+			ToolOutcome{CallID: "c3", ToolName: "exit_plan_mode", Text: "ok"}, true},
+		{`{"message":{"content":"text"}}`, ToolOutcome{}, false},
+		{`{"message":{"content":[{"type":"text","text":"x"}]}}`, ToolOutcome{}, false},
+		{`[]`, ToolOutcome{}, false},
+	} {
+		got, ok := ReadToolResult(json.RawMessage(tc.data))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %+v %v, want %+v %v", tc.data, got, ok, tc.want, tc.ok)
+		}
 	}
 }

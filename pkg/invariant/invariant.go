@@ -7,7 +7,6 @@
 package invariant
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -171,6 +170,7 @@ type walker struct {
 	seqs          []int64        // seqs in log order
 	eventAt       map[int64]*harness.Event
 	planModeCount int
+	toolNames     map[string]string // tool name by call id, from tool/call
 }
 
 func (w *walker) add(kind Kind, seq int64, related []int64, format string, args ...any) {
@@ -180,7 +180,8 @@ func (w *walker) add(kind Kind, seq int64, related []int64, format string, args 
 // Check runs every invariant over in and returns the violations in log order (acks and the
 // final state after the log's own).
 func Check(in Input) []Violation {
-	w := &walker{log: harness.EmptyTail(), boundaryPM: -1, sources: in.Sources, activeAfter: map[int64]bool{}, eventAt: map[int64]*harness.Event{}}
+	w := &walker{log: harness.EmptyTail(), boundaryPM: -1, sources: in.Sources, activeAfter: map[int64]bool{}, eventAt: map[int64]*harness.Event{},
+		toolNames: map[string]string{}}
 	want := int64(0)
 	for i := range in.Events {
 		ev := &in.Events[i]
@@ -238,8 +239,13 @@ func (w *walker) event(ev *harness.Event) {
 				w.step.notices = append(w.step.notices, n)
 			}
 		}
+	case harness.TypeToolCall:
+		var c harness.ToolCall
+		if ev.Decode(&c) == nil {
+			w.toolNames[c.CallID] = c.Name
+		}
 	case harness.TypeToolResult:
-		if approvedExitResult(ev) {
+		if w.approvedExitResult(ev) {
 			w.approvedExit = true
 		}
 	}
@@ -476,19 +482,19 @@ func textOf(raw json.RawMessage) string {
 	return b.String()
 }
 
-// approvedExitResult recognises the tool/result of an approved exit_plan_mode.
-func approvedExitResult(ev *harness.Event) bool {
-	var d struct {
-		Message struct {
-			ToolName string          `json:"toolName"`
-			Content  json.RawMessage `json:"content"`
-			IsError  bool            `json:"isError"`
-		} `json:"message"`
-	}
-	if json.Unmarshal(ev.Data, &d) != nil || d.Message.ToolName != harness.ExitToolName || d.Message.IsError {
+// approvedExitResult recognises the tool/result of an approved exit_plan_mode: a result that
+// is not an error, starts with the approval text and answers an exit_plan_mode call (named by
+// its tool/call; results of earlier operator releases name the tool themselves).
+func (w *walker) approvedExitResult(ev *harness.Event) bool {
+	o, ok := harness.ReadToolResult(ev.Data)
+	if !ok || o.IsError {
 		return false
 	}
-	return bytes.HasPrefix([]byte(textOf(d.Message.Content)), []byte("Plan approved"))
+	name := o.ToolName
+	if name == "" {
+		name = w.toolNames[o.CallID]
+	}
+	return name == harness.ExitToolName && strings.HasPrefix(o.Text, "Plan approved")
 }
 
 func ptrText(b *bool) string {

@@ -1,8 +1,10 @@
 package invariant
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -52,8 +54,17 @@ func (b *logb) header(reason string) {
 	b.raw("request/header", fmt.Sprintf(`{"header":{"config":{"provider":"deepseek","model":"deepseek-v4-flash"},"system":"…"},"reason":%q}`, reason))
 }
 
-// toolResult appends a successful tool/result (isError false) to the step last started.
-func (b *logb) toolResult(name, text string) {
+// toolResult appends a successful tool/result (isError false) for call c1 to the step last
+// started, in the harness's shape: it names the call, not the tool (the tool/call does).
+func (b *logb) toolResult(text string) {
+	const data = `{"turn":%d,"step":%d,"message":{"source":{"kind":"tool","callId":"c1"},` +
+		`"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":%q}],"isError":false}],"role":"user","id":"r1"}}`
+	b.raw("tool/result", fmt.Sprintf(data, b.turn, b.step, text))
+}
+
+// legacyToolResult is toolResult in the shape earlier operator releases wrote, which names
+// the tool.
+func (b *logb) legacyToolResult(name, text string) {
 	const data = `{"turn":%d,"step":%d,` +
 		`"message":{"role":"toolResult","callId":"c1","toolName":%q,"content":[{"type":"text","text":%q}],"isError":false}}`
 	b.raw("tool/result", fmt.Sprintf(data, b.turn, b.step, name, text))
@@ -143,7 +154,7 @@ func TestCleanMidTurnSelection(t *testing.T) {
 	b.stepStart(1, 1)
 	b.user("go")
 	b.header("initial")
-	b.toolResult("read", "file")
+	b.toolResult("file")
 	b.stepEnd(1, 1)
 	pmSeq := b.pm(true)
 	b.stepStart(1, 2)
@@ -166,7 +177,7 @@ func TestCleanApprovedExit(t *testing.T) {
 	b.user("plan it")
 	b.header("initial")
 	b.raw("tool/call", `{"turn":1,"step":1,"callId":"c1","name":"exit_plan_mode","arguments":"{}"}`)
-	b.toolResult("exit_plan_mode", harness.ExitApprovedText)
+	b.toolResult(harness.ExitApprovedText)
 	b.stepEnd(1, 1)
 	seq := b.pm(false)
 	b.stepStart(1, 2)
@@ -175,6 +186,65 @@ func TestCleanApprovedExit(t *testing.T) {
 	b.turnEnd(1)
 	acks := []Ack{{Turn: 1, Step: 2, Seq: seq, Result: "Admitted", Active: false, NextSeq: seq + 1}}
 	expect(t, Input{Events: b.evs, Acks: acks, Final: &Final{Selection: bp(true), TakenOn: bp(true)}})
+
+	// The same with the tool/result shape earlier operator releases wrote.
+	b = &logb{}
+	b.pm(true)
+	b.turnStart(1)
+	b.stepStart(1, 1)
+	b.header("initial")
+	b.raw("tool/call", `{"turn":1,"step":1,"callId":"c1","name":"exit_plan_mode","arguments":"{}"}`)
+	b.legacyToolResult("exit_plan_mode", harness.ExitApprovedText)
+	b.stepEnd(1, 1)
+	b.pm(false)
+	b.stepStart(1, 2)
+	b.header("change")
+	b.stepEnd(1, 2)
+	b.turnEnd(1)
+	expect(t, Input{Events: b.evs})
+
+	// Not an approval: the same text answering another tool's call.
+	b = &logb{}
+	b.pm(true)
+	b.turnStart(1)
+	b.stepStart(1, 1)
+	b.header("initial")
+	b.raw("tool/call", `{"turn":1,"step":1,"callId":"c1","name":"read","arguments":"{}"}`)
+	b.toolResult(harness.ExitApprovedText)
+	b.stepEnd(1, 1)
+	b.pm(false)
+	b.stepStart(1, 2)
+	b.header("change")
+	b.stepEnd(1, 2)
+	b.turnEnd(1)
+	expect(t, Input{Events: b.evs}, "NoticeMissing@7")
+}
+
+// The real harness's log of test/harness's scenario A: a plan approved through
+// exit_plan_mode (no notice owed: the approved exit is not narrated), then idle /plan and
+// /plan off before turn 2. rc.8 records the queued "switched to plan mode" notice in turn 2
+// although the later /plan off reversed it; the plan document withdraws such a notice, so
+// the checker reports that one NoticeNotOwed and nothing else.
+func TestRealHarnessLog(t *testing.T) {
+	raw, err := os.ReadFile("../sessionlog/testdata/harness/A_idle_review_approve.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []harness.Event
+	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		if i == 0 {
+			continue // the session header
+		}
+		var ev harness.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	vs := Check(Input{Events: evs})
+	if len(vs) != 1 || vs[0].Kind != NoticeNotOwed {
+		t.Fatalf("violations on the real log: %s", dump(vs))
+	}
 }
 
 // A selection during a retried step waits; it commits at turn 2 step 1 with its notice.
@@ -453,7 +523,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.header("initial")
-	b.toolResult("exit_plan_mode", harness.ExitApprovedText)
+	b.legacyToolResult("exit_plan_mode", harness.ExitApprovedText)
 	b.stepEnd(1, 1)
 	b.pm(false)
 	b.stepStart(1, 2)
@@ -473,7 +543,7 @@ func TestNoticeNotOwed(t *testing.T) {
 	b.turnStart(1)
 	b.stepStart(1, 1)
 	b.header("initial")
-	b.toolResult("exit_plan_mode", harness.ExitErrDismissed)
+	b.legacyToolResult("exit_plan_mode", harness.ExitErrDismissed)
 	b.stepEnd(1, 1)
 	seq := b.pm(false)
 	b.plainStep(1, 2)

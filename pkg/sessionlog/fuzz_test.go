@@ -197,7 +197,7 @@ func FuzzImportJSONL(f *testing.F) {
 			t.Fatalf("export of an imported session: %v", err)
 		}
 		id2 := nextFuzzSession()
-		_, tail2, err := Import(ctx, s, bytes.NewReader(out.Bytes()), ImportOptions{SessionID: id2, AllowUnknown: true})
+		_, tail2, err := Import(ctx, s, bytes.NewReader(out.Bytes()), ImportOptions{SessionID: id2})
 		if err != nil {
 			t.Fatalf("re-import of the export failed: %v\n%s", err, out.Bytes())
 		}

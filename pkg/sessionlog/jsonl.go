@@ -16,15 +16,29 @@ import (
 // FormatVersion is the harness's SESSION_FORMAT_VERSION; any other version is refused.
 const FormatVersion = 0
 
-// Header is the first line of a harness session JSONL file. Only the fields the store keeps
-// are listed; cwd, origin, delegationDepth and agentPreset are accepted on import and dropped.
+// Header is the first line of a harness session JSONL file, with its fields in the order the
+// harness writes them. The store keeps id, createdAt, parentSession and seedLength; cwd,
+// origin and agentPreset are accepted on import and dropped, and delegationDepth is written
+// as 0 (the harness refuses a header without it).
 type Header struct {
-	Type          string `json:"type"`
-	Version       int    `json:"version"`
-	ID            string `json:"id"`
-	CreatedAt     int64  `json:"createdAt"`
-	ParentSession string `json:"parentSession,omitempty"`
-	SeedLength    *int64 `json:"seedLength,omitempty"`
+	Type            string `json:"type"`
+	Version         int    `json:"version"`
+	ID              string `json:"id"`
+	CreatedAt       int64  `json:"createdAt"`
+	Cwd             string `json:"cwd,omitempty"`
+	ParentSession   string `json:"parentSession,omitempty"`
+	SeedLength      *int64 `json:"seedLength,omitempty"`
+	Origin          string `json:"origin,omitempty"`
+	DelegationDepth int64  `json:"delegationDepth"`
+	AgentPreset     string `json:"agentPreset,omitempty"`
+}
+
+// ExportOptions adjusts ExportJSONL.
+type ExportOptions struct {
+	// Cwd is the header's cwd: the working directory of the agent that resumes the log. The
+	// harness files a session under its cwd and resolves relative paths against it; the store
+	// keeps none, so without it the header has no cwd (the harness files it under _no-cwd).
+	Cwd string
 }
 
 // exportPage bounds how many events Export holds in memory at once.
@@ -33,12 +47,18 @@ const exportPage = 1000
 // Export writes session sessionID as harness JSONL: the header line, then one event per line
 // in envelope key order (type, seq, time, data, ignorable?, sourceEventSeqs?, surfaceOp?).
 func Export(ctx context.Context, s Store, sessionID string, w io.Writer) error {
+	return ExportJSONL(ctx, s, sessionID, w, ExportOptions{})
+}
+
+// ExportJSONL is Export with options. The output is plain (uncompressed, unpacked) JSONL,
+// which the harness reads like its own compressed logs.
+func ExportJSONL(ctx context.Context, s Store, sessionID string, w io.Writer, opts ExportOptions) error {
 	info, err := s.Info(ctx, sessionID)
 	if err != nil {
 		return fmt.Errorf("export session %q: %w", sessionID, err)
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	hdr := Header{Type: harness.TypeSessionHeader, Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession}
+	hdr := Header{Type: harness.TypeSessionHeader, Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, Cwd: opts.Cwd, ParentSession: info.ParentSession}
 	if info.ParentSession != "" || info.SeedLength != 0 {
 		n := info.SeedLength
 		hdr.SeedLength = &n
@@ -119,9 +139,6 @@ func marshalNoEscape(v any) ([]byte, error) {
 type ImportOptions struct {
 	// SessionID, when set, replaces the header's id.
 	SessionID string
-	// AllowUnknown stores unknown event types even without ignorable:true (the harness
-	// refuses them; the store can keep them verbatim).
-	AllowUnknown bool
 }
 
 // ImportError locates a refused JSONL line.
@@ -133,12 +150,20 @@ type ImportError struct {
 func (e *ImportError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 func (e *ImportError) Unwrap() error { return e.Err }
 
-// Import reads harness JSONL (a header line, then one event per line) and creates the session
-// with Seed: atomically, and only if it does not exist yet. It refuses a format version other
-// than 0, an unknown event type without ignorable:true, unknown envelope fields, packed chunk
-// rows, non-contiguous seqs and invalid payloads, naming the line; nothing is stored then.
+// Import reads a harness log (a header line, then one event per line), plain or
+// zstd-compressed (any number of frames), and creates the session with Seed: atomically, and
+// only if it does not exist yet. Packed chunk rows are expanded into the assistant/chunk
+// events they stand for, as the harness reads them. Event types this package does not know
+// are stored verbatim, so a log of a newer harness imports and exports unchanged. It refuses
+// a format version other than 0, unknown envelope fields, non-contiguous seqs and invalid
+// payloads of the types plan mode reads, naming the line; nothing is stored then.
 func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (SessionInfo, harness.Tail, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	plain, closeDec, err := plainJSONL(r)
+	if err != nil {
+		return SessionInfo{}, harness.Tail{}, err
+	}
+	defer closeDec()
+	br := bufio.NewReaderSize(plain, 64<<10)
 	lineNo := 0
 	var info SessionInfo
 	var events []harness.Event
@@ -147,7 +172,7 @@ func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (Sess
 	for {
 		line, rerr := br.ReadBytes('\n')
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return SessionInfo{}, harness.Tail{}, fmt.Errorf("import: read: %w", rerr)
+			return SessionInfo{}, harness.Tail{}, fmt.Errorf("import: read (line %d): %w", lineNo+1, rerr)
 		}
 		if len(line) > 0 {
 			lineNo++
@@ -167,12 +192,14 @@ func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (Sess
 				}
 				haveHeader = true
 			} else {
-				ev, err := parseEventLine(t, int64(len(events)), opts.AllowUnknown)
+				evs, err := parseEventLine(t, int64(len(events)))
 				if err != nil {
 					return SessionInfo{}, harness.Tail{}, &ImportError{Line: lineNo, Err: err}
 				}
-				events = append(events, ev)
-				eventLines = append(eventLines, lineNo)
+				for _, ev := range evs {
+					events = append(events, ev)
+					eventLines = append(eventLines, lineNo)
+				}
 			}
 		}
 		if rerr != nil {
@@ -241,15 +268,34 @@ var envelopeFields = map[string]bool{
 	fieldIgnorable: true, fieldSourceEventSeqs: true, fieldSurfaceOp: true,
 }
 
-var packedChunkTypes = map[string]bool{"text-chunks": true, "reasoning-chunks": true, "tool-call-chunks": true}
+var packedChunkTypes = map[string]bool{rowTextChunks: true, rowReasoningChunks: true, rowToolCallChunks: true}
 
-// parseEventLine parses one event line of an imported JSONL file; wantSeq is the seq the line
-// must carry.
-func parseEventLine(line []byte, wantSeq int64, allowUnknown bool) (harness.Event, error) {
+// parseEventLine parses one line of an imported JSONL file into the events it stores (one, or
+// the members of a packed chunk row); wantSeq is the seq the first must carry.
+func parseEventLine(line []byte, wantSeq int64) ([]harness.Event, error) {
 	m, typ, err := parseEnvelope(line)
 	if err != nil {
-		return harness.Event{}, err
+		return nil, err
 	}
+	if packedChunkTypes[typ] {
+		evs, err := expandChunkRow(line, typ)
+		if err != nil {
+			return nil, err
+		}
+		if evs[0].Seq != wantSeq {
+			return nil, fmt.Errorf("%s storage row starts at seq %d; expected %d (seqs are contiguous from 0)", typ, evs[0].Seq, wantSeq)
+		}
+		return evs, nil
+	}
+	ev, err := parseEvent(m, typ, wantSeq)
+	if err != nil {
+		return nil, err
+	}
+	return []harness.Event{ev}, nil
+}
+
+// parseEvent reads one event's envelope fields.
+func parseEvent(m map[string]json.RawMessage, typ string, wantSeq int64) (harness.Event, error) {
 	ev := harness.Event{Type: typ, Data: m[fieldData]}
 	if err := json.Unmarshal(m[fieldSeq], &ev.Seq); err != nil {
 		return harness.Event{}, fmt.Errorf("%s event seq is %s; expected an integer", ev.Type, harness.JSONText(m[fieldSeq]))
@@ -274,15 +320,12 @@ func parseEventLine(line []byte, wantSeq int64, allowUnknown bool) (harness.Even
 	if raw, ok := m[fieldSurfaceOp]; ok {
 		ev.SurfaceOp = raw
 	}
-	if !harness.KnownTypes[ev.Type] && !ev.Ignorable && !allowUnknown {
-		return harness.Event{}, fmt.Errorf("unknown event type %q at seq %d is not marked ignorable; the harness refuses such a log (import with --allow-unknown to keep it anyway)", ev.Type, ev.Seq)
-	}
 	return ev, nil
 }
 
 // parseEnvelope splits an event line into its envelope fields and returns its type, refusing
-// a line that is not an object, a packed chunk row, a legacy header delta, and an envelope
-// with a field missing or unknown.
+// a line that is not an object, a legacy header delta, and an envelope with a field missing
+// or unknown. A packed chunk row is returned as it is.
 func parseEnvelope(line []byte) (map[string]json.RawMessage, string, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
@@ -295,7 +338,7 @@ func parseEnvelope(line []byte) (map[string]json.RawMessage, string, error) {
 		}
 	}
 	if packedChunkTypes[typ] {
-		return nil, "", fmt.Errorf("packed chunk row %q is not supported; export the harness session with packChunks: false", typ)
+		return m, typ, nil // validated by expandChunkRow
 	}
 	for _, k := range []string{fieldType, fieldSeq, fieldTime, fieldData} {
 		if _, ok := m[k]; !ok {

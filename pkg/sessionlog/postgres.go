@@ -112,6 +112,9 @@ func (s *postgresStore) migrate(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version %d: %w", n, err)
 			}
 		}
+		if _, err := tx.Exec(ctx, postgresOwnerSchema); err != nil {
+			return fmt.Errorf("create the session owner table: %w", err)
+		}
 		if cur < postgresSchemaVersion {
 			if _, err := tx.Exec(ctx, `DELETE FROM schema_version`); err != nil {
 				return fmt.Errorf("record schema version: %w", err)

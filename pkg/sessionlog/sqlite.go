@@ -144,6 +144,9 @@ func (s *sqliteStore) migrate(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, sqliteSchema); err != nil {
 		return fmt.Errorf("create sqlite session log schema in %s: %w", s.path, err)
 	}
+	if _, err := tx.ExecContext(ctx, sqliteOwnerSchema); err != nil {
+		return fmt.Errorf("create sqlite session owner table in %s: %w", s.path, err)
+	}
 	var v int
 	switch err := tx.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&sqlNullInt{&v}); {
 	case err != nil:

@@ -42,6 +42,10 @@ type Store interface {
 	// its first events (seq 0 onward, possibly none) atomically; a session that already exists
 	// is refused with a *ConflictError. Fork and JSONL import are built on it.
 	Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error)
+	// ClaimOwner records owner as the AgentSession the log of sessionID belongs to when it has
+	// none (or re-records the UID when the same namespace/name claims it again), and returns
+	// the owner that holds the log: owner itself, or an earlier one. It never touches the log.
+	ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error)
 	// Close releases the backend.
 	Close() error
 }

@@ -14,6 +14,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/plancli"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -360,7 +361,8 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		Expect(get(ns, "demo").Spec.Review).To(BeNil())
 
 		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove}))
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove,
+			PlanSHA256: planmode.PlanSHA256(plan)}), "the decision names the digest of the text read")
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "approving deselects plan mode in the same write")
 		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
 		kplan("dismiss", "demo", "-n", ns).fails("already decided")
@@ -371,15 +373,18 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		post("r1", plan)
 		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).
 			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path"}))
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path",
+			PlanSHA256: planmode.PlanSHA256(plan)}))
 
 		post("r2", "# Fix the flake, v2\n")
 		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning}), "no feedback left over from r1")
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning,
+			PlanSHA256: planmode.PlanSHA256("# Fix the flake, v2\n")}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
 		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stays in plan mode and stops its turn.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss}))
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss,
+			PlanSHA256: planmode.PlanSHA256("no heading at all")}))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "only an approval deselects plan mode")
 	})
 

@@ -150,7 +150,11 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		By("Approve carrying feedback is feedback, not consent")
 		ch = a.callExit("# Plan C\n")
 		id3 := a.postedReview()
-		patched := run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it"}}}`, id3))
+		By("a merge patch keeps the digest of the earlier decision unless it names the field")
+		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it"}}}`, id3)).
+			refused(`spec.review.planSHA256: Invalid value`, `is left from the decision on review "`+id2+`" (a merge patch keeps the fields it does not name)`)
+		patched := run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p",
+			fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it","planSHA256":null}}}`, id3))
 		patched.ok()
 		Expect(patched.Err).To(ContainSubstring("Warning: spec.review.feedback with decision Approve is not consent: the manager reads it as KeepPlanning"))
 		ee = exitErr(receive(ch).err)
@@ -179,18 +183,11 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(as.Status.PlanMode.Active).To(BeTrue())
 		Expect(as.Status.PlanMode.PendingActive).To(BeNil())
 		evs := a.events()
-		var res struct {
-			Message struct {
-				IsError bool `json:"isError"`
-				Content []struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"message"`
-		}
 		Expect(evs[len(evs)-3].Type).To(Equal("tool/result"))
-		Expect(json.Unmarshal(evs[len(evs)-3].Data, &res)).To(Succeed())
-		Expect(res.Message.IsError).To(BeFalse())
-		Expect(res.Message.Content[0].Text).To(Equal(harness.ExitErrDismissed))
+		res, ok := harness.ReadToolResult(evs[len(evs)-3].Data)
+		Expect(ok).To(BeTrue())
+		Expect(res.IsError).To(BeFalse())
+		Expect(res.Text).To(Equal(harness.ExitErrDismissed))
 		Expect(types(evs[len(evs)-2:])).To(Equal([]string{"step/end", "turn/end"}))
 		Expect(kplan(viewer, "review", a.name).ok()).To(MatchRegexp(`State:\s+Dismissed at `))
 	})

@@ -82,6 +82,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CorruptedRowReported", b.corruptedRowReported)
 	t.Run("Fork", b.fork)
 	t.Run("SeedKeepsHeader", b.seedKeepsHeader)
+	t.Run("ClaimOwner", b.claimOwner)
 }
 
 // store opens a store from the backend and closes it when t ends.

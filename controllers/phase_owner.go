@@ -1,0 +1,117 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// One log per session. spec.sessionID is the log's key in a store shared by every namespace,
+// so a second AgentSession naming the same ID, in any namespace, would read another session's
+// log and append plan/mode events to it. The store records which AgentSession a log belongs
+// to (sessionlog.Store.ClaimOwner); this phase claims it before any other phase touches the
+// log, and a session whose log belongs to another stops with SessionIDInUse. The admission
+// webhook refuses most such sessions at create already (webhooks: the cached sessionID
+// index); this is what holds when two are created at once, or a session predates the check.
+
+// EventReasonSessionIDInUse is the Event reason of a session whose log belongs to another
+// AgentSession.
+const EventReasonSessionIDInUse = "SessionIDInUse"
+
+// SessionIDInUseError is a session whose spec.sessionID names a log another AgentSession owns.
+// It is terminal: spec.sessionID is immutable, so no retry can cure it. The message does not
+// name the owner, which may be in a namespace the reader cannot see; the manager's log does.
+type SessionIDInUseError struct{ SessionID string }
+
+func (e *SessionIDInUseError) Error() string {
+	return fmt.Sprintf("spec.sessionID %q is the log of another AgentSession: this session never reads or writes it. "+
+		"spec.sessionID is immutable: delete this AgentSession and create it with a session ID of its own", e.SessionID)
+}
+
+// claimLog makes sure the log of spec.sessionID belongs to this AgentSession. A claim this
+// process already made for the same UID is not repeated, so a settled session costs no extra
+// store call.
+func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
+	s := sc.session
+	key, sid := client.ObjectKeyFromObject(s), s.Spec.SessionID
+	if sc.r.owners.holds(key, s.UID, sid) {
+		return ctrl.Result{}, nil
+	}
+	me := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
+	holder, err := sc.r.Store.ClaimOwner(ctx, sid, me)
+	if err != nil {
+		return ctrl.Result{}, storeErrorf("record AgentSession %s as the owner of session %q's log: %w", key, sid, err)
+	}
+	if holder.SameSession(me) {
+		sc.r.owners.claimed(key, s.UID, sid)
+		return ctrl.Result{}, nil
+	}
+	failure := &SessionIDInUseError{SessionID: sid}
+	logf.FromContext(ctx).Info("refusing a session whose log belongs to another AgentSession",
+		"sessionID", sid, "owner", holder.String(), "ownerUID", holder.UID)
+	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonSessionIDInUse {
+		sc.emit(corev1.EventTypeWarning, EventReasonSessionIDInUse, "ClaimLog", failure.Error())
+	}
+	if b := unanswered(s); b != nil {
+		// The agent of this session is waiting at a boundary: fail its proposal now.
+		ack := sc.ack(b, agentsv1alpha1.BoundaryFailed, sc.stored.Active, sc.stored.NextSeq)
+		ack.Reason, ack.Message = agentsv1alpha1.ReasonSessionIDInUse, failure.Error()
+		sc.planMode.LastBoundary = ack
+	}
+	return ctrl.Result{}, failure
+}
+
+// terminal marks a failure no retry can cure, so the workqueue does not retry it; a change to
+// the session (a new generation, a status write) still reconciles it.
+func terminal(failure error) error {
+	var inUse *SessionIDInUseError
+	if errors.As(failure, &inUse) {
+		return reconcile.TerminalError(failure)
+	}
+	return failure
+}
+
+// logOwners remembers the sessions whose log this process has claimed, by UID and session ID.
+type logOwners struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]ownerClaim
+}
+
+type ownerClaim struct {
+	uid       types.UID
+	sessionID string
+}
+
+func (o *logOwners) holds(key types.NamespacedName, uid types.UID, sid string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok := o.m[key]
+	return ok && c.uid == uid && c.sessionID == sid
+}
+
+func (o *logOwners) claimed(key types.NamespacedName, uid types.UID, sid string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[types.NamespacedName]ownerClaim{}
+	}
+	o.m[key] = ownerClaim{uid: uid, sessionID: sid}
+}
+
+func (o *logOwners) forget(key types.NamespacedName) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, key)
+}

@@ -1,0 +1,293 @@
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/controllers"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/webhooks"
+)
+
+// TestResumeReferenceAgentExport drives sessions with the reference agent through the real
+// manager (real kube-apiserver and etcd), exports them with planlog's export, and has the real
+// harness resume each: it reads the plan state the operator committed, and the next request
+// carries the plan section iff plan mode is committed.
+// operatorEnv is the operator, for real: a control plane (kube-apiserver and etcd), the
+// manager's reconciler and admission webhooks, a SQLite session log, and a namespace with a PlanModeConfig whose
+// section opens with the harness's plan-section marker.
+type operatorEnv struct {
+	k8s   client.Client
+	cfg   *rest.Config
+	store sessionlog.Store
+	ns    string
+}
+
+func startOperator(t *testing.T) *operatorEnv {
+	t.Helper()
+	harnessInstall(t) // fail early, before the control plane starts
+	ctx := context.Background()
+	env, cfg, err := framework.Start(framework.Options{Webhooks: true})
+	if err != nil {
+		t.Fatalf("start the control plane (make envtest-assets): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := openStore(t)
+	wo := &env.WebhookInstallOptions
+	wopts := webhooks.DefaultOptions()
+	wopts.Host, wopts.Port, wopts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	srv, err := webhooks.NewServer(wopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme, WebhookServer: srv, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhooks.SetupWithManager(mgr, wopts); err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
+		PendingPoll: 100 * time.Millisecond, MaxStoreBackoff: 500 * time.Millisecond}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		t.Fatal(err)
+	}
+	mgrDone := make(chan error, 1)
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stopMgr()
+		if err := <-mgrDone; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	// Admission is in force once the webhook server's readiness check passes.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
+	}); err != nil {
+		t.Fatalf("the webhook server did not start: %v", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "oracle-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, &v1alpha1.PlanModeConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
+		Spec:       v1alpha1.PlanModeConfigSpec{Section: planSectionMarker + ". Explore and plan; do not edit files."},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return &operatorEnv{k8s: k8s, cfg: cfg, store: store, ns: ns.Name}
+}
+
+// session creates an AgentSession (with an initial selection when active is set) and connects
+// an SDK client to it.
+func (o *operatorEnv) session(t *testing.T, name string, active *bool) *agentsdk.Client {
+	t.Helper()
+	s := &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: name},
+		Spec:       v1alpha1.AgentSessionSpec{SessionID: o.ns + "." + name, PlanMode: v1alpha1.PlanModeSpec{Active: active}},
+	}
+	if err := o.k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := agentsdk.New(context.Background(), agentsdk.Options{Config: o.cfg, Namespace: o.ns, Name: name, Store: o.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	waitFor(t, c, "the manager takes the session on", func(s *v1alpha1.AgentSession) bool {
+		return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
+	})
+	return c
+}
+
+// toggle is the user's selection (kubectl plan on/off).
+func (o *operatorEnv) toggle(t *testing.T, name string, active bool) {
+	t.Helper()
+	obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: name}}
+	patch := []byte(`{"spec":{"planMode":{"active":` + strconv.FormatBool(active) + `}}}`)
+	if err := o.k8s.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResumeReferenceAgentExport(t *testing.T) {
+	t.Parallel()
+	op := startOperator(t)
+	ctx := context.Background()
+	store := op.store
+	for _, tc := range []struct {
+		name string
+		// offAfter switches plan mode off between the turns (the manager commits it idle).
+		offAfter bool
+	}{{"stays-on", false}, {"switched-off", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := op.ns + "." + tc.name
+			c := op.session(t, tc.name, ptr.To(true))
+			waitFor(t, c, "the manager commits the selection", func(s *v1alpha1.AgentSession) bool {
+				return !s.Status.PlanMode.Pending && s.Status.PlanMode.Selection != nil && *s.Status.PlanMode.Selection
+			})
+			runScript(t, c, "turn explore the repo\nstep\ntool read\nstep\nend\n")
+			if tc.offAfter {
+				op.toggle(t, tc.name, false)
+				waitFor(t, c, "the manager commits plan mode off between turns", func(s *v1alpha1.AgentSession) bool {
+					return s.Status.PlanMode.Selection != nil && !*s.Status.PlanMode.Selection && !s.Status.PlanMode.Pending
+				})
+			}
+			tail, err := store.Tail(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tail.Active == tc.offAfter {
+				t.Fatalf("the log folds to active %v; the scenario wants %v", tail.Active, !tc.offAfter)
+			}
+			evs, err := store.ReadFrom(ctx, id, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vs := invariant.Check(invariant.Input{Events: evs}); len(vs) > 0 {
+				t.Fatalf("the reference agent's log breaks invariants: %v", vs)
+			}
+			checkShapesAgainst(t, evs, referenceShapes(t))
+			checkResume(t, store, id, tail.Active)
+		})
+	}
+}
+
+// waitFor waits, on the SDK client's own watch, until cond holds for the AgentSession.
+func waitFor(t *testing.T, c *agentsdk.Client, what string, cond func(*v1alpha1.AgentSession) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func runScript(t *testing.T, c *agentsdk.Client, script string) {
+	t.Helper()
+	s, err := refagent.ParseScript(strings.NewReader(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refagent.Run(context.Background(), refagent.Options{Client: c, Script: s, BoundaryTimeout: 30 * time.Second}); err != nil {
+		t.Fatalf("reference agent: %v", err)
+	}
+}
+
+// referenceShapes are the shapes, per variant, of the real harness's log of scenario A as
+// test/harness captured it (pkg/sessionlog/testdata/harness). The scenario tests compare the
+// SDK's builders with a live run; this compares what the reference agent actually wrote.
+func referenceShapes(t *testing.T) map[string]shape {
+	t.Helper()
+	raw, err := os.ReadFile("../../pkg/sessionlog/testdata/harness/A_idle_review_approve.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []harness.Event
+	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		if i == 0 {
+			continue
+		}
+		var ev harness.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	tools := toolNames(evs)
+	out := map[string]shape{}
+	for _, ev := range evs {
+		out[variantForShapes(ev, tools)] = toolAgnostic(shapeOf(ev))
+	}
+	return out
+}
+
+// variantForShapes is variant with tool results grouped: the reference agent's tools are
+// stand-ins, so any tool's result is compared with the harness's result of another tool.
+func variantForShapes(ev harness.Event, tools map[int64]string) string {
+	v := variant(ev, tools)
+	if ev.Type == harness.TypeToolResult && v != ev.Type+":"+harness.ExitToolName {
+		return ev.Type + ":tool"
+	}
+	return v
+}
+
+// toolAgnostic drops a tool result's meta (a tool's own extra data, such as the read tool's
+// lines), which the harness writes only for its own tools.
+func toolAgnostic(s shape) shape {
+	for p := range s {
+		if p == "data.meta" || strings.HasPrefix(p, "data.meta.") {
+			delete(s, p)
+		}
+	}
+	return s
+}
+
+// checkShapesAgainst requires every event the reference agent wrote to have the reference
+// shape of its variant, and names the variants it could not compare.
+func checkShapesAgainst(t *testing.T, evs []harness.Event, ref map[string]shape) {
+	t.Helper()
+	tools := toolNames(evs)
+	compared := map[string]int{}
+	for _, ev := range evs {
+		v := variantForShapes(ev, tools)
+		want, ok := ref[v]
+		if !ok {
+			t.Errorf("seq %d: the reference agent wrote %s, which the harness's log has no example of", ev.Seq, v)
+			continue
+		}
+		compared[v]++
+		d := want.diff(toolAgnostic(shapeOf(ev)))
+		if ev.Type == harness.TypeRequestHeader {
+			// The call config's maxTokens and reasoningEffort and the adapter defaults are
+			// written when the agent's model config has them; the reference agent's has not.
+			d = want.extra(toolAgnostic(shapeOf(ev)))
+		}
+		if len(d) > 0 {
+			t.Errorf("seq %d %s: the reference agent's shape differs from the harness's: %v", ev.Seq, v, d)
+		}
+	}
+	t.Logf("reference agent shapes compared: %v", compared)
+}
