@@ -3,6 +3,8 @@
 FROM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
+ARG VERSION=devel
+ARG COMMIT=
 
 WORKDIR /workspace
 # Cache dependencies before copying the source, so a source change does not re-download them.
@@ -19,7 +21,7 @@ COPY internal/ internal/
 
 # CGO_ENABLED=0: the SQLite driver is pure Go, so the binary is static and runs on distroless.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager
+    go build -trimpath -ldflags="-s -w -X github.com/harness-dev/planmode-operator/internal/version.Version=${VERSION} -X github.com/harness-dev/planmode-operator/internal/version.Commit=${COMMIT}" -o manager ./cmd/manager
 
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /

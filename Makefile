@@ -16,6 +16,15 @@ LINT_FLAGS ?=
 # Flags for test/bench, e.g. BENCH_FLAGS="-sessions 1,100 -store postgres://...".
 BENCH_FLAGS ?=
 
+# Every binary's --version (internal/version), from git when it is there.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_PKG := github.com/harness-dev/planmode-operator/internal/version
+LDFLAGS ?= -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
+# make run against an existing cluster instead of the local control plane (an explicit choice:
+# KUBECONFIG alone is ignored), e.g. make run CLUSTER_KUBECONFIG=$$HOME/.kube/config.
+CLUSTER_KUBECONFIG ?=
+
 .PHONY: all
 all: build
 
@@ -125,11 +134,11 @@ verify-generated: manifests generate docs ## Fail if generated files differ from
 
 .PHONY: build
 build: ## Build the binaries into bin/.
-	go build -o bin/ ./cmd/...
+	go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 .PHONY: run
-run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent). With KUBECONFIG set, against that cluster.
-	bin/localenv --assets "$(ENVTEST_DIR)" $(RUN_ARGS)
+run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent; state kept in .planmode). CLUSTER_KUBECONFIG=path runs it against that cluster.
+	bin/localenv --assets "$(ENVTEST_DIR)" $(if $(CLUSTER_KUBECONFIG),--cluster-kubeconfig="$(CLUSTER_KUBECONFIG)") $(RUN_ARGS)
 
 .PHONY: build-installer
 build-installer: manifests envtest-assets ## Render config/default with the hack-built kubectl into dist/install.yaml (commit it).
@@ -139,4 +148,4 @@ build-installer: manifests envtest-assets ## Render config/default with the hack
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).
-	docker build -t $${IMG:-planmode-operator:dev} .
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $${IMG:-planmode-operator:dev} .

@@ -44,6 +44,7 @@ func (sc *sessionScope) emitSeries(typ, reason, action, note string) {
 // emitEvents hands the reconcile's Events to the recorder, after the status write.
 func (r *AgentSessionReconciler) emitEvents(sc *sessionScope) {
 	for _, e := range sc.events {
+		logEvent(eventLog, sc.session, e)
 		r.event(sc.session, e)
 	}
 }

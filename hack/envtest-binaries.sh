@@ -38,11 +38,21 @@ fi
 work="$root/bin/.envtest-build"
 mkdir -p "$work/k8s" "$work/etcd" "$assets"
 
+# Cold builds take many minutes; go build -v names each package it compiles, and buildprogress
+# turns that into a line every 20 s with the count, the elapsed time and an estimate.
+(cd "$root" && go build -o "$work/buildprogress" ./hack/buildprogress)
+build() { # label package output
+  local total
+  total=$(CGO_ENABLED=0 GOFLAGS=-mod=mod go list -deps "$2" 2>/dev/null | wc -l)
+  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -v -trimpath -ldflags "$ldflags" -o "$3" "$2" 2>&1 \
+    | "$work/buildprogress" -label "$1" -total "$total"
+}
+
 # --- kube-apiserver and kubectl -------------------------------------------------------------
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local paths;
 # a wrapper module must replace every one of them with the published v0.X.Y instead.
 staging_version="v0.${k8s_version#1.}"
-log "resolving k8s.io/kubernetes v${k8s_version} (staging modules at ${staging_version})"
+log "downloading k8s.io/kubernetes v${k8s_version} and its modules (staging modules at ${staging_version}); a minute or more on a cold module cache"
 cd "$work/k8s"
 cat > go.mod <<GOMOD
 module envtestbuild/k8s
@@ -76,19 +86,14 @@ ldflags_for() { # $1 = package holding the version vars
 }
 ldflags="-s -w $(ldflags_for k8s.io/component-base/version) $(ldflags_for k8s.io/client-go/pkg/version)"
 
-log "building kube-apiserver (about 4 minutes cold on 2 cores, needs ~3 GB of memory)"
-start=$(date +%s)
-CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$assets/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-log "kube-apiserver built in $(( $(date +%s) - start ))s"
+log "building kube-apiserver: the longest step, many minutes with a cold Go cache on 2 cores (longer on a busy machine), ~3 GB of memory; progress follows"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$assets/kube-apiserver"
 
-log "building kubectl"
-start=$(date +%s)
-CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$assets/kubectl" k8s.io/kubernetes/cmd/kubectl
-log "kubectl built in $(( $(date +%s) - start ))s"
+log "building kubectl (shares most packages with kube-apiserver)"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$assets/kubectl"
 
 # --- etcd -------------------------------------------------------------------------------------
 log "building etcd v${etcd_version}"
-start=$(date +%s)
 cd "$work/etcd"
 cat > go.mod <<GOMOD
 module envtestbuild/etcd
@@ -105,8 +110,8 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 GO
 GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || GOFLAGS=-mod=mod go mod download
-CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$assets/etcd" go.etcd.io/etcd/server/v3
-log "etcd built in $(( $(date +%s) - start ))s"
+ldflags="-s -w"
+build etcd go.etcd.io/etcd/server/v3 "$assets/etcd"
 
 "$assets/kube-apiserver" --version >&2
 # Not `| head -1`: head exits after one line, etcd then dies of SIGPIPE on the next, and

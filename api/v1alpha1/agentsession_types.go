@@ -446,9 +446,10 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=as;asess,categories={planmode,agents}
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionID`,priority=1
-// +kubebuilder:printcolumn:name="Plan",type=boolean,JSONPath=`.status.planMode.active`,description="Committed plan state (fold of the log)"
+// +kubebuilder:printcolumn:name="Plan",type=boolean,JSONPath=`.status.planMode.active`,description="Committed plan state (from the session log)"
 // +kubebuilder:printcolumn:name="Pending",type=boolean,JSONPath=`.status.planMode.pending`,description="A selection awaits the next step boundary"
 // +kubebuilder:printcolumn:name="Desired",type=boolean,JSONPath=`.spec.planMode.active`,description="The user's selection"
+// +kubebuilder:printcolumn:name="Review",type=string,JSONPath=`.status.review.phase`,description="Phase of the last plan review (Pending: a plan awaits kubectl plan approve, revise or dismiss)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

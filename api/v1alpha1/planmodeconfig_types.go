@@ -19,9 +19,10 @@ const MaxSectionBytes = 64 * 1024
 // admission webhook instead of being pruned or type-rejected by the API server first.
 // +kubebuilder:pruning:PreserveUnknownFields
 type PlanModeConfigSpec struct {
-	// Section is the deployment-owned guidance rendered, byte for byte, as the `plan:policy`
-	// system-prompt section (order 50) while plan mode is active. Required; must be a string
-	// that is not blank; at most 65536 bytes. It is never trimmed.
+	// Section (a string; kubectl explain shows Object because the schema leaves its type to the
+	// admission webhook) is the deployment-owned guidance rendered, byte for byte, as the
+	// `plan:policy` system-prompt section (order 50) while plan mode is active. Required; must be
+	// a string that is not blank; at most 65536 bytes. It is never trimmed.
 	// Not marked required in the schema: a missing section must reach the webhook, which
 	// refuses it with the harness's message.
 	// +kubebuilder:validation:Schemaless

@@ -31,6 +31,8 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/eventpath"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
+	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/internal/version"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
@@ -68,7 +70,7 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.logStore, "log-store", defaultLogStore,
 		"Session log store URL: sqlite://<path> (a file; relative paths are under the working directory) or "+
 			"postgres://user:password@host:5432/db?sslmode=... (shared with the agent pods). "+
-			"The environment variable PLANMODE_LOG_STORE overrides the default, so a password need not be on the command line.")
+			"The environment variable "+storeenv.Name+" overrides the default, so a password need not be on the command line.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint ('0' disables it).")
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints ('0' disables them).")
@@ -101,6 +103,7 @@ func run() error {
 	bindFlags(fs, &o)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
+	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -111,7 +114,7 @@ func run() error {
 	}
 
 	storeURL := o.logStore
-	if v := os.Getenv("PLANMODE_LOG_STORE"); v != "" && !flagSet(fs, "log-store") {
+	if v, _ := storeenv.Lookup(os.Stderr); v != "" && !flagSet(fs, "log-store") {
 		storeURL = v
 	}
 	if err := checkOptions(&o); err != nil {
@@ -124,9 +127,10 @@ func run() error {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	if err := ensureSQLiteDir(storeURL); err != nil {
+	if err := ensureSQLiteDir(storeURL, storeURL == defaultLogStore); err != nil {
 		return err
 	}
+	log.Info("starting", "version", version.String("manager"))
 	log.Info("opening the session log store", "url", RedactURL(storeURL))
 	store, err := openStore(ctx, storeURL, o.concurrency)
 	if err != nil {
@@ -307,15 +311,25 @@ func checkOptions(o *options) error {
 	return nil
 }
 
+// printVersion is the action of a --version flag: print and exit, before anything starts.
+func printVersion(binary string) func(string) error {
+	return func(string) error {
+		fmt.Println(version.String(binary))
+		os.Exit(0)
+		return nil
+	}
+}
+
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
 
-// ensureSQLiteDir creates the directory of a relative or absolute SQLite file, so the default
-// works on a fresh checkout.
-func ensureSQLiteDir(storeURL string) error {
+// ensureSQLiteDir creates the directory of the default SQLite file, so the default works on a
+// fresh checkout. Any other directory must exist: a mistyped --log-store is an error naming it,
+// not a new directory tree with an empty log in it.
+func ensureSQLiteDir(storeURL string, isDefault bool) error {
 	if !strings.HasPrefix(storeURL, "sqlite://") {
 		return nil
 	}
@@ -323,10 +337,19 @@ func ensureSQLiteDir(storeURL string) error {
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
-	if dir := filepath.Dir(path); dir != "" && dir != "." {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("create the directory of the SQLite log store %s: %w", dir, err)
-		}
+	dir := filepath.Dir(path)
+	if dir == "" || dir == "." {
+		return nil
+	}
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
+	}
+	if !isDefault {
+		return fmt.Errorf("--log-store %s: directory %s does not exist; create it first (the manager creates only the default %s)",
+			RedactURL(storeURL), dir, filepath.Dir(strings.TrimPrefix(defaultLogStore, "sqlite://")))
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("create the directory of the SQLite log store %s: %w", dir, err)
 	}
 	return nil
 }

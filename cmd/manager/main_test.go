@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,5 +53,28 @@ func TestBadOptionsNameTheFlag(t *testing.T) {
 	}
 	if ok.logStore != defaultLogStore || ok.webhook.Port != 9443 {
 		t.Fatalf("defaults: log store %q, webhook port %d", ok.logStore, ok.webhook.Port)
+	}
+}
+
+func TestOnlyTheDefaultLogDirectoryIsCreated(t *testing.T) {
+	root := t.TempDir()
+	typo := filepath.Join(root, "var", "lib", "plnmode", "log.db")
+	err := ensureSQLiteDir("sqlite://"+typo, false)
+	if err == nil || !strings.Contains(err.Error(), filepath.Dir(typo)) || !strings.Contains(err.Error(), "create it first") {
+		t.Fatalf("ensureSQLiteDir(missing dir) = %v, want an error naming %s", err, filepath.Dir(typo))
+	}
+	if _, err := os.Stat(filepath.Join(root, "var")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a directory was created for a non-default store: %v", err)
+	}
+	existing := filepath.Join(root, "log.db")
+	if err := ensureSQLiteDir("sqlite://"+existing, false); err != nil {
+		t.Fatalf("existing directory refused: %v", err)
+	}
+	t.Chdir(root)
+	if err := ensureSQLiteDir(defaultLogStore, true); err != nil {
+		t.Fatalf("default store directory: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(root, ".planmode")); err != nil || !st.IsDir() {
+		t.Fatalf("the default directory was not created: %v", err)
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/internal/version"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -71,14 +73,19 @@ Exit status: 0 clean, 1 violations found, 2 the check could not run.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		Version:       version.String("plancheck"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.store == "" {
+				o.store, _ = storeenv.Lookup(errOut)
+			}
 			return run(cmd.Context(), o, out)
 		},
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)
 	f := cmd.Flags()
-	f.StringVar(&o.store, "store", os.Getenv("SESSION_LOG_URL"), "session-log store URL (sqlite:///abs/path.db, postgres://...); default $SESSION_LOG_URL")
+	f.StringVar(&o.store, "store", "", "session-log store URL (sqlite:///abs/path.db, postgres://...); default $"+storeenv.Name)
 	f.StringVar(&o.session, "session", "", "session id in the log store (default: the AgentSession's spec.sessionID)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for reading the AgentSession (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace of the AgentSession (with --name)")
@@ -106,7 +113,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 	}
-	store, err := sessionlog.Open(ctx, o.store)
+	store, err := sessionlog.OpenReadOnly(ctx, o.store)
 	if err != nil {
 		return err
 	}
@@ -141,7 +148,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 func (o *options) validate() error {
 	switch {
 	case o.store == "":
-		return errors.New("--store is required: the session-log URL (sqlite:///abs/path.db or postgres://...)")
+		return errors.New("--store is required: the session-log URL (sqlite:///abs/path.db or postgres://...), or set " + storeenv.Name)
 	case o.name != "" && o.namespace == "":
 		return errors.New("--name needs --namespace")
 	case o.namespace != "" && o.name == "":

@@ -126,6 +126,24 @@ func TestBadInvocations(t *testing.T) {
 	}
 }
 
+func TestVersionAndReadOnlyStore(t *testing.T) {
+	var out, errOut strings.Builder
+	cmd := newRootCmd(&out, &errOut)
+	cmd.SetArgs([]string{"--version"})
+	if err := cmd.Execute(); err != nil || !strings.HasPrefix(out.String(), "plancheck ") {
+		t.Fatalf("plancheck --version = %q, %v", out.String(), err)
+	}
+	typo := filepath.Join(t.TempDir(), "typo.db")
+	cmd = newRootCmd(&out, &errOut)
+	cmd.SetArgs([]string{"--store", "sqlite://" + typo, "--session", "s"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no SQLite session log at "+typo) {
+		t.Fatalf("plancheck on a missing store: %v", err)
+	}
+	if _, err := os.Stat(typo); err == nil {
+		t.Fatal("plancheck created the store file it was asked to read")
+	}
+}
+
 // TestRealHarnessLog checks the real harness's log of an approved plan (test/harness scenario
 // A), imported with planlog's import: the approved exit owes no notice (no NoticeMissing, the
 // false positive the checker gave on the harness's tool/result shape), and the one verdict is

@@ -17,12 +17,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/internal/version"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// storeEnv supplies --store when the flag is not given.
-const storeEnv = "PLANLOG_STORE"
+// storeEnv supplies --store when the flag is not given (the older PLANLOG_STORE still works, with a warning).
+const storeEnv = storeenv.Name
 
 func main() {
 	cmd := newRootCmd(os.Stdin, os.Stdout, os.Stderr)
@@ -43,13 +45,33 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	var storeURL string
-	root.PersistentFlags().StringVar(&storeURL, "store", os.Getenv(storeEnv), "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
+	root.Version = version.String("planlog")
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().StringVar(&storeURL, "store", "", "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
 
-	open := func(cmd *cobra.Command) (sessionlog.Store, error) {
+	// resolve names the store; readers open it read-only, so a mistyped path creates nothing.
+	resolve := func(cmd *cobra.Command) (string, error) {
 		if storeURL == "" {
-			return nil, fmt.Errorf("no store: pass --store URL or set $%s", storeEnv)
+			storeURL, _ = storeenv.Lookup(cmd.ErrOrStderr())
 		}
-		return sessionlog.Open(cmd.Context(), storeURL)
+		if storeURL == "" {
+			return "", fmt.Errorf("no store: pass --store URL or set $%s", storeEnv)
+		}
+		return storeURL, nil
+	}
+	open := func(cmd *cobra.Command) (sessionlog.Store, error) {
+		url, err := resolve(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return sessionlog.Open(cmd.Context(), url)
+	}
+	openRead := func(cmd *cobra.Command) (sessionlog.Store, error) {
+		url, err := resolve(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return sessionlog.OpenReadOnly(cmd.Context(), url)
 	}
 	requireSession := func(id string) error {
 		if id == "" {
@@ -68,7 +90,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 			if err := requireSession(exportID); err != nil {
 				return err
 			}
-			s, err := open(cmd)
+			s, err := openRead(cmd)
 			if err != nil {
 				return err
 			}
@@ -117,7 +139,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 			if err := requireSession(tailID); err != nil {
 				return err
 			}
-			s, err := open(cmd)
+			s, err := openRead(cmd)
 			if err != nil {
 				return err
 			}

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
@@ -71,13 +75,23 @@ func TestImportExportTail(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	t.Setenv(storeEnv, "")
-	store := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	t.Setenv("PLANLOG_STORE", "")
+	dir := t.TempDir()
+	store := "sqlite://" + filepath.Join(dir, "log.db")
+	created, err := sessionlog.Open(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = created.Close()
+	typo := filepath.Join(dir, "lgo.db")
 	for _, c := range []struct {
 		stdin string
 		args  []string
 		want  string
 	}{
-		{"", []string{"export", "--session", "s"}, "no store: pass --store URL or set $PLANLOG_STORE"},
+		{"", []string{"export", "--session", "s"}, "no store: pass --store URL or set $PLANMODE_LOG_STORE"},
+		{"", []string{"export", "--store", "sqlite://" + typo, "--session", "s"}, "no SQLite session log at " + typo},
+		{"", []string{"tail", "--store", "sqlite://" + typo, "--session", "s"}, "no SQLite session log at " + typo},
 		{"", []string{"export", "--store", store}, "--session is required"},
 		{"", []string{"export", "--store", store, "--session", "missing"}, `session "missing": session not found`},
 		{"", []string{"tail", "--store", store, "--session", "missing"}, "session not found"},
@@ -88,9 +102,31 @@ func TestErrors(t *testing.T) {
 			t.Fatalf("%v: err = %v, want %q", c.args, err, c.want)
 		}
 	}
+	if _, err := os.Stat(typo); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("reading a mistyped store created %s: %v", typo, err)
+	}
 	t.Setenv(storeEnv, store)
 	if _, err := run(t, "", "export", "--session", "missing"); err == nil || !strings.Contains(err.Error(), "session not found") {
 		t.Fatalf("store from $%s not used: %v", storeEnv, err)
+	}
+	// The older name still works, with a warning naming the new one.
+	t.Setenv(storeEnv, "")
+	t.Setenv("PLANLOG_STORE", store)
+	var errOut bytes.Buffer
+	cmd := newRootCmd(strings.NewReader(""), io.Discard, &errOut)
+	cmd.SetArgs([]string{"export", "--session", "missing"})
+	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "session not found") {
+		t.Fatalf("store from $PLANLOG_STORE not used: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "PLANLOG_STORE is deprecated; set PLANMODE_LOG_STORE") {
+		t.Fatalf("no deprecation warning: %q", errOut.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "", "--version")
+	if err != nil || !strings.HasPrefix(out, "planlog ") {
+		t.Fatalf("planlog --version = %q, %v", out, err)
 	}
 }
 

@@ -21,6 +21,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/stdr"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/internal/version"
 
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -39,7 +43,7 @@ func run() error {
 	var (
 		namespace  = flag.String("namespace", os.Getenv("AGENT_NAMESPACE"), "namespace of the AgentSession (env AGENT_NAMESPACE)")
 		name       = flag.String("name", os.Getenv("AGENT_SESSION"), "name of the AgentSession (env AGENT_SESSION)")
-		storeURL   = flag.String("store", os.Getenv("SESSION_LOG_URL"), "session log URL: sqlite:///abs/path.db or postgres://... (env SESSION_LOG_URL)")
+		storeURL   = flag.String("store", "", "session log URL: sqlite:///abs/path.db or postgres://... (default $"+storeenv.Name+")")
 		turns      = flag.Int("turns", 1, "turns to run when no --script is given")
 		steps      = flag.Int("steps", 1, "steps per turn when no --script is given")
 		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end")
@@ -53,7 +57,15 @@ func run() error {
 		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
 			"0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
 	)
+	flag.BoolFunc("version", "print the version and exit", func(string) error {
+		fmt.Println(version.String("refagent"))
+		os.Exit(0)
+		return nil
+	})
 	flag.Parse()
+	if *storeURL == "" {
+		*storeURL, _ = storeenv.Lookup(os.Stderr)
+	}
 	switch {
 	case *namespace == "" || *name == "":
 		return fmt.Errorf("--namespace and --name must name the agent's AgentSession")
@@ -80,6 +92,9 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := stdr.New(nil)
+	// The SDK's clients log through controller-runtime; without a logger it prints a stack trace
+	// ("log.SetLogger(...) was never called") on a clean shutdown.
+	ctrllog.SetLogger(log)
 	cfg, err := config.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,6 +150,23 @@ func TestRefagentBinary(t *testing.T) {
 		t.Error("the second run logged no request/header with reason resume")
 	}
 
+	// A looping demo stopped with SIGINT (Ctrl-C under make run) exits 0 without a stack trace.
+	var buf syncBuffer
+	loop := exec.CommandContext(ctx, bin, "--kubeconfig", kubeconfig, "--namespace", "cli", "--name", "demo", "--store", storeURL, "--script", script, "--loop")
+	loop.Stdout, loop.Stderr = &buf, &buf
+	must(t, loop.Start())
+	NewWithT(t).Eventually(buf.String).WithTimeout(30*time.Second).Should(ContainSubstring("step 1:"), "the looping agent runs a step")
+	must(t, loop.Process.Signal(os.Interrupt))
+	if err := loop.Wait(); err != nil {
+		t.Errorf("interrupted demo agent: %v\n%s", err, buf.String())
+	}
+	if strings.Contains(buf.String(), "SetLogger") || strings.Contains(buf.String(), "goroutine ") {
+		t.Errorf("the demo agent printed a stack trace on a clean shutdown:\n%s", buf.String())
+	}
+	if out, err := run("--version"); err != nil || !strings.HasPrefix(out, "refagent ") {
+		t.Errorf("refagent --version: %v %q", err, out)
+	}
+
 	// Bad invocations fail with a message naming the flag and change nothing.
 	for _, tc := range []struct {
 		args []string
@@ -170,6 +188,24 @@ func TestRefagentBinary(t *testing.T) {
 			t.Errorf("refagent %v appended to the log", tc.args)
 		}
 	}
+}
+
+// syncBuffer is an io.Writer a child process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func must(t *testing.T, err error) {

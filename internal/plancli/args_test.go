@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -38,7 +39,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"message", "demo", "  ", ""}, `"message" needs a non-blank text; to only enter plan mode use: kubectl plan on demo`},
 		{[]string{"--", "-demo"}, `unexpected flag "-demo" before the session name`},
 		{[]string{"status", "demo", "-o", "wide"}, `unknown output format "wide": use -o json or -o yaml, or no -o for text`},
-		{[]string{"log", "demo"}, "no session-log store: pass --store URL or set " + StoreEnv},
+		{[]string{"log", "demo"}, "no session-log store: pass --store URL, set " + StoreEnv},
 	} {
 		_, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -84,5 +85,31 @@ func TestHintSubcommand(t *testing.T) {
 	}
 	if err := hintSubcommand(root, "payments-migration"); err != nil {
 		t.Errorf("hint for payments-migration: %v, want none", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "kubectl-plan ") {
+		t.Fatalf("kubectl plan --version = %q, %v", out, err)
+	}
+}
+
+// Help speaks kubectl: no command's help tells a kubectl user to type the harness's /plan off,
+// and none uses the harness's internal names for its decisions.
+func TestHelpSpeaksKubectl(t *testing.T) {
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	root := NewRootCommand(streams)
+	cmds := append([]*cobra.Command{root}, root.Commands()...)
+	for _, c := range cmds {
+		text := c.Short + "\n" + c.Long + "\n" + c.Example
+		for _, bad := range []string{"Use /plan off", "set() decision", "fold", "§"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("kubectl plan %s help says %q", c.Name(), bad)
+			}
+		}
+	}
+	if !strings.Contains(root.Long, "Use kubectl plan off SESSION to leave.") {
+		t.Error("the root help does not show the reply in kubectl's words")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,13 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/storeenv"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // StoreEnv is the environment variable that names the session-log store when --store is not
-// given. An environment variable keeps a PostgreSQL password out of shell history.
-const StoreEnv = "KUBECTL_PLAN_STORE"
+// given, the same in every binary. An environment variable keeps a PostgreSQL password out of
+// shell history.
+const StoreEnv = storeenv.Name
 
 const logPage = 1000
 
@@ -39,43 +40,49 @@ func newLogCommand(o *Options) *cobra.Command {
   plan/mode                 the committed state changing (only the manager writes these)
   turn/start, turn/end      turns opening and closing (with the end reason)
   step/start, step/end      step boundaries
-  request/header            summarised: reason, whether the plan guidance (the section of the
-                            PlanModeConfig in force) is in the system text, the tool names
-  user/message              plugin notices only (for example "The user switched this session
-                            to plan mode.")
+  request/header            summarised: reason, the plan state in force for that request (from
+                            the plan/mode events before it in the log), whether the request
+                            carried today's plan guidance (the PlanModeConfig section), the tools
+  user/message              plan-mode notices (for example "The user switched this session to
+                            plan mode.") and the messages people sent (kubectl plan message)
   tool/call, tool/result    exit_plan_mode calls and their results
 
 --jsonl writes the whole session instead, in the harness's JSONL format (the session header
 line, then every event verbatim), for tools that read harness sessions.
 
-The log lives in the session-log store, not in the Kubernetes API: name it with --store URL or
-the ` + StoreEnv + ` environment variable (prefer the variable for a URL with a password):
+The log lives in the session-log store, not in the Kubernetes API. The store is found, in
+order, from --store URL, the ` + StoreEnv + ` environment variable, or the current kubeconfig
+context (make run records it there; record yours once with kubectl plan use-store URL):
 
   sqlite:///abs/path/log.db
   postgres://user:password@host:5432/db?sslmode=disable
 
+The store is only read: a SQLite file is opened read-only and a wrong path is an error, never a
+new empty file.
+
 The session is looked up by the AgentSession's spec.sessionID, so this also needs "get" on
 agentsessions.agents.harness.dev.`,
-		Example: `  kubectl plan log demo --store sqlite:///var/lib/planmode/log.db
-  KUBECTL_PLAN_STORE=postgres://planmode@db:5432/planmode kubectl plan log demo
+		Example: `  kubectl plan log demo
+  kubectl plan log demo --store sqlite:///var/lib/planmode/log.db
+  PLANMODE_LOG_STORE=postgres://planmode@db:5432/planmode kubectl plan log demo
   kubectl plan log demo --jsonl > demo.session.jsonl`,
 		Args: exactSession("log SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.log(cmd.Context(), args[0], f)
 		},
 	}
-	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL (default: $"+StoreEnv+")")
+	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL (default: $"+StoreEnv+", then the kubeconfig context's)")
 	cmd.Flags().BoolVar(&f.jsonl, "jsonl", false, "Write the whole session as harness JSONL")
 	return cmd
 }
 
 func (o *Options) log(ctx context.Context, name string, f logFlags) error {
-	url := f.store
-	if url == "" {
-		url = os.Getenv(StoreEnv)
+	url, err := o.storeURL(f.store, o.Streams.ErrOut)
+	if err != nil {
+		return err
 	}
 	if url == "" {
-		return fmt.Errorf("no session-log store: pass --store URL or set %s (for example sqlite:///var/lib/planmode/log.db or postgres://user@host:5432/db)", StoreEnv)
+		return noStoreError()
 	}
 	if err := o.complete(); err != nil {
 		return err
@@ -84,7 +91,7 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 	if err != nil {
 		return err
 	}
-	store, err := sessionlog.Open(ctx, url)
+	store, err := sessionlog.OpenReadOnly(ctx, url)
 	if err != nil {
 		return fmt.Errorf("cannot open the session-log store: %w", err)
 	}
@@ -146,7 +153,11 @@ func (o *Options) sectionInForce(ctx context.Context, as *v1alpha1.AgentSession)
 }
 
 type summariser struct {
+	// section is today's plan guidance; a request carried it or not.
 	section string
+	// active is the fold of the plan/mode events read so far: the plan state in force for the
+	// next request, as the log has it.
+	active bool
 	// exitCalls are the callIds of exit_plan_mode calls, to pick out their results.
 	exitCalls map[string]bool
 }
@@ -165,6 +176,7 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 		if err := json.Unmarshal(ev.Data, &pm); err != nil {
 			return "invalid: " + string(ev.Data), true
 		}
+		s.active = pm.Active
 		if pm.Active {
 			return "plan mode on (active=true)", true
 		}
@@ -180,7 +192,7 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 	case harness.TypeRequestHeader:
 		return s.header(ev.Data), true
 	case harness.TypeUserMessage:
-		return pluginMessage(ev.Data)
+		return userMessage(ev.Data)
 	case harness.TypeToolCall:
 		var c harness.ToolCall
 		if json.Unmarshal(ev.Data, &c) != nil || c.Name != harness.ExitToolName {
@@ -194,20 +206,27 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 	return "", false
 }
 
-// pluginMessage summarises a plugin's user/message (a plan-mode notice); a human's message is
-// left out.
-func pluginMessage(data json.RawMessage) (string, bool) {
+// userMessage summarises a user/message: a plugin's plan-mode notice, or a message a person
+// sent (a prompt, or one steered in with kubectl plan message).
+func userMessage(data json.RawMessage) (string, bool) {
 	var m harness.UserMessage
-	if json.Unmarshal(data, &m) != nil || m.Source.Kind != harness.SourceKindPlugin {
+	if json.Unmarshal(data, &m) != nil {
 		return "", false
 	}
-	text := m.Source.Summary
-	if text == "" {
-		for _, c := range m.Content {
-			text += c.Text
-		}
+	var text string
+	for _, c := range m.Content {
+		text += c.Text
 	}
-	return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
+	switch m.Source.Kind {
+	case harness.SourceKindPlugin:
+		if m.Source.Summary != "" {
+			text = m.Source.Summary
+		}
+		return fmt.Sprintf("%s %s (%s): %s", m.Source.Plugin, orDash(m.Source.Form), m.Source.Kind, text), true
+	case harness.SourceKindUser:
+		return fmt.Sprintf("message from the user: %q", abbreviate(text, 120)), true
+	}
+	return "", false
 }
 
 // exitResult summarises the tool/result of an exit_plan_mode call; other tools' results are
@@ -238,10 +257,19 @@ func (s *summariser) header(data json.RawMessage) string {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return "invalid: " + abbreviate(string(data), 80)
 	}
-	parts := []string{"reason=" + orDash(h.Reason)}
+	parts := []string{"reason=" + orDash(h.Reason), "plan=" + map[bool]string{true: "on", false: "off"}[s.active]}
 	if s.section != "" {
-		in := h.Header.System != nil && strings.Contains(*h.Header.System, s.section)
-		parts = append(parts, "plan guidance="+map[bool]string{true: "yes", false: "no"}[in])
+		// Only today's config is readable: a request that lacks it may have carried an earlier
+		// one, so a plan-mode request without it says so rather than "no".
+		today := h.Header.System != nil && strings.Contains(*h.Header.System, s.section)
+		switch {
+		case s.active && today:
+			parts = append(parts, "guidance=current config")
+		case s.active:
+			parts = append(parts, "guidance=not the current config (an earlier one, or none)")
+		case today:
+			parts = append(parts, "guidance=present although plan mode is off")
+		}
 	}
 	names := make([]string, 0, len(h.Header.Tools))
 	for _, t := range h.Header.Tools {
@@ -251,16 +279,29 @@ func (s *summariser) header(data json.RawMessage) string {
 	return strings.Join(parts, " ")
 }
 
-// readTail reads the session's log tail from the store at url (O(1) in the log's length).
-func readTail(ctx context.Context, url, sessionID string) (harness.Tail, error) {
-	store, err := sessionlog.Open(ctx, url)
+// readLive reads the session's log tail from the store at url (O(1) in the log's length), and
+// the time of its last plan/mode.
+func readLive(ctx context.Context, url, sessionID string) (*LiveTail, error) {
+	store, err := sessionlog.OpenReadOnly(ctx, url)
 	if err != nil {
-		return harness.Tail{}, fmt.Errorf("cannot open the session-log store: %w", err)
+		return nil, fmt.Errorf("cannot open the session-log store: %w", err)
 	}
 	defer func() { _ = store.Close() }()
 	t, err := store.Tail(ctx, sessionID)
 	if err != nil {
-		return harness.Tail{}, fmt.Errorf("read the log tail of session %q: %w", sessionID, err)
+		return nil, fmt.Errorf("read the log tail of session %q: %w", sessionID, err)
 	}
-	return t, nil
+	live := &LiveTail{Active: t.Active, NextSeq: t.NextSeq, TurnOpen: t.TurnOpen, Turn: t.Turn, Step: t.Step,
+		LastPlanModeSeq: t.LastPlanModeSeq, LastStepStartSeq: t.LastStepStartSeq}
+	if t.LastPlanModeSeq >= 0 {
+		evs, err := store.ReadFrom(ctx, sessionID, t.LastPlanModeSeq, 1)
+		if err != nil {
+			return nil, fmt.Errorf("read the last plan/mode of session %q: %w", sessionID, err)
+		}
+		if len(evs) == 1 {
+			at := time.UnixMilli(evs[0].Time).UTC()
+			live.LastPlanModeTime = &at
+		}
+	}
+	return live, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,15 +31,24 @@ func TestSummarise(t *testing.T) {
 		{event("turn/end", `{"turn":3}`), "turn 3 (-)"},
 		{event("step/start", `{"turn":3,"step":2}`), "turn 3 step 2"},
 		{event("step/end", `{"turn":3,"step":2}`), "turn 3 step 2"},
+		// The plan state of a request is the log's own, from the plan/mode events before it.
+		{event("plan/mode", `{"active":true}`), "plan mode on (active=true)"},
 		{event("request/header", `{"reason":"change","header":{"system":"base\n\nYou are in plan mode.","tools":[{"name":"read"},{"name":"exit_plan_mode"}]}}`),
-			"reason=change plan guidance=yes tools=[read,exit_plan_mode]"},
-		{event("request/header", `{"reason":"initial","header":{"system":"base","tools":[]}}`), "reason=initial plan guidance=no tools=[]"},
-		{event("request/header", `{"header":{}}`), "reason=- plan guidance=no tools=[]"},
+			"reason=change plan=on guidance=current config tools=[read,exit_plan_mode]"},
+		// A plan-mode request without today's section may have carried an earlier config: not "no".
+		{event("request/header", `{"reason":"initial","header":{"system":"base\n\nAn older guidance text.","tools":[]}}`),
+			"reason=initial plan=on guidance=not the current config (an earlier one, or none) tools=[]"},
+		{event("plan/mode", `{"active":false}`), "plan mode off (active=false)"},
+		{event("request/header", `{"header":{}}`), "reason=- plan=off tools=[]"},
+		{event("request/header", `{"reason":"change","header":{"system":"You are in plan mode."}}`), "reason=change plan=off guidance=present although plan mode is off tools=[]"},
 		{event("user/message", `{"role":"user","id":"m1","source":{"kind":"plugin","plugin":"plan","form":"notice","summary":"switched to plan mode"},"content":[{"type":"text","text":"long text"}]}`),
 			"plan notice (plugin): switched to plan mode"},
 		{event("user/message", `{"role":"user","id":"m2","source":{"kind":"plugin","plugin":"plan"},"content":[{"type":"text","text":"The user "},{"type":"text","text":"switched."}]}`),
 			"plan - (plugin): The user switched."},
-		{event("user/message", `{"role":"user","id":"m3","source":{"kind":"user"},"content":[{"type":"text","text":"hello"}]}`), ""},
+		// A person's own message (a prompt, or one steered in with kubectl plan message) is shown.
+		{event("user/message", `{"role":"user","id":"m3","source":{"kind":"user"},"content":[{"type":"text","text":"draft the "},{"type":"text","text":"migration"}]}`),
+			`message from the user: "draft the migration"`},
+		{event("user/message", `{"role":"user","id":"m4","source":{"kind":"system"},"content":[{"type":"text","text":"x"}]}`), ""},
 		{event("tool/call", `{"turn":3,"step":2,"callId":"c1","name":"exit_plan_mode"}`), "exit_plan_mode (call c1, turn 3 step 2)"},
 		{event("tool/call", `{"turn":3,"step":2,"callId":"c2","name":"read"}`), ""},
 		// The harness's shape (and the SDK's), then the one earlier operator releases wrote.
@@ -63,7 +73,7 @@ func TestSummarise(t *testing.T) {
 	// Without the section in force (no permission to read the config) the guidance fact is
 	// left out rather than guessed.
 	bare := newSummariser("")
-	if got, _ := bare.summarise(event("request/header", `{"reason":"resume","header":{"tools":[{"name":"read"}]}}`)); got != "reason=resume tools=[read]" {
+	if got, _ := bare.summarise(event("request/header", `{"reason":"resume","header":{"tools":[{"name":"read"}]}}`)); got != "reason=resume plan=off tools=[read]" {
 		t.Errorf("header without a section: %q", got)
 	}
 }
@@ -107,6 +117,15 @@ func TestLogCommand(t *testing.T) {
 	err = c.log(ctx, "idle", logFlags{})
 	if err == nil || !strings.Contains(err.Error(), `session "idle-id" (spec.sessionID of AgentSession "idle") has no log in this store yet`) {
 		t.Errorf("a session with no log: %v", err)
+	}
+	// A mistyped SQLite path is an error naming it, and no file is created.
+	typo := filepath.Join(t.TempDir(), "lgo.db")
+	err = c.log(ctx, "demo", logFlags{store: "sqlite://" + typo})
+	if err == nil || !strings.Contains(err.Error(), "no SQLite session log at "+typo) {
+		t.Errorf("a mistyped store: %v", err)
+	}
+	if _, statErr := os.Stat(typo); statErr == nil {
+		t.Errorf("kubectl plan log created %s", typo)
 	}
 	err = c.log(ctx, "demo", logFlags{store: "mysql://nowhere"})
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot open the session-log store: ") {

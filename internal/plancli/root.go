@@ -10,20 +10,23 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/harness-dev/planmode-operator/internal/version"
 )
 
 const rootLong = `Enter and leave plan mode on an AgentSession, talk to its agent, and review the plans it
 presents, the way the harness's /plan command and plan review do.
 
-Replies are the harness's own /plan texts, chosen from the same set() decision the
-manager makes (committed, queued, cancelled or noop), computed from the session's status and
-spec just before the change is written:
+Replies are the harness's /plan texts in kubectl's words, chosen by the same decision the
+manager makes (applied now, waiting for the next step, cancelled, or no change), computed from
+the session's status and spec just before the change is written:
 
-  Plan mode on. Use /plan off to leave.                                     (entered now)
-  Entering plan mode (applies from the next step). Use /plan off to leave.  (any other entry)
-  Plan mode off.                                                            (left now)
-  Leaving plan mode (applies from the next step).                           (queued, or already leaving)
-  Plan mode entry cancelled.                                                (a pending entry undone)
+  Plan mode on. Use kubectl plan off SESSION to leave.                 (entered now)
+  Entering plan mode (applies from the next step). Use kubectl plan off SESSION to leave.
+                                                                       (any other entry)
+  Plan mode off.                                                       (left now)
+  Leaving plan mode (applies from the next step).                      (queued, or already leaving)
+  Plan mode entry cancelled.                                           (a pending entry undone)
   Plan mode is already inactive.
 
 Command shapes (SESSION is the AgentSession's metadata.name):
@@ -36,8 +39,10 @@ Command shapes (SESSION is the AgentSession's metadata.name):
                                           enters plan mode, exactly "off" leaves it, anything
                                           else is entered plan mode plus a message.
                                           A SESSION named like a subcommand needs the long forms.
+  kubectl plan list [-A]                  every session: plan state, pending, review, age
   kubectl plan status SESSION             committed, pending, desired, config, last change, review
   kubectl plan log SESSION                the plan-relevant events of the session log
+  kubectl plan use-store URL              record the log store in the kubeconfig context
   kubectl plan review SESSION             the plan under review
   kubectl plan approve SESSION            approve it (the agent leaves plan mode at its next step;
                                           the same write sets spec.planMode.active=false)
@@ -73,6 +78,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
   kubectl plan review demo
   kubectl plan approve demo`,
 		Args:                       cobra.ArbitraryArgs,
+		Version:                    version.String("kubectl-plan"),
 		SuggestionsMinimumDistance: 2,
 		SilenceUsage:               true,
 		SilenceErrors:              true,
@@ -93,6 +99,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			return o.toggle(cmd.Context(), session, true, strings.Join(rest, " "), func() error { return hintSubcommand(cmd, session) })
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	o.Flags.AddFlags(root.PersistentFlags())
 	addWaitFlag(root, &o.wait)
 	root.SetIn(streams.In)
@@ -101,7 +108,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 	root.AddCommand(
 		newOnCommand(o), newOffCommand(o), newMessageCommand(o),
-		newStatusCommand(o), newLogCommand(o),
+		newListCommand(o), newStatusCommand(o), newLogCommand(o), newUseStoreCommand(o),
 		newReviewCommand(o), newApproveCommand(o), newReviseCommand(o), newDismissCommand(o),
 	)
 	return root

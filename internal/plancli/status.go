@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,12 +26,14 @@ func newStatusCommand(o *Options) *cobra.Command {
   Committed      status.planMode.active: the last plan/mode in the session log
   Pending        a selection (or an approved exit) waiting for the agent's next step boundary
   Desired        spec.planMode.active: the user's selection ("unset" follows the log)
-  Turn           whether a turn is open (selections made now wait for a step boundary), as of
-                 the manager's last status write; with --store (or $KUBECTL_PLAN_STORE) the
-                 log's tail is read live instead
+  Turn           whether a turn is open (selections made now wait for a step boundary), read
+                 live from the session log when its store is known (--store, $PLANMODE_LOG_STORE
+                 or the kubeconfig context), else as of the manager's last status write
   Config         the PlanModeConfig in force (name, generation, section SHA-256)
-  Last change    when the committed state last changed
-  Notice         a notice owed to the model after a between-turns change
+  Last change    when the committed state last changed (the time of the last plan/mode in the
+                 log when the store is known)
+  Notice owed    a notice owed to the model after a between-turns change, until the agent's
+                 next step records it
   Boundary       the step boundary the manager last answered
   Review         the plan under review and its decision
   Ready          the Ready condition (reason and message explain a stuck selection)
@@ -47,7 +48,7 @@ Needs "get" on agentsessions.agents.harness.dev.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for text, json or yaml")
-	cmd.Flags().StringVar(&store, "store", "", "Session-log store URL to read the live log tail from (default: $"+StoreEnv+"; none: status only)")
+	cmd.Flags().StringVar(&store, "store", "", "Session-log store URL to read the live log tail from (default: $"+StoreEnv+", then the kubeconfig context's; none: status only)")
 	return cmd
 }
 
@@ -83,11 +84,14 @@ type StatusView struct {
 
 // LiveTail is the session log's tail as the store has it now.
 type LiveTail struct {
-	Active   bool  `json:"active"`
-	NextSeq  int64 `json:"nextSeq"`
-	TurnOpen bool  `json:"turnOpen"`
-	Turn     int64 `json:"turn"`
-	Step     int64 `json:"step"`
+	Active           bool       `json:"active"`
+	NextSeq          int64      `json:"nextSeq"`
+	TurnOpen         bool       `json:"turnOpen"`
+	Turn             int64      `json:"turn"`
+	Step             int64      `json:"step"`
+	LastPlanModeSeq  int64      `json:"lastPlanModeSeq"`
+	LastPlanModeTime *time.Time `json:"lastPlanModeTime,omitempty"`
+	LastStepStartSeq int64      `json:"lastStepStartSeq"`
 }
 
 func viewOf(as *v1alpha1.AgentSession) StatusView {
@@ -136,15 +140,23 @@ func (o *Options) status(ctx context.Context, name, output, storeURL string) err
 		return err
 	}
 	v := viewOf(as)
-	if storeURL == "" {
-		storeURL = os.Getenv(StoreEnv)
+	explicit := storeURL != ""
+	storeURL, err = o.storeURL(storeURL, o.Streams.ErrOut)
+	if err != nil {
+		return err
 	}
 	if storeURL != "" {
-		t, err := readTail(ctx, storeURL, as.Spec.SessionID)
-		if err != nil {
+		live, err := readLive(ctx, storeURL, as.Spec.SessionID)
+		switch {
+		case err == nil:
+			v.Live = live
+		case explicit:
 			return err
+		default:
+			// A store found in the environment or kubeconfig that does not answer: the status
+			// still shows what the API has.
+			fmt.Fprintf(o.Streams.ErrOut, "warning: the session log was not read (%v); showing the manager's last status write\n", err)
 		}
-		v.Live = &LiveTail{Active: t.Active, NextSeq: t.NextSeq, TurnOpen: t.TurnOpen, Turn: t.Turn, Step: t.Step}
 	}
 	switch output {
 	case "json":
@@ -203,14 +215,8 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 	default:
 		row("Config", "%s (requested; not read by the manager yet)", v.ConfigRef)
 	}
-	if v.LastTransition != nil {
-		row("Last change", "%s (%s ago)", v.LastTransition.Format(time.RFC3339), now.Sub(*v.LastTransition).Round(time.Second))
-	} else {
-		row("Last change", "never (no plan/mode in the log)")
-	}
-	if v.Notice != nil {
-		row("Notice owed", "%q (for plan/mode at seq %d)", v.Notice.Text, v.Notice.Seq)
-	}
+	lastChangeRow(row, v, now)
+	noticeRow(row, v)
 	if b := v.LastBoundary; b != nil {
 		msg := ""
 		if b.Message != "" {
@@ -243,6 +249,36 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 		row("Note", "the manager has not caught up with the latest spec change yet")
 	}
 	return w.Flush()
+}
+
+// lastChangeRow says when the committed state last changed: the time of the log's last
+// plan/mode when the store was read, else the status's record of it.
+func lastChangeRow(row func(k, f string, a ...any), v StatusView, now time.Time) {
+	switch {
+	case v.Live != nil && v.Live.LastPlanModeTime != nil:
+		t := *v.Live.LastPlanModeTime
+		row("Last change", "%s (%s ago, plan/mode at seq %d)", t.Format(time.RFC3339), now.Sub(t).Round(time.Second), v.Live.LastPlanModeSeq)
+	case v.Live != nil:
+		row("Last change", "never (no plan/mode in the log)")
+	case v.LastTransition != nil:
+		row("Last change", "%s (%s ago)", v.LastTransition.Format(time.RFC3339), now.Sub(*v.LastTransition).Round(time.Second))
+	default:
+		row("Last change", "not recorded in the status (the log has it: name the store with --store)")
+	}
+}
+
+// noticeRow shows an owed notice; with the live log, a notice the agent has recorded (a
+// step/start after its plan/mode, which it writes with no API write) is shown as recorded.
+func noticeRow(row func(k, f string, a ...any), v StatusView) {
+	switch {
+	case v.Notice == nil:
+	case v.Live != nil && v.Live.LastStepStartSeq > v.Notice.Seq:
+		row("Notice", "%q recorded by the agent (step at seq %d)", v.Notice.Text, v.Live.LastStepStartSeq)
+	case v.Live != nil:
+		row("Notice owed", "%q (for plan/mode at seq %d; the agent records it at its next step)", v.Notice.Text, v.Notice.Seq)
+	default:
+		row("Notice owed", "%q (for plan/mode at seq %d, as of the manager's last status write)", v.Notice.Text, v.Notice.Seq)
+	}
 }
 
 func reviewLine(v StatusView) string {

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 var changed = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -88,7 +92,7 @@ func TestWriteStatus(t *testing.T) {
 		"Turn: open at the manager's last status write (selections wait for the next step boundary)",
 		"Config: strict (generation 7, section sha256 0123456789ab)",
 		"Last change: 2030-01-02T03:04:05Z (1m30s ago)",
-		`Notice owed: "The user switched this session to plan mode." (for plan/mode at seq 40)`,
+		`Notice owed: "The user switched this session to plan mode." (for plan/mode at seq 40, as of the manager's last status write)`,
 		"Last boundary: turn 2 step 3 seq 41: Failed, plan mode: seq 41 is behind the log",
 		"Log position: next seq 42",
 		`Review: "Migrate the schema" (review r1, turn 2): decided Approve, waiting for the manager`,
@@ -111,7 +115,7 @@ func TestWriteStatusFreshSession(t *testing.T) {
 		"Desired: unset (the session follows its log)",
 		"Turn: none open at the manager's last status write (the agent may have opened one since)",
 		"Config: default (requested; not read by the manager yet)",
-		"Last change: never (no plan/mode in the log)",
+		"Last change: not recorded in the status (the log has it: name the store with --store)",
 		"Review: none",
 		"Ready: unknown (the manager has not reported yet)",
 	)
@@ -144,6 +148,72 @@ func TestWriteStatusLiveTail(t *testing.T) {
 	wantLines(t, out.String(), "Turn: none open (live from the log: selections are logged at once)")
 	if strings.Contains(out.String(), "has committed") {
 		t.Errorf("a live tail that agrees with the status is reported as a change:\n%s", out.String())
+	}
+}
+
+// With the live tail, "Last change" is the time of the log's last plan/mode even when the
+// status never recorded a transition, and a notice the agent has recorded (a step/start after
+// its plan/mode) is no longer shown as owed.
+func TestWriteStatusLastChangeAndNoticeFromTheLog(t *testing.T) {
+	as := busySession()
+	as.Status.PlanMode.LastTransitionTime = nil
+	v := viewOf(as)
+	at := changed.Add(-2 * time.Minute)
+	v.Live = &LiveTail{Active: true, NextSeq: 45, LastPlanModeSeq: 40, LastPlanModeTime: &at, LastStepStartSeq: 43}
+	var out bytes.Buffer
+	if err := writeStatus(&out, v, changed); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out.String(),
+		"Last change: "+at.Format(time.RFC3339)+" (2m0s ago, plan/mode at seq 40)",
+		`Notice: "The user switched this session to plan mode." recorded by the agent (step at seq 43)`,
+	)
+	if strings.Contains(out.String(), "Notice owed") || strings.Contains(out.String(), "never") {
+		t.Errorf("a recorded notice or a logged change is misreported:\n%s", out.String())
+	}
+	// Before the agent's next step the notice is still owed.
+	v.Live.LastStepStartSeq = 39
+	out.Reset()
+	if err := writeStatus(&out, v, changed); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out.String(), `Notice owed: "The user switched this session to plan mode." (for plan/mode at seq 40; the agent records it at its next step)`)
+}
+
+// kubectl plan status reads the live tail from a real SQLite log found through the kubeconfig
+// context's extension, with no flag and no environment variable.
+func TestStatusFindsTheStoreInTheKubeconfig(t *testing.T) {
+	t.Setenv(StoreEnv, "")
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "sqlite://" + filepath.Join(dir, "log.db")
+	store, err := sessionlog.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []harness.Event{event("plan/mode", `{"active":false}`), event("turn/start", `{"turn":1}`)}
+	for i := range evs {
+		evs[i].Seq, evs[i].Time = int64(i), 1893553445000+int64(i)*1000 // 2030-01-02T03:04:05Z
+	}
+	if _, err := store.Append(ctx, "fresh-id", evs); err != nil {
+		t.Fatal(err)
+	}
+	_ = store.Close()
+	kubeconfig := writeKubeconfig(t, dir)
+	if err := SetKubeconfigStore(kubeconfig, url); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, session("fresh"))
+	c.Flags = genericclioptions.NewConfigFlags(false)
+	c.Flags.KubeConfig = &kubeconfig
+	if err := c.status(ctx, "fresh", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, c.out.String(),
+		"Turn: 1 open, step 0 (live from the log: selections wait for the agent's next step boundary)",
+	)
+	if !strings.Contains(strings.Join(strings.Fields(c.out.String()), " "), "Last change: 2030-01-02T03:04:05Z (") {
+		t.Errorf("Last change is not the log's plan/mode time:\n%s", c.out.String())
 	}
 }
 

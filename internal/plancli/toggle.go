@@ -24,8 +24,9 @@ const DefaultWait = 10 * time.Second
 
 const waitHelp = `
 
-How the reply is chosen: the plugin runs the harness's set() decision on the session's status
-and spec before writing, then (unless --wait=0) waits for the manager to take the selection on
+How the reply is chosen: the plugin makes the decision the manager makes (applied now, waiting
+for the next step boundary, cancelled, or no change) from the session's status and spec before
+writing, then (unless --wait=0) waits for the manager to take the selection on
 and reads the outcome from the status it writes, because only the manager sees the session log
 (whether a turn is open decides "committed" against "queued"). If the manager does not answer
 within --wait, the predicted reply is printed with a warning on stderr.`
@@ -41,9 +42,9 @@ func newOnCommand(o *Options) *cobra.Command {
 		Long: `Enter plan mode: sets spec.planMode.active=true on the AgentSession.
 
 Between turns the manager appends plan/mode at once and the reply is
-"Plan mode on. Use /plan off to leave."; during a turn the selection waits for the agent's next
-step boundary and the reply is "Entering plan mode (applies from the next step). Use /plan off to
-leave." (the harness gives that same reply when plan mode is already on or already pending).
+"Plan mode on. Use kubectl plan off SESSION to leave."; during a turn the selection waits for the
+agent's next step boundary and the reply is "Entering plan mode (applies from the next step). Use
+kubectl plan off SESSION to leave." (the harness gives that same reply when plan mode is already on or already pending).
 If the PlanModeConfig in force does not exist, the entry waits for it (a warning says so).
 
 Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
@@ -160,8 +161,19 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 				o.wait, name)
 		}
 	}
-	fmt.Fprintln(o.Streams.Out, planmode.PlanCommandReply(!x, outcome, w.before.Logged))
+	fmt.Fprintln(o.Streams.Out, o.kubectlWords(planmode.PlanCommandReply(!x, outcome, w.before.Logged), name))
 	return nil
+}
+
+// kubectlWords puts a harness reply in the words of the tool the user typed: "/plan off"
+// becomes the kubectl command that leaves plan mode on this session. The session log keeps
+// the harness's own texts; only what the plugin prints changes.
+func (o *Options) kubectlWords(reply, name string) string {
+	cmd := "kubectl plan off " + name
+	if o.ns != "" && o.ns != "default" {
+		cmd += " -n " + o.ns
+	}
+	return strings.ReplaceAll(reply, "/plan off", cmd)
 }
 
 func (o *Options) writeSelection(ctx context.Context, name string, x bool, text string) (written, error) {

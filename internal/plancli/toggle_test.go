@@ -35,8 +35,9 @@ func TestToggleReplies(t *testing.T) {
 		reply    string
 		wantSpec bool
 	}{
-		{"on between turns", toggled(false, false), true, "Plan mode on. Use /plan off to leave.", true},
-		{"on during a turn", toggled(false, true), true, "Entering plan mode (applies from the next step). Use /plan off to leave.", true},
+		// The harness's texts, in kubectl's words: the command that leaves plan mode on this session.
+		{"on between turns", toggled(false, false), true, "Plan mode on. Use kubectl plan off demo -n team-a to leave.", true},
+		{"on during a turn", toggled(false, true), true, "Entering plan mode (applies from the next step). Use kubectl plan off demo -n team-a to leave.", true},
 		{"off between turns", toggled(true, false), false, "Plan mode off.", false},
 		{"off during a turn", toggled(true, true), false, "Leaving plan mode (applies from the next step).", false},
 		{"off when already off", toggled(false, false), false, "Plan mode is already inactive.", false},
@@ -109,7 +110,7 @@ func TestToggleNoopWritesNothing(t *testing.T) {
 	if got := c.read(t).ResourceVersion; got != before {
 		t.Errorf("a noop wrote the session: resourceVersion %s -> %s", before, got)
 	}
-	if got := strings.TrimSpace(c.out.String()); got != harness.ReplyOnDeferred {
+	if got := strings.TrimSpace(c.out.String()); got != strings.ReplaceAll(harness.ReplyOnDeferred, "/plan off", "kubectl plan off demo -n team-a") {
 		t.Errorf("reply %q, want the harness's deferred copy for a noop entry", got)
 	}
 }

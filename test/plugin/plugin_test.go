@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -17,15 +18,21 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// The harness's /plan replies, byte for byte.
+// The harness's /plan replies, byte for byte, except that the entering replies name the
+// kubectl command that leaves plan mode (SESSION, filled in by inKubectl) instead of /plan off.
 const (
-	onCommitted  = "Plan mode on. Use /plan off to leave."
-	onDeferred   = "Entering plan mode (applies from the next step). Use /plan off to leave."
+	onCommitted  = "Plan mode on. Use kubectl plan off SESSION to leave."
+	onDeferred   = "Entering plan mode (applies from the next step). Use kubectl plan off SESSION to leave."
 	offCommitted = "Plan mode off."
 	offDeferred  = "Leaving plan mode (applies from the next step)."
 	offCancelled = "Plan mode entry cancelled."
 	offInactive  = "Plan mode is already inactive."
 )
+
+// inKubectl is a reply as the plugin prints it for the session "demo" in namespace ns.
+func inKubectl(reply, ns string) string {
+	return strings.ReplaceAll(reply, "SESSION", "demo -n "+ns)
+}
 
 var _ = Describe("kubectl plan --help", func() {
 	It("lists every subcommand and documents each one", func() {
@@ -76,7 +83,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 			before := newSession(ns, "demo", func(s *agentsv1alpha1.AgentSessionSpec) { s.PlanMode.Active = r.desired },
 				func(s *agentsv1alpha1.AgentSessionStatus) { s.PlanMode = r.st; s.PlanMode.Selection = r.selection })
 			args := append(strings.Fields(r.args), "demo", "-n", ns, "--wait=0")
-			Expect(kplan(args...).ok()).To(Equal(line(r.reply)))
+			Expect(kplan(args...).ok()).To(Equal(line(inKubectl(r.reply, ns))))
 			after := get(ns, "demo")
 			Expect(after.Spec.PlanMode.Active).To(Equal(r.wantDesired))
 			if r.noWrite {
@@ -165,7 +172,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
 		r := kplan("on", "demo", "-n", ns, "--wait=0")
-		Expect(r.ok()).To(Equal(line(onCommitted)))
+		Expect(r.ok()).To(Equal(line(inKubectl(onCommitted, ns))))
 		Expect(r.Err).To(ContainSubstring(`warning: PlanModeConfig "default" does not exist in namespace "` + ns + `"`))
 	})
 })
@@ -178,7 +185,7 @@ var _ = Describe("messages: /plan TEXT", func() {
 	})
 
 	It("enters plan mode and steers the trimmed text with a fresh id (long form)", func() {
-		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted)))
+		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns))))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
 		Expect(as.Spec.Steer).NotTo(BeNil())
@@ -198,24 +205,24 @@ var _ = Describe("messages: /plan TEXT", func() {
 		setStatus(ns, "demo", func(s *agentsv1alpha1.AgentSessionStatus) {
 			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true)}
 		})
-		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(onDeferred)))
+		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns))))
 		as = get(ns, "demo")
 		Expect(as.Spec.Steer.Text).To(Equal("and the rollback"))
 		Expect(as.Spec.Steer.ID).NotTo(Equal(first))
 	})
 
 	It("short form: SESSION TEXT is an entry plus a message, 'off please' included", func() {
-		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted)))
+		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns))))
 		Expect(get(ns, "demo").Spec.Steer.Text).To(Equal("draft it"))
 		// spec already selects plan mode (the manager has not taken it on in these specs): noop.
-		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(onDeferred)))
+		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns))))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
 		Expect(as.Spec.Steer.Text).To(Equal("off please"))
 	})
 
 	It("the long form treats 'off' as a message, and refuses a blank one", func() {
-		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted)))
+		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns))))
 		Expect(get(ns, "demo").Spec.Steer.Text).To(Equal("off"))
 		kplan("message", "demo", "   ", "-n", ns).fails(`"message" needs a non-blank text`)
 		kplan("message", "demo", "-n", ns).fails(`"message" needs a session and the text`)
@@ -240,7 +247,7 @@ var _ = Describe("errors", func() {
 		kplan("status", "-n", ns).fails(`"status" needs exactly one argument, the session name`)
 		kplan("on", "a", "b", "-n", ns).fails(`"on" needs exactly one argument`)
 		kplan("status", "demo", "-o", "wide", "-n", ns).fails(`unknown output format "wide"`)
-		kplan("log", "demo", "-n", ns).fails("no session-log store: pass --store URL or set " + plancli.StoreEnv)
+		kplan("log", "demo", "-n", ns).fails("no session-log store: pass --store URL, set " + plancli.StoreEnv)
 	})
 
 	It("says which permission is missing", func() {
@@ -447,12 +454,13 @@ var _ = Describe("log", func() {
 		Expect(got).To(Equal([]string{
 			"0 turn/start turn 1",
 			"1 step/start turn 1 step 1",
-			"3 request/header reason=initial plan guidance=no tools=[read]",
+			`2 user/message message from the user: "hello"`,
+			"3 request/header reason=initial plan=off tools=[read]",
 			"5 step/end turn 1 step 1",
 			"6 plan/mode plan mode on (active=true)",
 			"7 step/start turn 1 step 2",
 			"8 user/message plan-mode notice (plugin): The user switched this session to plan mode.",
-			"9 request/header reason=change plan guidance=yes tools=[exit_plan_mode,read]",
+			"9 request/header reason=change plan=on guidance=current config tools=[exit_plan_mode,read]",
 			"10 tool/call exit_plan_mode (call c1, turn 1 step 2)",
 			"12 tool/result exit_plan_mode result (call c1, ok): Plan approved — plan mode exited; carry out the plan starting with your next step.",
 			"14 step/end turn 1 step 2",
@@ -481,7 +489,16 @@ var _ = Describe("log", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
 		kplan("log", "demo", "-n", ns, "--store", "mysql://x").fails("cannot open the session-log store", "unknown store URL")
-		url := "sqlite://" + filepath.Join(GinkgoT().TempDir(), "empty.db")
+		// A path with no log is an error naming it, and reading creates no file there.
+		missing := filepath.Join(GinkgoT().TempDir(), "empty.db")
+		kplan("log", "demo", "-n", ns, "--store", "sqlite://"+missing).fails("no SQLite session log at " + missing)
+		_, err := os.Stat(missing)
+		Expect(err).To(MatchError(os.ErrNotExist), "kubectl plan log created the store file")
+		// A store that exists but has no log for the session.
+		url := "sqlite://" + filepath.Join(GinkgoT().TempDir(), "log.db")
+		store, err := sessionlog.Open(ctx, url)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(store.Close()).To(Succeed())
 		kplan("log", "demo", "-n", ns, "--store", url).fails("has no log in this store yet")
 	})
 })

@@ -20,8 +20,6 @@ import (
 )
 
 const (
-	onCommitted  = "Plan mode on. Use /plan off to leave.\n"
-	onDeferred   = "Entering plan mode (applies from the next step). Use /plan off to leave.\n"
 	offCommitted = "Plan mode off.\n"
 	offCancelled = "Plan mode entry cancelled.\n"
 	offInactive  = "Plan mode is already inactive.\n"
@@ -49,11 +47,21 @@ func inPlanMode(spec func(*agentsv1alpha1.AgentSessionSpec)) *agent {
 	return a
 }
 
+// The entering replies, as the plugin prints them for a session of namespace ns: the harness's
+// texts with the kubectl command that leaves plan mode in place of /plan off.
+func onCommitted(name string) string {
+	return "Plan mode on. Use kubectl plan off " + name + " -n " + ns + " to leave.\n"
+}
+
+func onDeferred(name string) string {
+	return "Entering plan mode (applies from the next step). Use kubectl plan off " + name + " -n " + ns + " to leave.\n"
+}
+
 var _ = Describe("plan review through kubectl plan, the manager and the agent SDK", func() {
 	It("approve: only a reviewer may decide; the exit is silent and applied at the next step boundary", func() {
 		a := newSession(nil)
 		By("the toggler enters plan mode between turns (the manager commits it)")
-		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted(a.name)))
 		a.startTurn()
 		r := a.nextStep("plan the fix")
 		Expect(r.Active).To(BeTrue())
@@ -107,12 +115,12 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(log).To(MatchRegexp(`tool/result\s+exit_plan_mode result \(call \S+, ok\): Plan approved — plan mode exited; carry out the plan starting with your next step\.`))
 		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode off \(active=false\)\n` +
 			`\S+\s+\S+\s+step/start\s+turn 1 step 2\n` +
-			`\S+\s+\S+\s+request/header\s+reason=change plan guidance=no tools=\[read,write\]\n`))
+			`\S+\s+\S+\s+request/header\s+reason=change plan=off tools=\[read,write\]\n`))
 		Expect(log).NotTo(ContainSubstring("notice"))
 
 		By("entering plan mode again after the approved exit (the approval set spec.planMode.active to false)")
 		Expect(a.get().Spec.PlanMode.Active).To(Equal(bp(false)))
-		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted(a.name)))
 		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(10 * time.Second).Should(BeTrue())
 		last := a.events()
 		Expect(types(last[len(last)-1:])).To(Equal([]string{`plan/mode {"active":true}`}))
@@ -253,7 +261,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(ee.ResultText()).To(Equal("Error: " + agentsdk.UnknownToolMessage))
 		a.endTurn()
 
-		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted))
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted(a.name)))
 		a.startTurn()
 		Expect(a.nextStep().ExitAdmitted).To(BeTrue())
 		for _, bad := range []string{"", "do things", "## Not level one\n", "  \n"} {
@@ -279,9 +287,9 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Turn:\s+none open at the manager's last status write \(the agent may have opened one since\)\n`))
 		Expect(kplan(viewer, "status", a.name, "--store", storeURL).ok()).To(MatchRegexp(`Turn:\s+1 open, step 1 \(live from the log`))
 
-		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onDeferred), "queued: only the manager sees the open turn")
+		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onDeferred(a.name)), "queued: only the manager sees the open turn")
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCancelled))
-		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred))
+		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred(a.name)))
 
 		r := a.nextStep()
 		Expect(r.Active).To(BeTrue())
@@ -369,7 +377,7 @@ var _ = Describe("kubectl plan when the PlanModeConfig in force is missing", fun
 			s.PlanMode.ConfigRef = &agentsv1alpha1.ConfigReference{Name: "strict"}
 		})
 		r := kplan(toggler, "on", a.name)
-		Expect(r.ok()).To(Equal(onDeferred))
+		Expect(r.ok()).To(Equal(onDeferred(a.name)))
 		// The toggler cannot read PlanModeConfigs; the manager's Ready condition says it.
 		Expect(r.Err).To(Equal("warning: PlanModeConfig \"strict\" not found in namespace \"team-a\": create it or set spec.planMode.configRef.name; entering plan mode waits for it\n"))
 		Eventually(func() *bool { return a.get().Status.PlanMode.PendingActive }).Should(Equal(bp(true)))

@@ -1,0 +1,80 @@
+package sessionlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// OpenReadOnly opens an existing store for tools that only read it (kubectl plan log and
+// status, planlog export, plancheck). A SQLite file is opened with SQLite's mode=ro and must
+// exist: a mistyped path is an error naming it, never a new empty database, and no schema is
+// created or migrated. A PostgreSQL URL opens as Open does (its reads run in read-only
+// transactions; the database's own grants decide the rest).
+func OpenReadOnly(ctx context.Context, url string) (Store, error) {
+	if !strings.HasPrefix(url, "sqlite://") {
+		return Open(ctx, url)
+	}
+	path := strings.TrimPrefix(url, "sqlite://")
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", url)
+	}
+	if path == "" || path == "/" {
+		return nil, fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open session log %q: %w", url, err)
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("no SQLite session log at %s (from %q): check the path; reading never creates one", abs, url)
+	case err != nil:
+		return nil, fmt.Errorf("open session log %q: %w", url, err)
+	case st.IsDir():
+		return nil, fmt.Errorf("open session log %q: %s is a directory, not a SQLite file", url, abs)
+	}
+	return openSQLiteReadOnly(ctx, abs)
+}
+
+// sqliteReadOnlyDSN is a file: URI, which SQLite itself parses for mode=ro; the driver reads
+// its own _txlock from the same query and SQLite ignores it.
+func sqliteReadOnlyDSN(path string) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	return fmt.Sprintf("file:%s?mode=ro&_txlock=deferred&_pragma=busy_timeout(%d)", esc, SQLiteBusyTimeoutMillis)
+}
+
+func openSQLiteReadOnly(ctx context.Context, path string) (Store, error) {
+	w, err := sql.Open("sqlite", sqliteReadOnlyDSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite session log %s read-only: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	r, err := sql.Open("sqlite", sqliteReadOnlyDSN(path))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("open sqlite session log %s read-only: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	s := &sqliteStore{path: path, w: w, r: r}
+	var v int
+	if err := r.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&sqlNullInt{&v}); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("%s is not a session log (reading its schema version: %w)", path, err)
+	}
+	if v > sqliteSchemaVersion {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite session log %s has schema version %d; this binary reads up to %d (upgrade the binary)", path, v, sqliteSchemaVersion)
+	}
+	if err := s.prepare(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open sqlite session log %s read-only: %w", path, err)
+	}
+	return s, nil
+}
