@@ -8,10 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -31,6 +29,7 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/eventpath"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
@@ -127,7 +126,7 @@ func run() error {
 	if err := ensureSQLiteDir(storeURL); err != nil {
 		return err
 	}
-	log.Info("opening the session log store", "url", RedactURL(storeURL))
+	log.Info("opening the session log store", "url", connstr.Redact(storeURL))
 	store, err := openStore(ctx, storeURL, o.concurrency)
 	if err != nil {
 		return err
@@ -195,7 +194,7 @@ func run() error {
 		return err
 	}
 
-	log.Info("starting the manager", "logStore", RedactURL(storeURL), "leaderElect", o.leaderElect,
+	log.Info("starting the manager", "logStore", connstr.Redact(storeURL), "leaderElect", o.leaderElect,
 		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector,
 		"gogc", gogc)
 	if err := mgr.Start(ctx); err != nil {
@@ -244,7 +243,7 @@ func openStore(ctx context.Context, storeURL string, workers int) (sessionlog.St
 	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(workers))
 	if err != nil {
 		// The store's error may quote the URL: never let a password through.
-		return nil, fmt.Errorf("open log store %s: %s", RedactURL(storeURL), redactText(err.Error(), storeURL))
+		return nil, connstr.Error(fmt.Errorf("open log store %s: %w", connstr.Redact(storeURL), err), storeURL)
 	}
 	return faultinject.WrapStore(store), nil // identity unless built with -tags faultinject (test/reliability)
 }
@@ -341,27 +340,4 @@ func storeCheck(store sessionlog.Store) healthz.Checker {
 		}
 		return nil
 	}
-}
-
-var passwordParam = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
-
-// RedactURL hides the password of a store URL (user info and a password query parameter), so
-// it can be logged.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable store URL>" // it could hold a password anywhere
-	}
-	s := u.Redacted()
-	return passwordParam.ReplaceAllString(s, "${1}xxxxx")
-}
-
-// redactText removes the password of storeURL from a message that might quote it.
-func redactText(msg, storeURL string) string {
-	if u, err := url.Parse(storeURL); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return passwordParam.ReplaceAllString(msg, "${1}xxxxx")
 }

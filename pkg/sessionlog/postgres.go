@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
@@ -71,19 +72,19 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
 	}
 	if o.poolSize > 0 && !setsPoolMaxConns(url) {
 		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
 	}
 	s := &postgresStore{pool: pool}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
 	}
 	return s, nil
 }
