@@ -49,6 +49,7 @@ type options struct {
 	eventMaxHold            time.Duration
 	pendingPoll             time.Duration
 	maxStoreBackoff         time.Duration
+	logStoreTimeout         time.Duration
 	concurrency             int
 	shutdownTimeout         time.Duration
 	shardSelector           string // shard.go
@@ -81,6 +82,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
 		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
+	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
+		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
 	bindShardFlags(fs, o)
@@ -127,7 +130,7 @@ func run() error {
 		return err
 	}
 	log.Info("opening the session log store", "url", connstr.Redact(storeURL))
-	store, err := openStore(ctx, storeURL, o.concurrency)
+	store, err := openStore(ctx, storeURL, o.concurrency, o.logStoreTimeout)
 	if err != nil {
 		return err
 	}
@@ -237,10 +240,10 @@ func startEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSess
 // openStore opens the session log with one PostgreSQL connection per worker: each reconcile
 // holds at most one (an append holds it through its commit), and pgx's default of 4 made
 // workers queue for the pool.
-func openStore(ctx context.Context, storeURL string, workers int) (sessionlog.Store, error) {
+func openStore(ctx context.Context, storeURL string, workers int, callTimeout time.Duration) (sessionlog.Store, error) {
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(workers))
+	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(workers), sessionlog.CallTimeout(callTimeout))
 	if err != nil {
 		// The store's error may quote the URL: never let a password through.
 		return nil, connstr.Error(fmt.Errorf("open log store %s: %w", connstr.Redact(storeURL), err), storeURL)
@@ -292,6 +295,9 @@ func checkOptions(o *options) error {
 	}
 	if o.pendingPoll <= 0 {
 		errs = append(errs, fmt.Sprintf("--pending-poll is %s; use a positive duration such as 2s", o.pendingPoll))
+	}
+	if o.logStoreTimeout <= 0 {
+		errs = append(errs, fmt.Sprintf("--log-store-timeout is %s; use a positive duration such as 15s", o.logStoreTimeout))
 	}
 	if o.maxStoreBackoff <= 0 {
 		errs = append(errs, fmt.Sprintf("--max-store-backoff is %s; use a positive duration such as 30s", o.maxStoreBackoff))

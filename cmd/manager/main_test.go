@@ -5,6 +5,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harness-dev/planmode-operator/pkg/connstr"
 )
@@ -18,7 +19,7 @@ func TestOpenStoreErrorNeverShowsThePassword(t *testing.T) {
 		"host=127.0.0.1 port=1 user=planmode password='s3cret with blanks' dbname=log",
 		"sqlite:///tmp/log.db?password=s3cret",
 	} {
-		_, err := openStore(context.Background(), url, 1)
+		_, err := openStore(context.Background(), url, 1, time.Second)
 		if err == nil {
 			t.Fatalf("openStore(%s) succeeded", connstr.Redact(url))
 		}
@@ -32,14 +33,14 @@ func TestBadOptionsNameTheFlag(t *testing.T) {
 	var o options
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	bindFlags(fs, &o)
-	if err := fs.Parse([]string{"--events=maybe", "--event-max-hold=-1s", "--max-concurrent-reconciles=0", "--pending-poll=0s"}); err != nil {
+	if err := fs.Parse([]string{"--events=maybe", "--event-max-hold=-1s", "--max-concurrent-reconciles=0", "--pending-poll=0s", "--log-store-timeout=0s"}); err != nil {
 		t.Fatal(err)
 	}
 	err := checkOptions(&o)
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
-	for _, f := range []string{"--events", "--event-max-hold", "--max-concurrent-reconciles", "--pending-poll"} {
+	for _, f := range []string{"--events", "--event-max-hold", "--max-concurrent-reconciles", "--pending-poll", "--log-store-timeout"} {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("error %q does not name %s", err, f)
 		}

@@ -3,10 +3,12 @@ package sessionlog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	neturl "net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -23,9 +25,30 @@ import (
 // exist). Schemas are created or migrated on open.
 //
 // An error never quotes the URL's password (connstr).
+//
+// Every call of the returned Store has a deadline (CallTimeout, DefaultCallTimeout), and so
+// has Open when ctx has none.
 func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
+	var o openOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.callTimeout <= 0 {
+		o.callTimeout = DefaultCallTimeout
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.callTimeout)
+		defer cancel()
+	}
 	s, err := open(ctx, url, opts...)
-	return s, connstr.Error(err, url)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = &TimeoutError{Op: "Open", Timeout: o.callTimeout, Err: err}
+		}
+		return nil, connstr.Error(err, url)
+	}
+	return withDeadlines(s, o.callTimeout), nil
 }
 
 func open(ctx context.Context, url string, opts ...Option) (Store, error) {
@@ -57,7 +80,8 @@ func open(ctx context.Context, url string, opts ...Option) (Store, error) {
 type Option func(*openOptions)
 
 type openOptions struct {
-	poolSize int
+	poolSize    int
+	callTimeout time.Duration
 }
 
 // PoolSize sizes a PostgreSQL store's connection pool to n when its URL does not set

@@ -257,11 +257,71 @@ func (s *Server) kill() {
 	}
 }
 
+// Pause stops the server and all its backends with SIGSTOP: it keeps its connections and the
+// kernel still accepts new ones, but nothing answers: a hung store, not a refused one.
+// (Backends call setsid, so the postmaster's process group does not reach them: each process
+// is signalled.)
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil { // first: no backend is forked after the scan
+		return err
+	}
+	return s.signalChildren(syscall.SIGSTOP)
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error {
+	if err := s.signalChildren(syscall.SIGCONT); err != nil {
+		return err
+	}
+	return s.signal(syscall.SIGCONT)
+}
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("pgtest: server not started")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("pgtest: signal %v to the postmaster: %w", sig, err)
+	}
+	return nil
+}
+
+// signalChildren signals every process whose parent is the postmaster (from /proc).
+func (s *Server) signalChildren(sig syscall.Signal) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return fmt.Errorf("pgtest: list processes: %w", err)
+	}
+	parent := s.cmd.Process.Pid
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold blanks, so read after its closing parenthesis.
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		var state string
+		var ppid int
+		if _, err := fmt.Sscan(string(rest), &state, &ppid); err != nil || ppid != parent {
+			continue
+		}
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pgtest: signal %v to backend %d: %w", sig, pid, err)
+		}
+	}
+	return nil
+}
+
 // Stop shuts the server down (fast shutdown, SIGKILL after 15 s) and removes its directory.
 // It is safe to call more than once.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		if s.cmd != nil && s.cmd.Process != nil {
+			_ = s.Resume() // a paused server would not see the SIGINT
 			_ = s.cmd.Process.Signal(syscall.SIGINT)
 			select {
 			case <-s.exited:
