@@ -11,14 +11,14 @@ import (
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://planmode:s3cret@db:5432/log?sslmode=require":            "postgres://planmode:xxxxx@db:5432/log?sslmode=require",
-		"postgres://planmode@db/log?password=s3cret&sslmode=disable":        "postgres://planmode@db/log?password=xxxxx&sslmode=disable",
+		"postgres://planmode:s3cret@db:5432/log?sslmode=require":              "postgres://planmode:xxxxx@db:5432/log?sslmode=require",
+		"postgres://planmode@db/log?password=s3cret&sslmode=disable":          "postgres://planmode@db/log?password=xxxxx&sslmode=disable",
 		"postgresql://planmode@db/log?sslmode=verify-full&sslpassword=s3cret": "postgresql://planmode@db/log?sslmode=verify-full&sslpassword=xxxxx",
-		"postgres://planmode@db/log?PASSWORD=s3cret":                        "postgres://planmode@db/log?PASSWORD=xxxxx",
-		"host=db user=planmode password=s3cret dbname=log":                  "host=db user=planmode password=xxxxx dbname=log",
-		"host=db password = 's3 cret\\' x' dbname=log":                      "host=db password = xxxxx dbname=log",
-		"sqlite:///var/lib/planmode/log.db":                                 "sqlite:///var/lib/planmode/log.db",
-		"postgres://u:s3cret@[::1:bad":                                      "postgres://u:xxxxx@[::1:bad",
+		"postgres://planmode@db/log?PASSWORD=s3cret":                          "postgres://planmode@db/log?PASSWORD=xxxxx",
+		"host=db user=planmode password=s3cret dbname=log":                    "host=db user=planmode password=xxxxx dbname=log",
+		"host=db password = 's3 cret\\' x' dbname=log":                        "host=db password = xxxxx dbname=log",
+		"sqlite:///var/lib/planmode/log.db":                                   "sqlite:///var/lib/planmode/log.db",
+		"postgres://u:s3cret@[::1:bad":                                        "postgres://u:xxxxx@[::1:bad",
 	} {
 		got := connstr.Redact(in)
 		if got != want {

@@ -60,7 +60,10 @@ func TestHungPostgresFailsEveryCallAtItsDeadline(t *testing.T) {
 		}
 	}()
 	calls := map[string]func() error{
-		"Append":   func() error { _, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(1, false)}); return err },
+		"Append": func() error {
+			_, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(1, false)})
+			return err
+		},
 		"Tail":     func() error { _, err := s.Tail(ctx, "s"); return err },
 		"ReadFrom": func() error { _, err := s.ReadFrom(ctx, "s", 0, 0); return err },
 		"Info":     func() error { _, err := s.Info(ctx, "s"); return err },
