@@ -91,12 +91,21 @@ func (d *deadlineStore) Seed(ctx context.Context, info SessionInfo, events []har
 	return bounded(ctx, d, "Seed", func(ctx context.Context) (harness.Tail, error) { return d.s.Seed(ctx, info, events) })
 }
 
+func (d *deadlineStore) Identity(ctx context.Context) (string, error) {
+	return bounded(ctx, d, "Identity", d.s.Identity)
+}
+
 func (d *deadlineStore) Close() error { return d.s.Close() }
 
 // unwrapBackend returns the backend under the deadline layer (test hooks reach it).
 func unwrapBackend(s Store) Store {
 	if d, ok := s.(*deadlineStore); ok {
-		return d.s
+		s = d.s
+	}
+	if r, ok := s.(*reopeningSQLite); ok {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		return r.cur
 	}
 	return s
 }

@@ -113,6 +113,16 @@ func (s *postgresStore) migrate(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version %d: %w", n, err)
 			}
 		}
+		id, err := newStoreID()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, postgresIdentitySchema); err != nil {
+			return fmt.Errorf("create the store identity: %w", err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(identityInsert, "$1::text"), id); err != nil {
+			return fmt.Errorf("create the store identity: %w", err)
+		}
 		if cur < postgresSchemaVersion {
 			if _, err := tx.Exec(ctx, `DELETE FROM schema_version`); err != nil {
 				return fmt.Errorf("record schema version: %w", err)
@@ -361,6 +371,14 @@ func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo
 		info.ParentSession = *parent
 	}
 	return info, nil
+}
+
+func (s *postgresStore) Identity(ctx context.Context) (string, error) {
+	var id string
+	if err := s.pool.QueryRow(ctx, identitySelect).Scan(&id); err != nil {
+		return "", fmt.Errorf("read the store identity: %w", err)
+	}
+	return id, nil
 }
 
 func (s *postgresStore) Close() error {

@@ -42,6 +42,11 @@ type Store interface {
 	// its first events (seq 0 onward, possibly none) atomically; a session that already exists
 	// is refused with a *ConflictError. Fork and JSONL import are built on it.
 	Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error)
+	// Identity returns the store's ID, created with its schema (identity.go): a replaced,
+	// recreated or deleted-and-created store has another. It also tells whether the store
+	// answers: SQLite reads it through its writer, after checking the file is still the one
+	// it opened (sqlite.go).
+	Identity(ctx context.Context) (string, error)
 	// Close releases the backend.
 	Close() error
 }
