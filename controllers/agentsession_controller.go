@@ -46,6 +46,9 @@ type AgentSessionReconciler struct {
 	client.Client
 	// Store is the session log shared with the agent pods.
 	Store sessionlog.Store
+	// StoreID returns the store's identity as last probed ("" unknown: not checked); nil
+	// checks only the log's position (phase_store.go).
+	StoreID func() string
 	// Recorder emits events.k8s.io Events; nil disables them.
 	Recorder recorder.EventRecorder
 	// EventMaxHold, when positive, holds Events while reconciles run (internal/eventqueue), for

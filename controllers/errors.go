@@ -54,7 +54,10 @@ func (e *recomputeError) Error() string { return "recompute: " + e.reason }
 func reportedFailure(err error) string {
 	var storeErr *StoreError
 	var conflictErr *AppendConflictError
+	var mismatchErr *LogStoreMismatchError
 	switch {
+	case errors.As(err, &mismatchErr):
+		return agentsv1alpha1.ReasonLogStoreMismatch
 	case errors.As(err, &storeErr):
 		return agentsv1alpha1.ReasonLogStoreError
 	case errors.As(err, &conflictErr):
