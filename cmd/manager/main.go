@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -170,9 +169,17 @@ func run() error {
 	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
 		return fmt.Errorf("register the session gauges: %w", err)
 	}
+	probe := newStoreProbe(store, ctrl.Log.WithName("log-store"))
+	if err := ctrlmetrics.Registry.Register(probe.up); err != nil {
+		return fmt.Errorf("register the log-store gauge: %w", err)
+	}
+	if err := mgr.Add(probe); err != nil {
+		return fmt.Errorf("add the log-store probe: %w", err)
+	}
 	r := &controllers.AgentSessionReconciler{
 		Client:          mgr.GetClient(),
 		Store:           planmetrics.InstrumentStore(store, rec),
+		StoreID:         probe.StoreID,
 		Metrics:         rec,
 		PendingPoll:     o.pendingPoll,
 		MaxStoreBackoff: o.maxStoreBackoff,
@@ -193,7 +200,7 @@ func run() error {
 		}
 	}
 
-	if err := addHealthChecks(mgr, store, o.webhook.Port >= 0); err != nil {
+	if err := addHealthChecks(mgr, o.webhook.Port >= 0); err != nil {
 		return err
 	}
 
@@ -251,17 +258,16 @@ func openStore(ctx context.Context, storeURL string, workers int, callTimeout ti
 	return faultinject.WrapStore(store), nil // identity unless built with -tags faultinject (test/reliability)
 }
 
-// addHealthChecks serves /healthz, and /readyz once the log store answers and, when the
-// manager serves webhooks, the webhook server has started.
-func addHealthChecks(mgr ctrl.Manager, store sessionlog.Store, serveWebhooks bool) error {
+// addHealthChecks serves /healthz, and /readyz once, when the manager serves webhooks, the
+// webhook server has started. The log store is not part of either: readiness routes admission
+// traffic, which needs no store, and a restart cures no store outage (storeprobe.go reports
+// the store).
+func addHealthChecks(mgr ctrl.Manager, serveWebhooks bool) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add the health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add the readiness check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("log-store", storeCheck(store)); err != nil {
-		return fmt.Errorf("add the log-store readiness check: %w", err)
 	}
 	if serveWebhooks {
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
@@ -334,16 +340,4 @@ func ensureSQLiteDir(storeURL string) error {
 		}
 	}
 	return nil
-}
-
-// storeCheck makes readiness depend on the log store answering a tail read.
-func storeCheck(store sessionlog.Store) healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := store.Tail(ctx, "planmode-readyz-probe"); err != nil {
-			return fmt.Errorf("log store: %w", err)
-		}
-		return nil
-	}
 }
