@@ -6,6 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
@@ -60,4 +63,18 @@ func (r *AgentSessionReconciler) storeUnchanged(s *agentsv1alpha1.AgentSession) 
 	}
 	id := r.StoreID()
 	return id == "" || s.Status.PlanMode.StoreID == id
+}
+
+// allSessions maps a change of the store's identity to every session this manager watches.
+func (r *AgentSessionReconciler) allSessions(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list agentsv1alpha1.AgentSessionList
+	if err := r.List(ctx, &list); err != nil {
+		logf.FromContext(ctx).Error(err, "list AgentSessions after the log store's identity changed")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }

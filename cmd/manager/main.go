@@ -180,6 +180,7 @@ func run() error {
 		Client:          mgr.GetClient(),
 		Store:           planmetrics.InstrumentStore(store, rec),
 		StoreID:         probe.StoreID,
+		StoreChanged:    probe.changed,
 		Metrics:         rec,
 		PendingPoll:     o.pendingPoll,
 		MaxStoreBackoff: o.maxStoreBackoff,

@@ -7,7 +7,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -27,10 +30,12 @@ type storeProbe struct {
 	up    prometheus.Gauge
 	id    atomic.Pointer[string] // the identity of the last successful probe
 	ok    atomic.Bool
+	// changed tells the reconciler that the identity changed (every session is reconciled).
+	changed chan event.GenericEvent
 }
 
 func newStoreProbe(store sessionlog.Store, log logr.Logger) *storeProbe {
-	return &storeProbe{store: store, log: log, up: prometheus.NewGauge(prometheus.GaugeOpts{
+	return &storeProbe{store: store, log: log, changed: make(chan event.GenericEvent, 1), up: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "planmode_log_store_up",
 		Help: "1 when the manager's last probe of the session log store (every 10s, under the store's deadline) succeeded, else 0.",
 	})}
@@ -49,6 +54,10 @@ func (p *storeProbe) probe(ctx context.Context) {
 	if prev := p.id.Swap(&id); prev != nil && *prev != id {
 		p.log.Info("the session log store has another identity: it was replaced or recreated; sessions recorded against the old one stop with LogStoreMismatch",
 			"was", *prev, "now", id)
+		select {
+		case p.changed <- event.GenericEvent{Object: &agentsv1alpha1.AgentSession{}}:
+		default: // one already waits: it reconciles every session anyway
+		}
 	}
 	if !p.ok.Swap(true) {
 		p.log.Info("the session log store answers", "storeID", id)
