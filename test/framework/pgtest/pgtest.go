@@ -259,40 +259,47 @@ func (s *Server) kill() {
 
 // Pause stops the server and all its backends with SIGSTOP: it keeps its connections and the
 // kernel still accepts new ones, but nothing answers: a hung store, not a refused one.
-// (Backends call setsid, so the postmaster's process group does not reach them: each process
-// is signalled.)
 func (s *Server) Pause() error {
-	if err := s.signal(syscall.SIGSTOP); err != nil { // first: no backend is forked after the scan
-		return err
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("pgtest: server not started")
 	}
-	return s.signalChildren(syscall.SIGSTOP)
+	return PauseServer(s.cmd.Process.Pid)
 }
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() error {
-	if err := s.signalChildren(syscall.SIGCONT); err != nil {
-		return err
-	}
-	return s.signal(syscall.SIGCONT)
-}
-
-func (s *Server) signal(sig syscall.Signal) error {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return fmt.Errorf("pgtest: server not started")
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("pgtest: signal %v to the postmaster: %w", sig, err)
+	return ResumeServer(s.cmd.Process.Pid)
+}
+
+// PauseServer SIGSTOPs the postmaster postmasterPID and every backend it forked. Backends call
+// setsid, so the postmaster's process group does not reach them: each is signalled.
+func PauseServer(postmasterPID int) error {
+	if err := syscall.Kill(postmasterPID, syscall.SIGSTOP); err != nil { // first: no backend is forked after the scan
+		return fmt.Errorf("pgtest: stop the postmaster %d: %w", postmasterPID, err)
+	}
+	return signalChildren(postmasterPID, syscall.SIGSTOP)
+}
+
+// ResumeServer continues what PauseServer stopped.
+func ResumeServer(postmasterPID int) error {
+	if err := signalChildren(postmasterPID, syscall.SIGCONT); err != nil {
+		return err
+	}
+	if err := syscall.Kill(postmasterPID, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("pgtest: continue the postmaster %d: %w", postmasterPID, err)
 	}
 	return nil
 }
 
-// signalChildren signals every process whose parent is the postmaster (from /proc).
-func (s *Server) signalChildren(sig syscall.Signal) error {
+// signalChildren signals every process whose parent is parent (from /proc).
+func signalChildren(parent int, sig syscall.Signal) error {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return fmt.Errorf("pgtest: list processes: %w", err)
 	}
-	parent := s.cmd.Process.Pid
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
