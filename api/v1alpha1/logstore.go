@@ -5,8 +5,8 @@ import (
 	"strconv"
 )
 
-// AnnotationAdoptLogStore, set to "<storeID>:<nextSeq>" (the values a LogStoreMismatch
-// condition names), tells the manager and the agent that the session's log now lives in that
+// AnnotationAdoptLogStore is the annotation that, set to "<storeID>:<nextSeq>" (the values a
+// LogStoreMismatch condition names), tells the manager and the agent that the session's log now lives in that
 // store at that end, on purpose: the status is re-recorded against it and the selection in
 // spec is committed there again. It matches only that store at that end, so a later
 // replacement or rewind is detected again.

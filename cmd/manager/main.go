@@ -169,12 +169,9 @@ func run() error {
 	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
 		return fmt.Errorf("register the session gauges: %w", err)
 	}
-	probe := newStoreProbe(store, ctrl.Log.WithName("log-store"))
-	if err := ctrlmetrics.Registry.Register(probe.up); err != nil {
-		return fmt.Errorf("register the log-store gauge: %w", err)
-	}
-	if err := mgr.Add(probe); err != nil {
-		return fmt.Errorf("add the log-store probe: %w", err)
+	probe, err := addHealthChecks(mgr, store, o.webhook.Port >= 0)
+	if err != nil {
+		return err
 	}
 	r := &controllers.AgentSessionReconciler{
 		Client:          mgr.GetClient(),
@@ -199,10 +196,6 @@ func run() error {
 		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
 			return fmt.Errorf("set up the admission webhooks: %w", err)
 		}
-	}
-
-	if err := addHealthChecks(mgr, o.webhook.Port >= 0); err != nil {
-		return err
 	}
 
 	log.Info("starting the manager", "logStore", connstr.Redact(storeURL), "leaderElect", o.leaderElect,
@@ -261,21 +254,21 @@ func openStore(ctx context.Context, storeURL string, workers int, callTimeout ti
 
 // addHealthChecks serves /healthz, and /readyz once, when the manager serves webhooks, the
 // webhook server has started. The log store is not part of either: readiness routes admission
-// traffic, which needs no store, and a restart cures no store outage (storeprobe.go reports
-// the store).
-func addHealthChecks(mgr ctrl.Manager, serveWebhooks bool) error {
+// traffic, which needs no store, and a restart cures no store outage. The store has its own
+// probe instead (storeprobe.go), returned for the reconciler.
+func addHealthChecks(mgr ctrl.Manager, store sessionlog.Store, serveWebhooks bool) (*storeProbe, error) {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("add the health check: %w", err)
+		return nil, fmt.Errorf("add the health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("add the readiness check: %w", err)
+		return nil, fmt.Errorf("add the readiness check: %w", err)
 	}
 	if serveWebhooks {
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return fmt.Errorf("add the webhook readiness check: %w", err)
+			return nil, fmt.Errorf("add the webhook readiness check: %w", err)
 		}
 	}
-	return nil
+	return addStoreProbe(mgr, store)
 }
 
 // metricsOptions serves /metrics; with --metrics-secure over HTTPS, and only to callers whose

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 
@@ -39,6 +41,18 @@ func newStoreProbe(store sessionlog.Store, log logr.Logger) *storeProbe {
 		Name: "planmode_log_store_up",
 		Help: "1 when the manager's last probe of the session log store (every 10s, under the store's deadline) succeeded, else 0.",
 	})}
+}
+
+// addStoreProbe runs a probe of store in mgr, its gauge on controller-runtime's registry.
+func addStoreProbe(mgr manager.Manager, store sessionlog.Store) (*storeProbe, error) {
+	probe := newStoreProbe(store, mgr.GetLogger().WithName("log-store"))
+	if err := ctrlmetrics.Registry.Register(probe.up); err != nil {
+		return nil, fmt.Errorf("register the log-store gauge: %w", err)
+	}
+	if err := mgr.Add(probe); err != nil {
+		return nil, fmt.Errorf("add the log-store probe: %w", err)
+	}
+	return probe, nil
 }
 
 // probe asks the store once and records the outcome.

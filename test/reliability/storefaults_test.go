@@ -283,7 +283,7 @@ var _ = Describe("SQLite store faults", func() {
 				g.Expect(w.get("s0").Status.PlanMode.Active).To(Equal(x))
 			})
 		}
-		var notes []string
+		notes := make([]string, 0, 3)
 
 		By("locked: another process holds the write lock past the busy timeout")
 		// Between turns, so the selection is appended at once (during a turn it would wait for
