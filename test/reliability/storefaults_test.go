@@ -240,9 +240,26 @@ var _ = Describe("agent processes killed (SIGKILL)", func() {
 			p.kill()
 		}
 		procs = map[string]*agentProc{}
-		for _, name := range w.names {
-			Expect(w.closeOpenTurn(suiteCtx, name)).To(Succeed())
-		}
+		// PostgreSQL finishes a request it received before the client died, so a killed agent's
+		// last append can commit after the kill: repair, then make sure the logs stay still
+		// (with the driver stopped, nothing else writes once the manager has committed).
+		w.stopDriver()
+		eventually(time.Minute, func(g Gomega) {
+			next := map[string]int64{}
+			for _, name := range w.names {
+				g.Expect(w.closeOpenTurn(suiteCtx, name)).To(Succeed())
+				t, err := w.store.Tail(suiteCtx, w.sessionID(name))
+				g.Expect(err).NotTo(HaveOccurred())
+				next[name] = t.NextSeq
+			}
+			g.Consistently(func(g Gomega) {
+				for _, name := range w.names {
+					t, err := w.store.Tail(suiteCtx, w.sessionID(name))
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(t.NextSeq).To(Equal(next[name]), "%s: the log moved after every agent was killed", name)
+				}
+			}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		})
 		w.steps.Store(w.stepsInLogs())
 		recovery := w.settle(2 * time.Minute)
 		Expect(lost).To(BeEmpty(), "selections lost at agent kills")
