@@ -126,6 +126,24 @@ soak: envtest-assets postgres ## Reliability soak: 1,000 manager crash injection
 		go test ./test/reliability -count=1 -timeout 6h -v $(if $(GINKGO_FLAGS),-args $(GINKGO_FLAGS))
 	@cat bin/reliability-soak.jsonl
 
+# The figures in docs/reliability.md: the reliability suite on a clean, committed tree, its rows
+# written beside the docs as docs/results/reliability-<commit>.jsonl with a header naming the
+# commit, the sizes and the machine. Sizes default to the short run; raise them with
+# RELIABILITY_CRASHES, RELIABILITY_AGENT_KILLS, RELIABILITY_TOGGLES, RELIABILITY_OUTAGE_SECONDS
+# (or RELIABILITY_SOAK=1).
+.PHONY: reliability-report
+reliability-report: envtest-assets postgres ## Run test/reliability on the committed tree; rows to docs/results/reliability-<commit>.jsonl.
+	@git diff --quiet HEAD -- && test -z "$$(git status --porcelain --untracked-files=no)" || { echo "reliability-report: commit or stash your changes first: the figures must come from a commit" >&2; exit 1; }
+	@mkdir -p docs/results
+	@c=$$(git rev-parse --short HEAD); out=docs/results/reliability-$$c.jsonl; \
+	printf '{"commit":"%s","command":"make reliability-report","sizes":{"crashes":"%s","agentKills":"%s","toggles":"%s","outageSeconds":"%s","soak":"%s"},"cores":%s,"go":"%s"}\n' \
+		"$$(git rev-parse HEAD)" "$$RELIABILITY_CRASHES" "$$RELIABILITY_AGENT_KILLS" "$$RELIABILITY_TOGGLES" "$$RELIABILITY_OUTAGE_SECONDS" "$$RELIABILITY_SOAK" \
+		"$$(nproc)" "$$(go env GOVERSION)" > $$out; \
+	RELIABILITY_REPORT=$(CURDIR)/$$out KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" \
+		go test ./test/reliability -count=1 -timeout 6h -v > docs/results/reliability-$$c.log 2>&1; rc=$$?; \
+	grep -E '^(ok|FAIL|--- )|Ran [0-9]+ of' docs/results/reliability-$$c.log > docs/results/reliability-$$c.txt; rm -f docs/results/reliability-$$c.log; \
+	cat $$out docs/results/reliability-$$c.txt; exit $$rc
+
 .PHONY: verify-generated
 verify-generated: manifests generate docs ## Fail if generated files differ from what is committed.
 	@git diff --exit-code -- api config docs/api.md || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }

@@ -17,10 +17,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/eventqueue"
@@ -46,6 +48,12 @@ type AgentSessionReconciler struct {
 	client.Client
 	// Store is the session log shared with the agent pods.
 	Store sessionlog.Store
+	// StoreID returns the store's identity as last probed ("" unknown: not checked); nil
+	// checks only the log's position (phase_store.go).
+	StoreID func() string
+	// StoreChanged, when set, receives an event whenever the store's identity changed: every
+	// session is then reconciled, and one recorded against the old store stops.
+	StoreChanged <-chan ctrlevent.GenericEvent
 	// Recorder emits events.k8s.io Events; nil disables them.
 	Recorder recorder.EventRecorder
 	// EventMaxHold, when positive, holds Events while reconciles run (internal/eventqueue), for
@@ -99,12 +107,15 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		func(o client.Object) []string { return []string{o.(*agentsv1alpha1.AgentSession).ConfigName()} }); err != nil {
 		return fmt.Errorf("index AgentSessions by config: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1alpha1.AgentSession{}).
 		// A config created, changed or deleted changes the guidance in force (and may unblock a
 		// selection waiting for it) for every session that names it.
-		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig)).
-		WithOptions(opts).
+		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig))
+	if r.StoreChanged != nil {
+		b = b.WatchesRawSource(source.Channel(r.StoreChanged, handler.EnqueueRequestsFromMapFunc(r.allSessions))) // phase_store.go
+	}
+	return b.WithOptions(opts).
 		Named("agentsession").
 		Complete(r)
 }

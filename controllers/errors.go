@@ -55,9 +55,12 @@ func reportedFailure(err error) string {
 	var storeErr *StoreError
 	var conflictErr *AppendConflictError
 	var inUseErr *SessionIDInUseError
+	var mismatchErr *LogStoreMismatchError
 	switch {
 	case errors.As(err, &inUseErr):
 		return agentsv1alpha1.ReasonSessionIDInUse
+	case errors.As(err, &mismatchErr):
+		return agentsv1alpha1.ReasonLogStoreMismatch
 	case errors.As(err, &storeErr):
 		return agentsv1alpha1.ReasonLogStoreError
 	case errors.As(err, &conflictErr):

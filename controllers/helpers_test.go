@@ -168,6 +168,7 @@ type testManager struct {
 
 type managerOptions struct {
 	leaderElectionID string
+	storeID          func() string // AgentSessionReconciler.StoreID
 }
 
 func startManager(ns string, store sessionlog.Store, o managerOptions) *testManager {
@@ -204,6 +205,7 @@ func startManager(ns string, store sessionlog.Store, o managerOptions) *testMana
 		Recorder:        mgr.GetEventRecorder("planmode-manager"),
 		PendingPoll:     100 * time.Millisecond,
 		MaxStoreBackoff: 500 * time.Millisecond,
+		StoreID:         o.storeID,
 	}
 	Expect(tm.r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
 	ctx, cancel := context.WithCancel(suiteCtx)

@@ -27,6 +27,7 @@ var phases = []phase{
 	(*sessionScope).readConfig,
 	(*sessionScope).ensureFork,
 	(*sessionScope).readLog,
+	(*sessionScope).checkLogStore, // phase_store.go
 	(*sessionScope).recoverUnrecorded,
 	(*sessionScope).applySelection,
 	(*sessionScope).reassertSelection,

@@ -24,7 +24,8 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 		unanswered(s) == nil &&
 		!reviewInProgress(s) &&
 		r.sessions.holds(client.ObjectKeyFromObject(s), digestStatus(&s.Status)) &&
-		r.configUnchanged(ctx, s)
+		r.configUnchanged(ctx, s) &&
+		r.storeUnchanged(s) // phase_store.go
 }
 
 // observedReady: the current generation was reconciled without a failure, and is Ready.

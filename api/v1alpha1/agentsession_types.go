@@ -243,6 +243,13 @@ type PlanModeStatus struct {
 	// +optional
 	NextSeq int64 `json:"nextSeq,omitempty"`
 
+	// StoreID is the identity of the session-log store NextSeq was read from (created with
+	// the store's schema). A store with another identity, or a log that ends before NextSeq,
+	// is not this session's log: the manager and the agent stop with LogStoreMismatch
+	// instead of running on it (docs/operations.md).
+	// +optional
+	StoreID string `json:"storeID,omitempty"`
+
 	// TurnOpen reports whether the log has a turn/start with no turn/end after it.
 	// +optional
 	TurnOpen bool `json:"turnOpen,omitempty"`
@@ -435,6 +442,11 @@ const (
 	ReasonLogStoreError    = "LogStoreUnavailable"
 	ReasonConfigMissing    = "ConfigMissing"
 	ReasonInvalidBoundary  = "InvalidBoundaryReport"
+	// ReasonLogStoreMismatch: the store is not the one the status was recorded against (another
+	// identity), or its log ends before the recorded position (emptied, or restored from an
+	// older backup). Nothing is appended until an operator restores the store or adopts this
+	// one (AnnotationAdoptLogStore).
+	ReasonLogStoreMismatch = "LogStoreMismatch"
 	// ReasonAppendConflict: another writer kept winning the race for the log's next seq.
 	ReasonAppendConflict = "AppendConflict"
 	// ReasonSessionIDInUse: the log of spec.sessionID belongs to another AgentSession; this

@@ -7,11 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -33,6 +30,7 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
 	"github.com/harness-dev/planmode-operator/internal/version"
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
@@ -52,6 +50,7 @@ type options struct {
 	eventMaxHold            time.Duration
 	pendingPoll             time.Duration
 	maxStoreBackoff         time.Duration
+	logStoreTimeout         time.Duration
 	concurrency             int
 	shutdownTimeout         time.Duration
 	shardSelector           string // shard.go
@@ -84,6 +83,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
 		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
+	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
+		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
 	bindShardFlags(fs, o)
@@ -131,8 +132,8 @@ func run() error {
 		return err
 	}
 	log.Info("starting", "version", version.String("manager"))
-	log.Info("opening the session log store", "url", RedactURL(storeURL))
-	store, err := openStore(ctx, storeURL, o.concurrency)
+	log.Info("opening the session log store", "url", connstr.Redact(storeURL))
+	store, err := openStore(ctx, storeURL, o.concurrency, o.logStoreTimeout)
 	if err != nil {
 		return err
 	}
@@ -172,9 +173,15 @@ func run() error {
 	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
 		return fmt.Errorf("register the session gauges: %w", err)
 	}
+	probe, err := addHealthChecks(mgr, store, o.webhook.Port >= 0)
+	if err != nil {
+		return err
+	}
 	r := &controllers.AgentSessionReconciler{
 		Client:          mgr.GetClient(),
 		Store:           planmetrics.InstrumentStore(store, rec),
+		StoreID:         probe.StoreID,
+		StoreChanged:    probe.changed,
 		Metrics:         rec,
 		PendingPoll:     o.pendingPoll,
 		MaxStoreBackoff: o.maxStoreBackoff,
@@ -195,11 +202,7 @@ func run() error {
 		}
 	}
 
-	if err := addHealthChecks(mgr, store, o.webhook.Port >= 0); err != nil {
-		return err
-	}
-
-	log.Info("starting the manager", "logStore", RedactURL(storeURL), "leaderElect", o.leaderElect,
+	log.Info("starting the manager", "logStore", connstr.Redact(storeURL), "leaderElect", o.leaderElect,
 		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector,
 		"gogc", gogc)
 	if err := mgr.Start(ctx); err != nil {
@@ -242,35 +245,34 @@ func startEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSess
 // openStore opens the session log with one PostgreSQL connection per worker: each reconcile
 // holds at most one (an append holds it through its commit), and pgx's default of 4 made
 // workers queue for the pool.
-func openStore(ctx context.Context, storeURL string, workers int) (sessionlog.Store, error) {
+func openStore(ctx context.Context, storeURL string, workers int, callTimeout time.Duration) (sessionlog.Store, error) {
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(workers))
+	store, err := sessionlog.Open(openCtx, storeURL, sessionlog.PoolSize(workers), sessionlog.CallTimeout(callTimeout))
 	if err != nil {
 		// The store's error may quote the URL: never let a password through.
-		return nil, fmt.Errorf("open log store %s: %s", RedactURL(storeURL), redactText(err.Error(), storeURL))
+		return nil, connstr.Error(fmt.Errorf("open log store %s: %w", connstr.Redact(storeURL), err), storeURL)
 	}
 	return faultinject.WrapStore(store), nil // identity unless built with -tags faultinject (test/reliability)
 }
 
-// addHealthChecks serves /healthz, and /readyz once the log store answers and, when the
-// manager serves webhooks, the webhook server has started.
-func addHealthChecks(mgr ctrl.Manager, store sessionlog.Store, serveWebhooks bool) error {
+// addHealthChecks serves /healthz, and /readyz once, when the manager serves webhooks, the
+// webhook server has started. The log store is not part of either: readiness routes admission
+// traffic, which needs no store, and a restart cures no store outage. The store has its own
+// probe instead (storeprobe.go), returned for the reconciler.
+func addHealthChecks(mgr ctrl.Manager, store sessionlog.Store, serveWebhooks bool) (*storeProbe, error) {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("add the health check: %w", err)
+		return nil, fmt.Errorf("add the health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("add the readiness check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("log-store", storeCheck(store)); err != nil {
-		return fmt.Errorf("add the log-store readiness check: %w", err)
+		return nil, fmt.Errorf("add the readiness check: %w", err)
 	}
 	if serveWebhooks {
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return fmt.Errorf("add the webhook readiness check: %w", err)
+			return nil, fmt.Errorf("add the webhook readiness check: %w", err)
 		}
 	}
-	return nil
+	return addStoreProbe(mgr, store)
 }
 
 // metricsOptions serves /metrics; with --metrics-secure over HTTPS, and only to callers whose
@@ -297,6 +299,9 @@ func checkOptions(o *options) error {
 	}
 	if o.pendingPoll <= 0 {
 		errs = append(errs, fmt.Sprintf("--pending-poll is %s; use a positive duration such as 2s", o.pendingPoll))
+	}
+	if o.logStoreTimeout <= 0 {
+		errs = append(errs, fmt.Sprintf("--log-store-timeout is %s; use a positive duration such as 15s", o.logStoreTimeout))
 	}
 	if o.maxStoreBackoff <= 0 {
 		errs = append(errs, fmt.Sprintf("--max-store-backoff is %s; use a positive duration such as 30s", o.maxStoreBackoff))
@@ -346,45 +351,10 @@ func ensureSQLiteDir(storeURL string, isDefault bool) error {
 	}
 	if !isDefault {
 		return fmt.Errorf("--log-store %s: directory %s does not exist; create it first (the manager creates only the default %s)",
-			RedactURL(storeURL), dir, filepath.Dir(strings.TrimPrefix(defaultLogStore, "sqlite://")))
+			connstr.Redact(storeURL), dir, filepath.Dir(strings.TrimPrefix(defaultLogStore, "sqlite://")))
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create the directory of the SQLite log store %s: %w", dir, err)
 	}
 	return nil
-}
-
-// storeCheck makes readiness depend on the log store answering a tail read.
-func storeCheck(store sessionlog.Store) healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := store.Tail(ctx, "planmode-readyz-probe"); err != nil {
-			return fmt.Errorf("log store: %w", err)
-		}
-		return nil
-	}
-}
-
-var passwordParam = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
-
-// RedactURL hides the password of a store URL (user info and a password query parameter), so
-// it can be logged.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable store URL>" // it could hold a password anywhere
-	}
-	s := u.Redacted()
-	return passwordParam.ReplaceAllString(s, "${1}xxxxx")
-}
-
-// redactText removes the password of storeURL from a message that might quote it.
-func redactText(msg, storeURL string) string {
-	if u, err := url.Parse(storeURL); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return passwordParam.ReplaceAllString(msg, "${1}xxxxx")
 }

@@ -169,3 +169,18 @@ func TestRealHarnessLog(t *testing.T) {
 		t.Fatalf("plancheck on the real log: %v\n%s", err, out)
 	}
 }
+
+// Whatever form the store's connection string has, a failure never prints its password.
+func TestStoreErrorsNeverShowThePassword(t *testing.T) {
+	for _, url := range []string{
+		"postgres://planmode:s3cret@127.0.0.1:1/log?sslmode=disable&connect_timeout=1",
+		"postgres://planmode@127.0.0.1:1/log?sslmode=disable&password=s3cret&connect_timeout=1",
+		"host=127.0.0.1 port=1 user=planmode password=s3cret dbname=log",
+		"sqlite:///nonexistent/log.db?password=s3cret",
+	} {
+		out, err := run1(t, "--store", url, "--session", "x")
+		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(out, "s3cret") {
+			t.Errorf("plancheck: %q, %v", out, err)
+		}
+	}
+}

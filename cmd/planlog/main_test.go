@@ -164,3 +164,20 @@ func TestImportRealHarnessLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Whatever form the store's connection string has, a failure never prints its password.
+func TestStoreErrorsNeverShowThePassword(t *testing.T) {
+	for _, url := range []string{
+		"postgres://planmode:s3cret@127.0.0.1:1/log?sslmode=disable&connect_timeout=1",
+		"postgres://planmode@127.0.0.1:1/log?sslmode=disable&password=s3cret&connect_timeout=1",
+		"host=127.0.0.1 port=1 user=planmode password=s3cret dbname=log",
+		"sqlite:///nonexistent/log.db?password=s3cret",
+	} {
+		for _, args := range [][]string{{"tail", "--session", "x"}, {"export", "--session", "x"}, {"import"}} {
+			_, err := run(t, "", append(args, "--store", url)...)
+			if err == nil || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("planlog %s: %v", args[0], err)
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -131,4 +132,28 @@ func TestLogCommand(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot open the session-log store: ") {
 		t.Errorf("an unknown store scheme: %v", err)
 	}
+}
+
+// `kubectl plan log` and `kubectl plan status` open the store the user names: whatever form
+// its connection string has, a failure never prints its password.
+func TestStoreErrorsNeverShowThePassword(t *testing.T) {
+	ctx := context.Background()
+	c := newCLI(t, session("demo"))
+	for _, url := range secretStoreURLs {
+		err := c.log(ctx, "demo", logFlags{store: url})
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("kubectl plan log --store %s: %v", connstr.Redact(url), err)
+		}
+		if _, err := readTail(ctx, url, "demo-id"); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("readTail(%s): %v", connstr.Redact(url), err)
+		}
+	}
+}
+
+// secretStoreURLs are stores that cannot be reached, in each form a password can take.
+var secretStoreURLs = []string{
+	"postgres://planmode:s3cret@127.0.0.1:1/log?sslmode=disable&connect_timeout=1",
+	"postgres://planmode@127.0.0.1:1/log?sslmode=disable&password=s3cret&connect_timeout=1",
+	"host=127.0.0.1 port=1 user=planmode password=s3cret dbname=log",
+	"sqlite:///nonexistent/log.db?password=s3cret",
 }

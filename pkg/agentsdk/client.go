@@ -241,6 +241,9 @@ func (c *Client) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agentsdk: read log tail of session %q: %w", c.sessionID, err)
 	}
+	if err := c.checkLogStore(ctx, obj, t); err != nil { // logstore.go
+		return err
+	}
 	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.Told != nil
 	return c.withdrawStaleReview(ctx) // review.go
 }

@@ -16,10 +16,10 @@ type tamperer interface {
 
 // CorruptForTest overwrites a stored event's data without validation.
 func CorruptForTest(ctx context.Context, s Store, sessionID string, seq int64, data string) error {
-	return s.(tamperer).corruptForTest(ctx, sessionID, seq, data)
+	return unwrapBackend(s).(tamperer).corruptForTest(ctx, sessionID, seq, data)
 }
 
 // DeleteForTest removes a stored event.
 func DeleteForTest(ctx context.Context, s Store, sessionID string, seq int64) error {
-	return s.(tamperer).deleteForTest(ctx, sessionID, seq)
+	return unwrapBackend(s).(tamperer).deleteForTest(ctx, sessionID, seq)
 }

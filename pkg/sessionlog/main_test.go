@@ -89,7 +89,7 @@ func TestPostgresPoolSize(t *testing.T) {
 				t.Fatalf("open %s: %v", tc.url, err)
 			}
 			defer s.Close()
-			if got := s.(*postgresStore).pool.Config().MaxConns; got != tc.want {
+			if got := unwrapBackend(s).(*postgresStore).pool.Config().MaxConns; got != tc.want {
 				t.Fatalf("pool MaxConns = %d, want %d", got, tc.want)
 			}
 		})
@@ -116,7 +116,7 @@ func TestPostgresRefusedAppendReleasesTheTailLock(t *testing.T) {
 	defer b.Close()
 	const id = "refused"
 	tail := mustAppend(t, a, id, benchEvents(0, 6)...)
-	pool := a.(*postgresStore).pool
+	pool := unwrapBackend(a).(*postgresStore).pool
 	conns := pool.Stat().NewConnsCount()
 
 	appendFromB := func(what string) {
@@ -180,7 +180,7 @@ func TestPostgresAppendErrorNamesTheSessionAndTheStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if _, err := s.(*postgresStore).pool.Exec(ctx, tc.alter); err != nil {
+			if _, err := unwrapBackend(s).(*postgresStore).pool.Exec(ctx, tc.alter); err != nil {
 				t.Fatal(err)
 			}
 			_, err = s.Append(ctx, "s", benchEvents(0, 1))

@@ -3,11 +3,14 @@ package sessionlog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	neturl "net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
@@ -20,12 +23,40 @@ import (
 //
 // The SQLite file and its -wal/-shm companions are created when missing (the directory must
 // exist). Schemas are created or migrated on open.
+//
+// An error never quotes the URL's password (connstr).
+//
+// Every call of the returned Store has a deadline (CallTimeout, DefaultCallTimeout), and so
+// has Open when ctx has none.
 func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
+	var o openOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.callTimeout <= 0 {
+		o.callTimeout = DefaultCallTimeout
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.callTimeout)
+		defer cancel()
+	}
+	s, err := open(ctx, url, opts...)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = &TimeoutError{Op: "Open", Timeout: o.callTimeout, Err: err}
+		}
+		return nil, connstr.Error(err, url)
+	}
+	return withDeadlines(s, o.callTimeout), nil
+}
+
+func open(ctx context.Context, url string, opts ...Option) (Store, error) {
 	switch {
 	case strings.HasPrefix(url, "sqlite://"):
 		path := strings.TrimPrefix(url, "sqlite://")
 		if i := strings.IndexByte(path, '?'); i >= 0 {
-			return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", url)
+			return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", connstr.Redact(url))
 		}
 		if path == "" || path == "/" {
 			return nil, fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
@@ -41,7 +72,7 @@ func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return OpenPostgres(ctx, url, opts...)
 	default:
-		return nil, fmt.Errorf("open session log %q: unknown store URL; use sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host:port/db", redact(url))
+		return nil, fmt.Errorf("open session log %q: unknown store URL; use sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host:port/db", connstr.Redact(url))
 	}
 }
 
@@ -49,7 +80,8 @@ func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
 type Option func(*openOptions)
 
 type openOptions struct {
-	poolSize int
+	poolSize    int
+	callTimeout time.Duration
 }
 
 // PoolSize sizes a PostgreSQL store's connection pool to n when its URL does not set
@@ -63,20 +95,6 @@ func PoolSize(n int) Option { return func(o *openOptions) { o.poolSize = n } }
 func setsPoolMaxConns(url string) bool {
 	u, err := neturl.Parse(url)
 	return err == nil && u.Query().Has("pool_max_conns")
-}
-
-// redact drops a password from a URL before it reaches an error message.
-func redact(url string) string {
-	at := strings.LastIndexByte(url, '@')
-	scheme := strings.Index(url, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return url
-	}
-	cred := url[scheme+3 : at]
-	if i := strings.IndexByte(cred, ':'); i >= 0 {
-		return url[:scheme+3] + cred[:i] + ":xxxxx" + url[at:]
-	}
-	return url
 }
 
 // encodeSeqs stores sourceEventSeqs as a JSON array, or NULL (nil) when absent.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
@@ -71,19 +72,19 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
 	}
 	if o.poolSize > 0 && !setsPoolMaxConns(url) {
 		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
 	}
 	s := &postgresStore{pool: pool}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres session log %s: %w", redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
 	}
 	return s, nil
 }
@@ -114,6 +115,16 @@ func (s *postgresStore) migrate(ctx context.Context) error {
 		}
 		if _, err := tx.Exec(ctx, postgresOwnerSchema); err != nil {
 			return fmt.Errorf("create the session owner table: %w", err)
+		}
+		id, err := newStoreID()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, postgresIdentitySchema); err != nil {
+			return fmt.Errorf("create the store identity: %w", err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(identityInsert, "$1::text"), id); err != nil {
+			return fmt.Errorf("create the store identity: %w", err)
 		}
 		if cur < postgresSchemaVersion {
 			if _, err := tx.Exec(ctx, `DELETE FROM schema_version`); err != nil {
@@ -363,6 +374,14 @@ func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo
 		info.ParentSession = *parent
 	}
 	return info, nil
+}
+
+func (s *postgresStore) Identity(ctx context.Context) (string, error) {
+	var id string
+	if err := s.pool.QueryRow(ctx, identitySelect).Scan(&id); err != nil {
+		return "", fmt.Errorf("read the store identity: %w", err)
+	}
+	return id, nil
 }
 
 func (s *postgresStore) Close() error {

@@ -19,7 +19,7 @@ func TestSchemaVersionNewerRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.(*sqliteStore).w.ExecContext(ctx, `UPDATE schema_version SET version = 99`); err != nil {
+		if _, err := unwrapBackend(s).(*sqliteStore).w.ExecContext(ctx, `UPDATE schema_version SET version = 99`); err != nil {
 			t.Fatal(err)
 		}
 		_ = s.Close()
@@ -33,7 +33,7 @@ func TestSchemaVersionNewerRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.(*postgresStore).pool.Exec(ctx, `UPDATE schema_version SET version = 99`); err != nil {
+		if _, err := unwrapBackend(s).(*postgresStore).pool.Exec(ctx, `UPDATE schema_version SET version = 99`); err != nil {
 			t.Fatal(err)
 		}
 		_ = s.Close()

@@ -79,8 +79,15 @@ func sqliteDSN(path string, txlock string) string {
 	return path + "?" + q.Encode()
 }
 
-// OpenSQLite opens (creating when missing) the SQLite session log at path.
+// OpenSQLite opens (creating when missing) the SQLite session log at path. The store reopens
+// the file when it was deleted or replaced, or when a write failed in a way a reopen can
+// cure (sqlite_reopen.go).
 func OpenSQLite(ctx context.Context, path string) (Store, error) {
+	return openReopening(ctx, path)
+}
+
+// openSQLiteFile opens the file at path once: its handles live until Close.
+func openSQLiteFile(ctx context.Context, path string) (*sqliteStore, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("open sqlite session log %s: directory %s does not exist; create it first", path, dir)
@@ -146,6 +153,16 @@ func (s *sqliteStore) migrate(ctx context.Context) error {
 	}
 	if _, err := tx.ExecContext(ctx, sqliteOwnerSchema); err != nil {
 		return fmt.Errorf("create sqlite session owner table in %s: %w", s.path, err)
+	}
+	id, err := newStoreID()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, sqliteIdentitySchema); err != nil {
+		return fmt.Errorf("create the store identity in %s: %w", s.path, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(identityInsert, "?"), id); err != nil {
+		return fmt.Errorf("create the store identity in %s: %w", s.path, err)
 	}
 	var v int
 	switch err := tx.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&sqlNullInt{&v}); {
@@ -355,6 +372,21 @@ func (s *sqliteStore) Info(ctx context.Context, sessionID string) (SessionInfo, 
 	}
 	info.ParentSession = parent.String
 	return info, nil
+}
+
+// Identity reads the identity in a write transaction (BEGIN IMMEDIATE, rolled back), so it
+// fails while the writer cannot write: a read-only file, or a lock held past the busy timeout.
+func (s *sqliteStore) Identity(ctx context.Context) (string, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("sqlite session log %s: begin a write: %w", s.path, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var id string
+	if err := tx.QueryRowContext(ctx, identitySelect).Scan(&id); err != nil {
+		return "", fmt.Errorf("read the identity of sqlite session log %s: %w", s.path, err)
+	}
+	return id, nil
 }
 
 func (s *sqliteStore) Close() error {

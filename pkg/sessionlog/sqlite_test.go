@@ -28,7 +28,7 @@ func TestSQLiteDurabilitySettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	st := s.(*sqliteStore)
+	st := unwrapBackend(s).(*sqliteStore)
 	for name, db := range map[string]interface {
 		QueryRowContext(context.Context, string, ...any) *sql.Row
 	}{"writer": st.w, "reader": st.r} {

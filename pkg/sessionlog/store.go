@@ -46,6 +46,11 @@ type Store interface {
 	// none (or re-records the UID when the same namespace/name claims it again), and returns
 	// the owner that holds the log: owner itself, or an earlier one. It never touches the log.
 	ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error)
+	// Identity returns the store's ID, created with its schema (identity.go): a replaced,
+	// recreated or deleted-and-created store has another. It also tells whether the store
+	// answers: SQLite reads it through its writer, after checking the file is still the one
+	// it opened (sqlite.go).
+	Identity(ctx context.Context) (string, error)
 	// Close releases the backend.
 	Close() error
 }

@@ -30,6 +30,13 @@ var _ = Describe("crash injection", func() {
 
 		hit := map[string]int{}
 		missed := map[string]int{}
+		var lost []string
+		// After every kill, before the next manager starts (and re-asserts what it can).
+		checkLost := func(i int, pt string) {
+			for _, l := range w.lostSelections() {
+				lost = append(lost, fmt.Sprintf("after kill %d (%s): %s", i+1, pt, l))
+			}
+		}
 		var downtime time.Duration
 		for i := 0; i < sizes.crashes; i++ {
 			pt := crashPoints[i%len(crashPoints)]
@@ -39,6 +46,7 @@ var _ = Describe("crash injection", func() {
 				time.Sleep(time.Duration(200+rand.IntN(1800)) * time.Millisecond)
 				m.kill()
 				hit[pt]++
+				checkLost(i, pt)
 				continue
 			}
 			m := startManager(managerOpts{store: url, crashPoint: pt, crashSkip: rand.IntN(3)})
@@ -52,8 +60,10 @@ var _ = Describe("crash injection", func() {
 			} else {
 				missed[pt]++
 			}
+			checkLost(i, pt)
 			downtime += time.Since(m.started)
 		}
+		Expect(lost).To(BeEmpty(), "selections lost at manager kills")
 		GinkgoWriter.Printf("crashes at points: %v, not reached (killed instead): %v\n", hit, missed)
 		for _, pt := range crashPoints[:4] {
 			if sizes.crashes >= len(crashPoints)*2 {
@@ -63,7 +73,8 @@ var _ = Describe("crash injection", func() {
 		startManager(managerOpts{store: url})
 		recovery := w.settle(2 * time.Minute)
 		w.report("crash: SIGKILL at named points + random", sizes.crashes, recovery,
-			fmt.Sprintf("kills by point %v; points not reached in 15s (killed anyway) %v", orderedCounts(hit), orderedCounts(missed)))
+			fmt.Sprintf("kills by point %v; points not reached in 15s (killed anyway) %v; lost selections checked after each kill, before the next manager started: 0",
+				orderedCounts(hit), orderedCounts(missed)))
 	})
 
 	It("holds with two managers reconciling the same sessions at once, no leader election (both believe they lead)", func() {

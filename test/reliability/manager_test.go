@@ -26,7 +26,7 @@ type managerOpts struct {
 	leaseID     string
 	crashPoint  string // PLANMODE_CRASH_POINT
 	crashSkip   int
-	webhookPort int // -1: off
+	webhookPort int // 0: serve the webhooks behind the suite's admission gateway; -1: off
 	certDir     string
 	extra       []string
 }
@@ -52,9 +52,23 @@ func startManager(o managerOpts) *managerProc {
 		kc = kubeconfig
 	}
 	args := []string{
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--metrics-bind-address=0",
 		"--pending-poll=200ms", "--max-store-backoff=1s", "--max-concurrent-reconciles=4",
 		"--graceful-shutdown-timeout=2s",
+	}
+	// Behind the gateway: the webhooks on a port of its own, the certificate envtest made for
+	// the address it installed, and /readyz for the gateway's routing.
+	behindGateway := o.webhookPort == 0 && gateway != nil
+	var probePort int
+	if behindGateway {
+		wo := &testEnv.WebhookInstallOptions
+		o.webhookPort, o.certDir, probePort = freePort(), wo.LocalServingCertDir, freePort()
+		args = append(args, "--webhook-host=127.0.0.1", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort))
+		for _, u := range managerUsernames {
+			args = append(args, "--webhook-manager-username="+u)
+		}
+	} else {
+		args = append(args, "--health-probe-bind-address=0")
 	}
 	if o.webhookPort == 0 {
 		o.webhookPort = -1
@@ -81,8 +95,14 @@ func startManager(o managerOpts) *managerProc {
 	go func() {
 		p.exitErr = p.cmd.Wait()
 		_ = logf.Close()
+		if behindGateway {
+			gateway.remove(p)
+		}
 		close(p.done)
 	}()
+	if behindGateway {
+		gateway.add(p, o.webhookPort, probePort)
+	}
 	DeferCleanup(p.kill)
 	return p
 }

@@ -11,6 +11,7 @@ package reliability
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,16 +46,24 @@ var (
 	plancheckBin string
 	kubeconfig   string // cluster admin kubeconfig for the manager processes
 	workDir      string
-	soak         = os.Getenv("RELIABILITY_SOAK") != ""
+	refagentBin  string
+	// gateway plays the webhook Service; admissionManager is the suite's standing replica.
+	gateway          *admissionGateway
+	admissionManager *managerProc
+	// managerUsernames may write the manager's part of the status (the suite's managers run
+	// as one of them).
+	managerUsernames = []string{"reliability-manager", "planmode-manager-under-test"}
+	soak             = os.Getenv("RELIABILITY_SOAK") != ""
 )
 
 // sizes of the runs: short (make test) and soak (make soak); each can be overridden by env.
 var sizes = struct {
-	crashes, toggles, outage int
+	crashes, toggles, outage, agentKills int
 }{
-	crashes: envInt("RELIABILITY_CRASHES", pick(12, 1000)),
-	toggles: envInt("RELIABILITY_TOGGLES", pick(20, 1000)),
-	outage:  envInt("RELIABILITY_OUTAGE_SECONDS", pick(4, 30)),
+	crashes:    envInt("RELIABILITY_CRASHES", pick(12, 1000)),
+	toggles:    envInt("RELIABILITY_TOGGLES", pick(20, 1000)),
+	outage:     envInt("RELIABILITY_OUTAGE_SECONDS", pick(4, 30)),
+	agentKills: envInt("RELIABILITY_AGENT_KILLS", pick(12, 200)),
 }
 
 func pick(short, long int) int {
@@ -93,14 +102,23 @@ var _ = BeforeSuite(func() {
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build -tags faultinject ./cmd/manager:\n%s", out)
+	refagentBin = filepath.Join(workDir, "refagent")
+	build = exec.Command("go", "build", "-o", refagentBin, "./cmd/refagent")
+	build.Dir = root
+	out, err = build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/refagent:\n%s", out)
 	plancheckBin = filepath.Join(workDir, "plancheck")
 	build = exec.Command("go", "build", "-o", plancheckBin, "./cmd/plancheck")
 	build.Dir = root
 	out, err = build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/plancheck:\n%s", out)
 
-	testEnv, cfg, err = framework.Start(framework.Options{})
+	// The admission webhooks are installed (config/webhook), pointed at the gateway that plays
+	// the webhook Service in front of the managers under test (admission_test.go).
+	testEnv, cfg, err = framework.Start(framework.Options{Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
+	wo := &testEnv.WebhookInstallOptions
+	gateway = startAdmissionGateway(fmt.Sprintf("%s:%d", wo.LocalServingHost, wo.LocalServingPort))
 	cfg.QPS, cfg.Burst = 200, 400
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
@@ -113,11 +131,28 @@ var _ = BeforeSuite(func() {
 
 	pg, err = startPG(suiteCtx)
 	Expect(err).NotTo(HaveOccurred(), "start a throwaway PostgreSQL: run `make postgres`")
+
+	// One manager serves admission for the whole suite, as a standing replica would, while
+	// the specs start, kill and fault their own: it reconciles no session (its shard selects
+	// none) and keeps its own SQLite log, so no spec's store fault reaches it. A spec about
+	// admission takes it out of the gateway.
+	admissionManager = startManager(managerOpts{store: "sqlite://" + filepath.Join(workDir, "admission.db"),
+		extra: []string{"--shard-selector=reliability.harness.dev/none=none"}})
+	eventually(time.Minute, func(g Gomega) {
+		g.Expect(admissionManager.exited()).To(BeFalse(), "the admission manager exited:\n%s", admissionManager.log())
+		g.Expect(gateway.readyManagers()).To(Equal(1))
+	})
 })
 
 var _ = AfterSuite(func() {
 	if cancel != nil {
 		cancel()
+	}
+	if admissionManager != nil {
+		admissionManager.kill() // before the API server stops: its watches would hold it up
+	}
+	if gateway != nil {
+		gateway.close()
 	}
 	if pg != nil {
 		Expect(pg.Close()).To(Succeed())

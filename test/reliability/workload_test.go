@@ -74,7 +74,7 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
 		Spec:       v1alpha1.PlanModeConfigSpec{Section: section},
 	})).To(Succeed())
-	store, err := sessionlog.Open(suiteCtx, storeURL)
+	store, err := sessionlog.Open(suiteCtx, storeURL, sessionlog.CallTimeout(storeTimeout))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { _ = store.Close() })
 	if agentCfg == nil {
@@ -424,6 +424,7 @@ type ackRecorder struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	acks   map[string][]invariant.Ack
+	stale  map[invariant.Ack]bool // answers about a log that was replaced (reset)
 }
 
 func startAckRecorder(ns string) *ackRecorder {
@@ -461,7 +462,7 @@ func (r *ackRecorder) record(name string, a *invariant.Ack) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	list := r.acks[name]
-	if n := len(list); n > 0 && list[n-1] == *a {
+	if n := len(list); n > 0 && list[n-1] == *a || r.stale[*a] {
 		return
 	}
 	r.acks[name] = append(list, *a)
@@ -471,6 +472,22 @@ func (r *ackRecorder) of(name string) []invariant.Ack {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]invariant.Ack(nil), r.acks[name]...)
+}
+
+// reset forgets every answer recorded so far (a log that was replaced), and ignores them when
+// the statuses still showing them are seen again.
+func (r *ackRecorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stale == nil {
+		r.stale = map[invariant.Ack]bool{}
+	}
+	for _, list := range r.acks {
+		for _, a := range list {
+			r.stale[a] = true
+		}
+	}
+	clear(r.acks)
 }
 
 func (r *ackRecorder) stop() {

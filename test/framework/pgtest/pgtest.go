@@ -257,11 +257,78 @@ func (s *Server) kill() {
 	}
 }
 
+// Pause stops the server and all its backends with SIGSTOP: it keeps its connections and the
+// kernel still accepts new ones, but nothing answers: a hung store, not a refused one.
+func (s *Server) Pause() error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("pgtest: server not started")
+	}
+	return PauseServer(s.cmd.Process.Pid)
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("pgtest: server not started")
+	}
+	return ResumeServer(s.cmd.Process.Pid)
+}
+
+// PauseServer SIGSTOPs the postmaster postmasterPID and every backend it forked. Backends call
+// setsid, so the postmaster's process group does not reach them: each is signalled.
+func PauseServer(postmasterPID int) error {
+	if err := syscall.Kill(postmasterPID, syscall.SIGSTOP); err != nil { // first: no backend is forked after the scan
+		return fmt.Errorf("pgtest: stop the postmaster %d: %w", postmasterPID, err)
+	}
+	return signalChildren(postmasterPID, syscall.SIGSTOP)
+}
+
+// ResumeServer continues what PauseServer stopped.
+func ResumeServer(postmasterPID int) error {
+	if err := signalChildren(postmasterPID, syscall.SIGCONT); err != nil {
+		return err
+	}
+	if err := syscall.Kill(postmasterPID, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("pgtest: continue the postmaster %d: %w", postmasterPID, err)
+	}
+	return nil
+}
+
+// signalChildren signals every process whose parent is parent (from /proc).
+func signalChildren(parent int, sig syscall.Signal) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return fmt.Errorf("pgtest: list processes: %w", err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold blanks, so read after its closing parenthesis.
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		var state string
+		var ppid int
+		if _, err := fmt.Sscan(string(rest), &state, &ppid); err != nil || ppid != parent {
+			continue
+		}
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pgtest: signal %v to backend %d: %w", sig, pid, err)
+		}
+	}
+	return nil
+}
+
 // Stop shuts the server down (fast shutdown, SIGKILL after 15 s) and removes its directory.
 // It is safe to call more than once.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		if s.cmd != nil && s.cmd.Process != nil {
+			_ = s.Resume() // a paused server would not see the SIGINT
 			_ = s.cmd.Process.Signal(syscall.SIGINT)
 			select {
 			case <-s.exited:

@@ -1,0 +1,80 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+// EventReasonStoreMismatch is the Warning Event of a session stopped by LogStoreMismatch.
+const EventReasonStoreMismatch = "LogStoreMismatch"
+
+// LogStoreMismatchError is a log store that is not the one the session's status was recorded
+// against: another identity, or a log that ends before the recorded position. Appending there
+// would run the session on a log that forgot its plan state, so nothing is appended; the
+// status keeps the recorded identity and position until the store is restored or adopted.
+type LogStoreMismatchError struct{ Reason string }
+
+func (e *LogStoreMismatchError) Error() string { return e.Reason }
+
+// checkLogStore runs after readLog: the store's identity (as last probed, StoreID) and the
+// log's end must agree with status.planMode.storeID and nextSeq. A session that agrees, or
+// records none yet, records the store's identity.
+func (sc *sessionScope) checkLogStore(context.Context) (ctrl.Result, error) {
+	id := ""
+	if sc.r.StoreID != nil {
+		id = sc.r.StoreID()
+	}
+	why := sc.session.LogStoreMismatch(id, sc.tail.NextSeq)
+	if why == "" {
+		if id != "" {
+			sc.planMode.StoreID = id
+		}
+		return ctrl.Result{}, nil
+	}
+	// The status keeps the position it recorded: projecting the shorter log over it would
+	// erase the evidence, and the next reconcile would carry on.
+	sc.logRead = false
+	failure := &LogStoreMismatchError{Reason: why}
+	if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonLogStoreMismatch {
+		sc.emit(corev1.EventTypeWarning, EventReasonStoreMismatch, "CheckLogStore", why)
+	}
+	if b := unanswered(sc.session); b != nil {
+		ack := sc.failedAck(b, sc.stored.Active, sc.stored.NextSeq, failure)
+		ack.Reason, ack.Message = agentsv1alpha1.ReasonLogStoreMismatch, why
+		sc.planMode.LastBoundary = ack
+	}
+	return ctrl.Result{}, failure
+}
+
+// storeUnchanged: the status was recorded against the store as last probed, so a session
+// that is otherwise settled need not read its log; after the store's identity changed, each
+// session's next reconcile reads it and meets checkLogStore.
+func (r *AgentSessionReconciler) storeUnchanged(s *agentsv1alpha1.AgentSession) bool {
+	if r.StoreID == nil {
+		return true
+	}
+	id := r.StoreID()
+	return id == "" || s.Status.PlanMode.StoreID == id
+}
+
+// allSessions maps a change of the store's identity to every session this manager watches.
+func (r *AgentSessionReconciler) allSessions(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list agentsv1alpha1.AgentSessionList
+	if err := r.List(ctx, &list); err != nil {
+		logf.FromContext(ctx).Error(err, "list AgentSessions after the log store's identity changed")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}

@@ -1,0 +1,36 @@
+package agentsdk
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+)
+
+// LogStoreMismatchError refuses to start an agent on a log store that is not the one its
+// AgentSession's status was recorded against (another store identity, or a log that ends
+// before the recorded position): running there would start from a log that forgot the
+// session's plan state, outside plan mode without asking. The manager reports the same with
+// the LogStoreMismatch condition; Reason says how to recover.
+type LogStoreMismatchError struct {
+	Namespace, Name string
+	Reason          string
+}
+
+func (e *LogStoreMismatchError) Error() string {
+	return fmt.Sprintf("agentsdk: AgentSession %s/%s: %s", e.Namespace, e.Name, e.Reason)
+}
+
+// checkLogStore compares the store's identity and the log's tail with what the session's
+// status recorded.
+func (c *Client) checkLogStore(ctx context.Context, s *v1alpha1.AgentSession, t harness.Tail) error {
+	id, err := c.store.Identity(ctx)
+	if err != nil {
+		return fmt.Errorf("agentsdk: read the identity of the session log store: %w", err)
+	}
+	if why := s.LogStoreMismatch(id, t.NextSeq); why != "" {
+		return &LogStoreMismatchError{Namespace: c.ns, Name: c.name, Reason: why}
+	}
+	return nil
+}
