@@ -144,8 +144,8 @@ func TestStoreErrorsNeverShowThePassword(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("kubectl plan log --store %s: %v", connstr.Redact(url), err)
 		}
-		if _, err := readTail(ctx, url, "demo-id"); err == nil || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("readTail(%s): %v", connstr.Redact(url), err)
+		if _, err := readLive(ctx, url, "demo-id"); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("readLive(%s): %v", connstr.Redact(url), err)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 )
 
 // OpenReadOnly opens an existing store for tools that only read it (kubectl plan log and
@@ -20,6 +22,19 @@ func OpenReadOnly(ctx context.Context, url string) (Store, error) {
 	if !strings.HasPrefix(url, "sqlite://") {
 		return Open(ctx, url)
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCallTimeout)
+		defer cancel()
+	}
+	s, err := openReadOnlySQLite(ctx, url)
+	if err != nil {
+		return nil, connstr.Error(err, url)
+	}
+	return withDeadlines(s, DefaultCallTimeout), nil
+}
+
+func openReadOnlySQLite(ctx context.Context, url string) (Store, error) {
 	path := strings.TrimPrefix(url, "sqlite://")
 	if strings.ContainsRune(path, '?') {
 		return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", url)
