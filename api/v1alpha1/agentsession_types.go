@@ -202,6 +202,12 @@ type PlanModeStatus struct {
 	// +optional
 	PendingSource PendingSource `json:"pendingSource,omitempty"`
 
+	// QueuedInTurn is the turn that was open in the log when the pending selection was queued;
+	// 0 when it was made between turns. A selection queued in a turn is appended at a step
+	// boundary, in that turn or a later one, never between turns.
+	// +optional
+	QueuedInTurn int64 `json:"queuedInTurn,omitempty"`
+
 	// Selection is the spec.planMode.active value the manager has taken on, so a repeated or
 	// reverted selection is recognised (noop, cancelled) instead of appended twice.
 	// +optional
@@ -260,14 +266,20 @@ type ConfigInForce struct {
 }
 
 // BoundaryResult is the outcome of a step proposal.
-// +kubebuilder:validation:Enum=Admitted;Failed
+// +kubebuilder:validation:Enum=Admitted;Failed;Dismissed
 type BoundaryResult string
 
 const (
 	// BoundaryAdmitted means the step may proceed with the committed state in the acknowledgement.
 	BoundaryAdmitted BoundaryResult = "Admitted"
-	// BoundaryFailed means the append failed; the step proposal fails and the selection stays pending.
+	// BoundaryFailed means the report could not be acted on: the log store failed (a protocol
+	// v2 agent then proceeds under the committed state) or the report does not match a live
+	// turn. The selection stays pending.
 	BoundaryFailed BoundaryResult = "Failed"
+	// BoundaryDismissed (protocol v2) answers a report the log has moved past: the agent
+	// stopped waiting and its step started (or its turn ended) under the committed state. The
+	// selection stays pending for a later boundary; nothing is wrong.
+	BoundaryDismissed BoundaryResult = "Dismissed"
 )
 
 // BoundaryAck answers one step boundary the agent reported.
@@ -277,7 +289,7 @@ type BoundaryAck struct {
 	Step int64 `json:"step"`
 	// Seq is the log position the agent reported at the boundary.
 	Seq int64 `json:"seq"`
-	// Result is Admitted or Failed.
+	// Result is Admitted, Failed or Dismissed.
 	Result BoundaryResult `json:"result"`
 	// Active is the committed plan state the step must use.
 	Active bool `json:"active"`
@@ -290,7 +302,8 @@ type BoundaryAck struct {
 	Notice string `json:"notice,omitempty"`
 	// Reason says why a result is Failed: InvalidBoundaryReport (the report does not match the
 	// log; the agent must read the tail again) or LogStoreUnavailable (the manager could not
-	// read or append; the selection stays pending for the next boundary).
+	// read or append; the selection stays pending for the next boundary); or why it is
+	// Dismissed: Superseded (the log moved past the report).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// Message explains a Failed result.
@@ -401,6 +414,10 @@ const (
 	ReasonInvalidBoundary  = "InvalidBoundaryReport"
 	// ReasonAppendConflict: another writer kept winning the race for the log's next seq.
 	ReasonAppendConflict = "AppendConflict"
+	// ReasonSuperseded: a boundary report the log has moved past, dismissed (protocol v2).
+	ReasonSuperseded = "Superseded"
+	// ReasonForkRefused: spec.fork names a parent the session's log was not seeded from.
+	ReasonForkRefused = "ForkRefused"
 )
 
 // +kubebuilder:object:root=true
