@@ -6,12 +6,19 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// ensureFork seeds a forked session's empty log with its parent's prefix, once.
+// ensureFork seeds a forked session's empty log with its parent's prefix, once. Whoever comes
+// first seeds it: this phase, or a protocol v2 agent starting before the manager's first
+// reconcile (pkg/agentsdk does the same Fork; the store's compare-and-swap lets one win). A
+// log written without the parent is refused with a terminal condition, and the other phases
+// still run so the agent's boundaries are answered.
 func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	f := sc.session.Spec.Fork
 	if f == nil {
@@ -21,7 +28,11 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	info, err := sc.r.Store.Info(ctx, sid)
 	if err == nil {
 		if info.ParentSession != f.SessionID {
-			return ctrl.Result{}, storeErrorf("session %q already exists in the log store without parent %q; spec.fork only seeds a new, empty session", sid, f.SessionID)
+			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, ActualParent: info.ParentSession}
+			if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonForkRefused {
+				sc.emit(corev1.EventTypeWarning, EventReasonForkRefused, "Fork", sc.forkRefused.Error())
+			}
+			return ctrl.Result{}, nil
 		}
 		sc.forkSeedLength = info.SeedLength
 		return ctrl.Result{}, nil
