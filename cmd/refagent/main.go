@@ -45,7 +45,7 @@ func run() error {
 		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end")
 		stepDelay  = flag.Duration("step-delay", 0, "model time per step, between its request and its step/end")
 		loop       = flag.Bool("loop", false, "repeat the script until interrupted (demo)")
-		timeout    = flag.Duration("boundary-timeout", 30*time.Second, "how long a step boundary waits for the manager's acknowledgement")
+		timeout    = flag.Duration("boundary-timeout", agentsdk.DefaultBoundaryWait, "the longest a step boundary waits for the manager's answer before the step proceeds under the committed state (the selection then applies at a later boundary)")
 		review     = flag.Duration("review-timeout", refagent.DefaultReviewTimeout, "how long an exit_plan_mode call waits for the plan review")
 		provider   = flag.String("provider", "reference", "request/header config.provider")
 		model      = flag.String("model", "scripted", "request/header config.model")

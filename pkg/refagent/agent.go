@@ -34,7 +34,8 @@ type Options struct {
 	Loop bool
 	// StepDelay is the "model time" of each step: between its request and its step/end.
 	StepDelay time.Duration
-	// BoundaryTimeout bounds each boundary's wait for the manager (default 30s).
+	// BoundaryTimeout bounds each boundary's wait for the manager; without an answer by then
+	// the step proceeds under the committed state. Zero: the client's Options.BoundaryWait.
 	BoundaryTimeout time.Duration
 	// ReviewTimeout bounds an exit_plan_mode call's wait for the review (default
 	// DefaultReviewTimeout); spec.reviewTimeout is the manager's own expiry.
@@ -53,6 +54,9 @@ type StepRecord struct {
 	Turn, Step int64
 	// Asked: the boundary wrote a report and waited for the manager.
 	Asked bool
+	// Unanswered: no answer came within the wait; the step ran under the committed state.
+	// Adopted: the step took a plan/mode the manager appended for it after the wait.
+	Unanswered, Adopted bool
 	// Latency of the Boundary call as the agent observed it.
 	Latency time.Duration
 	// Active is the committed state the step used; Notice the notice it recorded.
@@ -93,9 +97,6 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	}
 	if len(o.Script) == 0 {
 		return Stats{}, errors.New("refagent: the script is empty")
-	}
-	if o.BoundaryTimeout <= 0 {
-		o.BoundaryTimeout = 30 * time.Second
 	}
 	if o.Model.Provider == "" {
 		o.Model = harness.LLMCallConfig{Provider: "reference", Model: "scripted"}
@@ -205,7 +206,8 @@ func (r *runner) runStep(ctx context.Context, steered string) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		start := time.Now()
 		res, err = r.c.Boundary(ctx, r.turn, step, r.o.BoundaryTimeout)
-		rec.Latency, rec.Asked = time.Since(start), res.Asked
+		rec.Latency += time.Since(start)
+		rec.Asked, rec.Unanswered, rec.Adopted = rec.Asked || res.Asked, rec.Unanswered || res.Unanswered, rec.Adopted || res.Adopted
 		if err != nil {
 			break
 		}
