@@ -124,6 +124,8 @@ type written struct {
 	ack *v1alpha1.BoundaryAck
 	// warned: the missing-config warning was printed already.
 	warned bool
+	// review is the plan under review when the selection was written, nil when none is open.
+	review *v1alpha1.PlanReviewRequest
 }
 
 // toggle is set(x) followed, for a message, by steer(text): it reads the session, runs the
@@ -161,7 +163,23 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 		}
 	}
 	fmt.Fprintln(o.Streams.Out, planmode.PlanCommandReply(!x, outcome, w.before.Logged))
+	if w.review != nil {
+		fmt.Fprintln(o.Streams.Out, openReviewNote(name, x, w.review))
+	}
 	return nil
+}
+
+// openReviewNote says what a toggle means for the plan review the agent is waiting on: the
+// agent's exit_plan_mode call holds its step until the review is decided, so a selection made
+// meanwhile applies only at the step after that.
+func openReviewNote(name string, x bool, r *v1alpha1.PlanReviewRequest) string {
+	if !x {
+		return fmt.Sprintf("The review of %q (review %s) is still open and the agent is waiting on it: plan mode is left at the agent's first step after "+
+			"the review is decided or expires. To stop waiting, decide it: kubectl plan dismiss %s (or approve, which also leaves plan mode).",
+			planTitle(r.Plan), r.ID, name)
+	}
+	return fmt.Sprintf("The review of %q (review %s) is open: the agent stays in plan mode and waits on it; decide it with kubectl plan approve|revise|dismiss %s.",
+		planTitle(r.Plan), r.ID, name)
 }
 
 func (o *Options) writeSelection(ctx context.Context, name string, x bool, text string) (written, error) {
@@ -172,6 +190,11 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			return err
 		}
 		w = written{before: StateOf(as), ack: as.Status.PlanMode.LastBoundary}
+		if r := underReview(as); r != nil {
+			if _, closed := decided(as, r); !closed {
+				w.review = r
+			}
+		}
 		w.predicted = planmode.Set(w.before, x).Outcome
 		desired := as.Spec.PlanMode.Active
 		sameSpec := desired != nil && *desired == x

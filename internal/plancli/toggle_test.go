@@ -232,3 +232,30 @@ func TestExplain(t *testing.T) {
 		}
 	}
 }
+
+// A toggle during an open plan review says what happens to the review: the agent waits on it,
+// so leaving plan mode applies only after it is decided.
+func TestToggleMentionsAnOpenReview(t *testing.T) {
+	as := underReviewSession("# Migrate\n")
+	as.Status.PlanMode.Selection, as.Status.PlanMode.TurnOpen = bp(true), true
+	c := newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
+	if err := c.toggle(context.Background(), "demo", false, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "Leaving plan mode (applies from the next step).\n" +
+		`The review of "Migrate" (review r1) is still open and the agent is waiting on it: plan mode is left at the agent's first step after the review is decided or expires. ` +
+		"To stop waiting, decide it: kubectl plan dismiss demo (or approve, which also leaves plan mode)."
+	if got := strings.TrimSpace(c.out.String()); got != want {
+		t.Errorf("reply %q, want %q", got, want)
+	}
+
+	as = underReviewSession("# Migrate\n")
+	as.Status.PlanMode.Selection, as.Status.PlanMode.TurnOpen = bp(true), true
+	c = newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
+	if err := c.toggle(context.Background(), "demo", true, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.out.String(); !strings.Contains(got, `The review of "Migrate" (review r1) is open`) || !strings.Contains(got, "kubectl plan approve|revise|dismiss demo") {
+		t.Errorf("on during a review: %q", got)
+	}
+}
