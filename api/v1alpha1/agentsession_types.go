@@ -39,9 +39,20 @@ type AgentSessionSpec struct {
 	ReviewTimeout *metav1.Duration `json:"reviewTimeout,omitempty"`
 
 	// Steer delivers a user message to the agent as the next step's ordinary user message
-	// (`kubectl plan <message>`). Each new ID is delivered once.
+	// (`kubectl plan <message>`). Each new ID is delivered once. Protocol v1; a second message
+	// written before the first is delivered replaces it. Prefer SteerQueue.
 	// +optional
 	Steer *SteerMessage `json:"steer,omitempty"`
+
+	// SteerQueue holds user messages for the agent, oldest first (`kubectl plan message`,
+	// protocol v2). The agent delivers every message once, in order: those after the one
+	// named by status.agent.steerID go into its next step, after that step's other input; an
+	// idle agent starts a turn with them. Writers append, and drop the messages up to and
+	// including status.agent.steerID (delivered).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	SteerQueue []SteerMessage `json:"steerQueue,omitempty"`
 }
 
 // PlanModeSpec is the desired plan-mode selection.
