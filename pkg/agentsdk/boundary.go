@@ -73,8 +73,11 @@ type Result struct {
 	Notice string
 	// NextSeq is where the step's step/start goes.
 	NextSeq int64
-	// Steer is a user message sent through spec.steer (kubectl plan message) that this session
-	// has not recorded yet; StartStep records it as the step's last input before the notice.
+	// Messages are the user messages (kubectl plan message: spec.steerQueue, and a spec.steer
+	// of a protocol v1 writer) this session has not recorded yet, oldest first; StartStep
+	// records them as the step's last input, before the notice.
+	Messages []v1alpha1.SteerMessage
+	// Steer is the first of Messages, for callers written against protocol v1.
 	Steer *v1alpha1.SteerMessage
 	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
 	Asked bool
@@ -358,8 +361,8 @@ func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (R
 
 func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, error) {
 	res.ExitAdmitted = res.Active
-	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && (s.Status.Agent == nil || s.Status.Agent.SteerID != st.ID) {
-		res.Steer = st.DeepCopy()
+	if res.Messages = c.undelivered(s); len(res.Messages) > 0 {
+		res.Steer = &res.Messages[0]
 	}
 	name, text, ok := c.section(s)
 	res.ConfigName = name
@@ -370,4 +373,57 @@ func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, erro
 	// text this client saw for the config (empty if none) and says so.
 	res.Section, res.GuidanceMissing = text, !ok
 	return res, nil
+}
+
+// undelivered is the user messages this session has not recorded, oldest first: the queue's
+// entries after the last one recorded (this process's own record first, it may be ahead of
+// status.agent.steerID; an id no longer in the queue was delivered and dropped by a writer),
+// then a protocol v1 spec.steer not recorded yet.
+func (c *Client) undelivered(s *v1alpha1.AgentSession) []v1alpha1.SteerMessage {
+	acked := ""
+	if s.Status.Agent != nil {
+		acked = s.Status.Agent.SteerID
+	}
+	q := s.Spec.SteerQueue
+	from := 0
+	for _, id := range []string{c.steerDone, acked} {
+		if i := steerIndex(q, id); i >= 0 {
+			from = i + 1
+			break
+		}
+	}
+	out := append([]v1alpha1.SteerMessage(nil), q[from:]...)
+	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && st.ID != acked && steerIndex(q, st.ID) < 0 && len(q) == 0 {
+		out = append(out, *st) // a v1 writer's single message (a v2 writer moves it into the queue)
+	}
+	return out
+}
+
+func steerIndex(q []v1alpha1.SteerMessage, id string) int {
+	if id == "" {
+		return -1
+	}
+	for i := range q {
+		if q[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// PendingMessages returns the user messages the session has not recorded yet (oldest first).
+// An idle agent starts a turn with them (the reference agent's WaitForMessages).
+func (c *Client) PendingMessages() []v1alpha1.SteerMessage {
+	s, _ := c.snapshot()
+	if s == nil {
+		return nil
+	}
+	return c.undelivered(s)
+}
+
+// MessagesChanged returns a channel closed at the next change of the watched session, to wait
+// for messages without polling.
+func (c *Client) MessagesChanged() <-chan struct{} {
+	_, ch := c.snapshot()
+	return ch
 }

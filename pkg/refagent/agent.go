@@ -44,6 +44,11 @@ type Options struct {
 	Model harness.LLMCallConfig
 	// System is the base system prompt (default DefaultSystem).
 	System string
+	// WaitForMessages keeps the agent serving after the script (without Loop): while idle it
+	// waits for user messages (kubectl plan message), and each arrival starts a turn whose
+	// first step records them, as the harness's steer() starts a turn on an idle agent. Run
+	// returns when ctx ends.
+	WaitForMessages bool
 	// OnStep, when set, is called after every step proposal (admitted or failed).
 	OnStep func(StepRecord)
 	Logger logr.Logger
@@ -119,6 +124,9 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 		}
 		if err := r.endTurn(ctx); err != nil {
 			return r.stats, r.abort(ctx, err)
+		}
+		if !o.Loop && o.WaitForMessages {
+			return r.stats, r.serveMessages(ctx)
 		}
 		if !o.Loop || ctx.Err() != nil {
 			return r.stats, nil
@@ -345,6 +353,40 @@ func (r *runner) endTurn(ctx context.Context) error {
 	}
 	r.turn, r.step, r.turnFailed = 0, 0, false
 	return nil
+}
+
+// serveMessages waits, idle, for user messages and runs one turn for each arrival: the first
+// step records every message not recorded yet (StartStep), so none is lost or repeated. It
+// returns nil when ctx ends.
+func (r *runner) serveMessages(ctx context.Context) error {
+	for {
+		changed := r.c.MessagesChanged()
+		if len(r.c.PendingMessages()) > 0 {
+			if err := r.do(ctx, Op{Kind: OpTurn}); err != nil {
+				return r.abortServing(ctx, err)
+			}
+			if err := r.runStep(ctx, ""); err != nil {
+				return r.abortServing(ctx, err)
+			}
+			if err := r.endTurn(ctx); err != nil {
+				return r.abortServing(ctx, err)
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (r *runner) abortServing(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		_ = r.abort(ctx, err)
+		return nil
+	}
+	return err
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
