@@ -738,6 +738,41 @@ var _ = Describe("steer", func() {
 	})
 })
 
+var _ = Describe("the message queue", func() {
+	It("delivers two messages queued before the first was delivered, each once, in order; a restarted agent repeats none", func() {
+		f := setup(true)
+		obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
+		Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"steerQueue":[{"id":"q1","text":"first"},{"id":"q2","text":"second"}]}}`)))).To(Succeed())
+		Eventually(func() int { return len(f.agent.PendingMessages()) }).WithTimeout(10 * time.Second).Should(Equal(2))
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Messages).To(HaveLen(2))
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("prompt")}})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		evs := f.events()
+		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "user/message", "step/end"}))
+		Expect(string(evs[3].Data)).To(ContainSubstring(`"text":"first"`))
+		Expect(string(evs[4].Data)).To(ContainSubstring(`"text":"second"`))
+		Expect(f.get().Status.Agent.SteerID).To(Equal("q2"))
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Messages).To(BeEmpty(), "delivered once")
+
+		// A third message, written the way kubectl plan message writes it (recorded ones dropped).
+		Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"steerQueue":[{"id":"q3","text":"third"}]}}`)))).To(Succeed())
+		Eventually(func() int { return len(f.agent.PendingMessages()) }).WithTimeout(10 * time.Second).Should(Equal(1))
+		// A new agent process (a restart) sees only the undelivered one.
+		again, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 20 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		defer again.Close()
+		Expect(again.PendingMessages()).To(Equal([]v1alpha1.SteerMessage{{ID: "q3", Text: "third"}}))
+	})
+})
+
 var _ = Describe("CloseInterrupted", func() {
 	It("closes a turn an earlier process left open, once", func() {
 		f := setup(true)

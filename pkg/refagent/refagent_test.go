@@ -403,6 +403,38 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(labels(a.events())).To(HaveSuffix("turn/start · plan/mode=true · step/start · user/message · notice · request/header · step/end · turn/end"))
 			})
 
+			It("starts a turn for a message sent to an idle agent, and records each queued message once, in order", func() {
+				a := e.newAgent("idle", nil)
+				s, err := refagent.ParseScript(strings.NewReader("turn one\nstep\n"))
+				Expect(err).NotTo(HaveOccurred())
+				ctx, stop := waitContext()
+				defer stop()
+				done := make(chan error, 1)
+				go func() {
+					_, err := refagent.Run(ctx, refagent.Options{Client: a.c, Script: s, WaitForMessages: true, BoundaryTimeout: wait})
+					done <- err
+				}()
+				Eventually(func() bool { t := a.tail(); return t.Turn == 1 && !t.TurnOpen }).WithTimeout(wait).Should(BeTrue())
+				obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: a.name}}
+				Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType,
+					[]byte(`{"spec":{"steerQueue":[{"id":"m1","text":"hello"},{"id":"m2","text":"and this"}]}}`)))).To(Succeed())
+				// The idle agent starts turn 2 for them, and ends it.
+				Eventually(func() bool { t := a.tail(); return t.Turn == 2 && !t.TurnOpen }).WithTimeout(wait).Should(BeTrue())
+				stop()
+				Eventually(done).WithTimeout(wait).Should(Receive(BeNil()))
+				var texts []string
+				for _, ev := range a.events() {
+					if ev.Type == harness.TypeUserMessage {
+						texts = append(texts, string(ev.Data))
+					}
+				}
+				Expect(texts).To(HaveLen(3), "the script's prompt, then the two messages once each")
+				Expect(texts[1]).To(ContainSubstring(`"text":"hello"`))
+				Expect(texts[2]).To(ContainSubstring(`"text":"and this"`))
+				Expect(labels(a.events())).To(HaveSuffix("turn/end · turn/start · step/start · user/message · user/message · step/end · turn/end"))
+				Expect(a.get().Status.Agent.SteerID).To(Equal("m2"))
+			})
+
 			It("runs many agents at once, each toggled during a turn: one plan/mode and one notice each", func() {
 				const n = 12
 				agents := make([]*agent, n)
