@@ -44,9 +44,14 @@ func (e *ConfigMissingError) Error() string {
 // other phases still run on the log as it is.
 type ForkRefusedError struct {
 	SessionID, Parent, ActualParent string
+	// Reason, when set, is why the parent's prefix cannot be copied (the log does not exist yet).
+	Reason string
 }
 
 func (e *ForkRefusedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("spec.fork: session %q cannot be seeded from %q: %s", e.SessionID, e.Parent, e.Reason)
+	}
 	had := "no parent"
 	if e.ActualParent != "" {
 		had = fmt.Sprintf("parent %q", e.ActualParent)

@@ -29,9 +29,7 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	if err == nil {
 		if info.ParentSession != f.SessionID {
 			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, ActualParent: info.ParentSession}
-			if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonForkRefused {
-				sc.emit(corev1.EventTypeWarning, EventReasonForkRefused, "Fork", sc.forkRefused.Error())
-			}
+			sc.emitForkRefused()
 			return ctrl.Result{}, nil
 		}
 		sc.forkSeedLength = info.SeedLength
@@ -49,10 +47,26 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 		if sessionlog.IsConflict(err) {
 			return ctrl.Result{}, &recomputeError{reason: "a concurrent reconcile seeded the fork"}
 		}
+		var inTurn *sessionlog.ForkBoundaryError
+		if errors.As(err, &inTurn) {
+			// The request itself is wrong, and spec.fork is immutable: terminal, naming the fix.
+			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, Reason: fmt.Sprintf(
+				"spec.fork.throughSeq %d ends inside open turn %d of session %q; create the AgentSession again with spec.fork.throughSeq at a turn/end of the parent, or unset for its last completed turn",
+				inTurn.Boundary, inTurn.Turn, f.SessionID)}
+			sc.emitForkRefused()
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, storeErrorf("fork session %q from %q: %w", sid, f.SessionID, err)
 	}
 	sc.forkSeedLength = tail.NextSeq
 	sc.emit(corev1.EventTypeNormal, EventReasonForkSeeded, "Fork",
 		fmt.Sprintf("seeded %d events from session %q; inherited plan mode %v", tail.NextSeq, f.SessionID, tail.Active))
 	return ctrl.Result{}, nil
+}
+
+// emitForkRefused warns once, when the condition first says so.
+func (sc *sessionScope) emitForkRefused() {
+	if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonForkRefused {
+		sc.emit(corev1.EventTypeWarning, EventReasonForkRefused, "Fork", sc.forkRefused.Error())
+	}
 }

@@ -165,4 +165,20 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		Expect(r.ack.Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
 		Expect(r.committed).To(BeTrue())
 	})
+
+	It("refuses a fork whose throughSeq ends inside an open turn of the parent with a terminal condition naming the fix", func() {
+		ns = newNamespace(true)
+		parent := newSession(ns, "parent", nil, nil, be().agentStore)
+		parent.startTurn(1) // seq 0, open
+		through := int64(0)
+		child := newSession(ns, "child", nil, &agentsv1alpha1.ForkSource{SessionID: parent.sid, ThroughSeq: &through}, be().agentStore)
+		startManager(ns, be().mgrStore, managerOptions{})
+		Eventually(func(g Gomega) {
+			as := child.get()
+			g.Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonForkRefused))
+			g.Expect(stalled(as)).To(BeTrue())
+			c := meta.FindStatusCondition(as.Status.Conditions, agentsv1alpha1.ConditionReady)
+			g.Expect(c.Message).To(ContainSubstring("spec.fork.throughSeq 0 ends inside open turn 1"))
+		}, timeout, interval).Should(Succeed())
+	})
 })
