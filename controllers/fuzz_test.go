@@ -285,7 +285,7 @@ func FuzzBoundaryReport(f *testing.F) {
 			// and after its seq that are not the plan/mode answering it) is dismissed, and that
 			// needs no one: no append, no Stalled, no Warning.
 			passed := bt < tail.Turn || bt == tail.Turn && (!tail.TurnOpen ||
-				bseq < tail.NextSeq && !(bseq == tail.NextSeq-1 && tail.LastPlanModeSeq == bseq))
+				bseq < tail.NextSeq && (bseq != tail.NextSeq-1 || tail.LastPlanModeSeq != bseq))
 			if !passed {
 				t.Fatalf("a report the log has not moved past dismissed: (%d,%d,%d) against tail %+v", bt, bs, bseq, tail)
 			}

@@ -106,7 +106,7 @@ func (sc *sessionScope) supersededBoundary(b *agentsv1alpha1.StepBoundary) strin
 	switch {
 	case b.Turn < t.Turn || b.Turn == t.Turn && !t.TurnOpen:
 		return fmt.Sprintf("turn %d has ended since this boundary was reported; the selection stays pending for a later boundary", b.Turn)
-	case b.Turn == t.Turn && b.Seq < t.NextSeq && !(b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq):
+	case b.Turn == t.Turn && b.Seq < t.NextSeq && (b.Seq != t.NextSeq-1 || t.LastPlanModeSeq != b.Seq):
 		return fmt.Sprintf("the log moved past seq %d (next seq %d) without waiting for an answer; the selection stays pending for a later boundary", b.Seq, t.NextSeq)
 	}
 	return ""

@@ -51,7 +51,8 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 		if errors.As(err, &inTurn) {
 			// The request itself is wrong, and spec.fork is immutable: terminal, naming the fix.
 			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, Reason: fmt.Sprintf(
-				"spec.fork.throughSeq %d ends inside open turn %d of session %q; create the AgentSession again with spec.fork.throughSeq at a turn/end of the parent, or unset for its last completed turn",
+				"spec.fork.throughSeq %d ends inside open turn %d of session %q; "+
+					"create the AgentSession again with spec.fork.throughSeq at a turn/end of the parent, or unset for its last completed turn",
 				inTurn.Boundary, inTurn.Turn, f.SessionID)}
 			sc.emitForkRefused()
 			return ctrl.Result{}, nil

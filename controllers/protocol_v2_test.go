@@ -77,7 +77,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		setActive(a.key, T) // after the turn's final step boundary
 		a.settled(false, true)
 		a.endStep(1, 1)
-		a.endTurn("completed")
+		a.endTurn("aborted") // however the turn ends
 		Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "no commit after turn/end")
 		Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
 

@@ -46,12 +46,13 @@ func run() error {
 		stepDelay  = flag.Duration("step-delay", 0, "model time per step, between its request and its step/end")
 		loop       = flag.Bool("loop", false, "repeat the script until interrupted (demo)")
 		serve      = flag.Bool("wait-for-messages", false, "after the script (without --loop), stay idle and start a turn for each user message (kubectl plan message) until interrupted")
-		timeout    = flag.Duration("boundary-timeout", agentsdk.DefaultBoundaryWait, "the longest a step boundary waits for the manager's answer before the step proceeds under the committed state (the selection then applies at a later boundary)")
-		review     = flag.Duration("review-timeout", refagent.DefaultReviewTimeout, "how long an exit_plan_mode call waits for the plan review")
-		provider   = flag.String("provider", "reference", "request/header config.provider")
-		model      = flag.String("model", "scripted", "request/header config.model")
-		quiet      = flag.Bool("quiet", false, "print only the summary")
-		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
+		timeout    = flag.Duration("boundary-timeout", agentsdk.DefaultBoundaryWait,
+			"the longest a step boundary waits for the manager's answer before the step proceeds under the committed state (the selection then applies at a later boundary)")
+		review   = flag.Duration("review-timeout", refagent.DefaultReviewTimeout, "how long an exit_plan_mode call waits for the plan review")
+		provider = flag.String("provider", "reference", "request/header config.provider")
+		model    = flag.String("model", "scripted", "request/header config.model")
+		quiet    = flag.Bool("quiet", false, "print only the summary")
+		watchFor = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
 			"0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
 	)
 	flag.Parse()

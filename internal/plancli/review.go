@@ -259,29 +259,32 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 			return err
 		}
 	}
-	var msg string
+	fmt.Fprintln(o.Streams.Out, decisionReply(d, title, seen, name, f.feedback != "", leavingSelected(last)))
+	return nil
+}
+
+// decisionReply says what a decision does, including the session's plan state afterwards:
+// leaving plan mode may have been selected (kubectl plan off) while the agent waited on the review.
+func decisionReply(d v1alpha1.ReviewDecisionType, title, id, name string, feedback, leaving bool) string {
 	switch d {
 	case v1alpha1.ReviewApprove:
-		msg = fmt.Sprintf("Approved %q (review %s): the agent leaves plan mode at its next step.", title, seen)
+		return fmt.Sprintf("Approved %q (review %s): the agent leaves plan mode at its next step.", title, id)
 	case v1alpha1.ReviewKeepPlanning:
 		with := ""
-		if f.feedback != "" {
+		if feedback {
 			with = " with your feedback"
 		}
-		if leavingSelected(last) {
-			msg = fmt.Sprintf("Sent %q (review %s) back%s: the agent revises it, but plan mode off is selected (kubectl plan off), so the session leaves plan mode at the agent's next step.", title, seen, with)
-		} else {
-			msg = fmt.Sprintf("Sent %q (review %s) back%s: the agent keeps planning; the session stays in plan mode.", title, seen, with)
+		if leaving {
+			return fmt.Sprintf("Sent %q (review %s) back%s: the agent revises it, but plan mode off is selected (kubectl plan off), "+
+				"so the session leaves plan mode at the agent's next step.", title, id, with)
 		}
-	case v1alpha1.ReviewDismiss:
-		if leavingSelected(last) {
-			msg = fmt.Sprintf("Dismissed the review of %q (review %s): the agent stops its turn; plan mode off is selected (kubectl plan off), so the session leaves plan mode at the agent's next step, in its next turn.", title, seen)
-		} else {
-			msg = fmt.Sprintf("Dismissed the review of %q (review %s): the agent stops its turn; the session stays in plan mode until you run kubectl plan off %s.", title, seen, name)
-		}
+		return fmt.Sprintf("Sent %q (review %s) back%s: the agent keeps planning; the session stays in plan mode.", title, id, with)
 	}
-	fmt.Fprintln(o.Streams.Out, msg)
-	return nil
+	if leaving {
+		return fmt.Sprintf("Dismissed the review of %q (review %s): the agent stops its turn; plan mode off is selected (kubectl plan off), "+
+			"so the session leaves plan mode at the agent's next step, in its next turn.", title, id)
+	}
+	return fmt.Sprintf("Dismissed the review of %q (review %s): the agent stops its turn; the session stays in plan mode until you run kubectl plan off %s.", title, id, name)
 }
 
 func addDecisionWaitFlag(cmd *cobra.Command, d *time.Duration) {

@@ -201,8 +201,10 @@ func TestDecisionRepliesWithLeavingSelected(t *testing.T) {
 		d     v1alpha1.ReviewDecisionType
 		reply string
 	}{
-		{v1alpha1.ReviewDismiss, `Dismissed the review of "Migrate" (review r1): the agent stops its turn; plan mode off is selected (kubectl plan off), so the session leaves plan mode at the agent's next step, in its next turn.`},
-		{v1alpha1.ReviewKeepPlanning, `Sent "Migrate" (review r1) back: the agent revises it, but plan mode off is selected (kubectl plan off), so the session leaves plan mode at the agent's next step.`},
+		{v1alpha1.ReviewDismiss, `Dismissed the review of "Migrate" (review r1): the agent stops its turn; plan mode off is selected (kubectl plan off), ` +
+			`so the session leaves plan mode at the agent's next step, in its next turn.`},
+		{v1alpha1.ReviewKeepPlanning, `Sent "Migrate" (review r1) back: the agent revises it, but plan mode off is selected (kubectl plan off), ` +
+			`so the session leaves plan mode at the agent's next step.`},
 	} {
 		as := underReviewSession("# Migrate\n")
 		as.Spec.PlanMode.Active = bp(false)

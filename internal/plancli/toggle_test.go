@@ -286,7 +286,8 @@ func TestToggleMentionsAnOpenReview(t *testing.T) {
 
 	as = underReviewSession("# Migrate\n")
 	as.Status.PlanMode.Selection, as.Status.PlanMode.TurnOpen = bp(true), true
-	c = newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
+	as.Spec.PlanMode.ConfigRef = &v1alpha1.ConfigReference{Name: "strict"}
+	c = newCLI(t, as, config("strict"))
 	if err := c.toggle(context.Background(), "demo", true, "", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -186,7 +186,8 @@ var _ = Describe("manager outage (protocol v2)", func() {
 		recovery := time.Since(recovered)
 		settle := w.settle(2 * time.Minute)
 		w.report("manager SIGSTOP/SIGKILL across in-turn toggles (protocol v2)", stops+kills, recovery,
-			fmt.Sprintf("%d toggles, %d SIGSTOPs, %d SIGKILLs, manager down %.1fs in all; longest boundary %s (bound %s); %d steps went on unanswered, %d took the manager's late plan/mode; healthy %.1fs after the last fault; converged %.1fs after stopping the agents",
+			fmt.Sprintf("%d toggles, %d SIGSTOPs, %d SIGKILLs, manager down %.1fs in all; longest boundary %s (bound %s); "+
+				"%d steps went on unanswered, %d took the manager's late plan/mode; healthy %.1fs after the last fault; converged %.1fs after stopping the agents",
 				w.toggles.Load(), stops, kills, down.Seconds(), time.Duration(w.maxBoundary.Load()).Round(time.Millisecond), boundaryBound,
 				w.unanswered.Load(), w.adopted.Load(), recovery.Seconds(), settle.Seconds()))
 		Expect(w.unanswered.Load()).To(BeNumerically(">", 0), "no step ever went on without the manager: the faults exercised nothing")
