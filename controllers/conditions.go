@@ -71,7 +71,8 @@ func (sc *sessionScope) readiness(pm agentsv1alpha1.PlanModeStatus, failure erro
 	return agentsv1alpha1.ReasonInSync, msg, false
 }
 
-// liveTurn: turn is the log's open turn (an unread log counts as live: nothing says otherwise).
+// liveTurn: a report naming turn was made while the log's turn is still open (one naming an
+// ended turn is not; an unread log counts as live: nothing says otherwise).
 func (sc *sessionScope) liveTurn(turn int64) bool {
-	return !sc.logRead || sc.tail.TurnOpen && sc.tail.Turn == turn
+	return !sc.logRead || sc.tail.TurnOpen && turn >= sc.tail.Turn
 }

@@ -158,6 +158,8 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 	if w.gen != 0 && w.predicted != planmode.Noop && o.wait > 0 {
 		if got, seen, ok := o.observe(ctx, name, x, w); ok {
 			outcome = got
+			// The manager's status, written after it read the log, knows the turn better.
+			w.idle = !seen.Status.PlanMode.TurnOpen
 			if c := apimeta.FindStatusCondition(seen.Status.Conditions, v1alpha1.ConditionReady); x && !w.warned && c != nil && c.Reason == v1alpha1.ReasonConfigMissing {
 				fmt.Fprintf(o.Streams.ErrOut, "warning: %s\n", c.Message)
 			}
