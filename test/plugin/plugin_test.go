@@ -18,12 +18,15 @@ import (
 
 // The harness's /plan replies, byte for byte.
 const (
-	onCommitted  = "Plan mode on. Use /plan off to leave."
-	onDeferred   = "Entering plan mode (applies from the next step). Use /plan off to leave."
-	offCommitted = "Plan mode off."
-	offDeferred  = "Leaving plan mode (applies from the next step)."
-	offCancelled = "Plan mode entry cancelled."
-	offInactive  = "Plan mode is already inactive."
+	onCommitted = "Plan mode on. Use /plan off to leave."
+	onDeferred  = "Entering plan mode (applies from the next step). Use /plan off to leave."
+	// The second line of a message's reply: which way the text reaches the agent.
+	idleMessage   = "Message queued; the agent is idle, so it starts a turn with it."
+	queuedMessage = "Message queued for the agent's next step, after the messages queued before it."
+	offCommitted  = "Plan mode off."
+	offDeferred   = "Leaving plan mode (applies from the next step)."
+	offCancelled  = "Plan mode entry cancelled."
+	offInactive   = "Plan mode is already inactive."
 )
 
 var _ = Describe("kubectl plan --help", func() {
@@ -176,46 +179,49 @@ var _ = Describe("messages: /plan TEXT", func() {
 		newSession(ns, "demo", nil, nil)
 	})
 
-	It("enters plan mode and steers the trimmed text with a fresh id (long form)", func() {
-		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted)))
+	It("enters plan mode and queues the trimmed text with a fresh id (long form), each message kept, in order", func() {
+		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
-		Expect(as.Spec.Steer).NotTo(BeNil())
-		Expect(as.Spec.Steer.Text).To(Equal("draft the migration"))
-		Expect(as.Spec.Steer.ID).To(HavePrefix("kp-"))
-		first := as.Spec.Steer.ID
+		Expect(as.Spec.SteerQueue).To(HaveLen(1))
+		Expect(as.Spec.SteerQueue[0].Text).To(Equal("draft the migration"))
+		Expect(as.Spec.SteerQueue[0].ID).To(HavePrefix("kp-"))
+		first := as.Spec.SteerQueue[0].ID
 		var managers []string
 		for _, mf := range as.ManagedFields {
-			if strings.Contains(mf.FieldsV1.GetRawString(), `"f:steer"`) {
+			if strings.Contains(mf.FieldsV1.GetRawString(), `"f:steerQueue"`) {
 				managers = append(managers, mf.Manager)
 			}
 		}
 		Expect(managers).To(Equal([]string{plancli.FieldManager}), "the plugin writes with its own field manager")
 
-		// Plan mode is now on (as the manager would report): a second message is a noop
-		// selection that still delivers its text, under a new id.
+		// Plan mode is now on and a turn is open (as the manager would report): a second
+		// message before the first was delivered is a noop selection that queues its text
+		// after the first, under a new id.
 		setStatus(ns, "demo", func(s *agentsv1alpha1.AgentSessionStatus) {
-			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true)}
+			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true), TurnOpen: true}
 		})
-		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(onDeferred)))
+		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(onDeferred) + line(queuedMessage)))
 		as = get(ns, "demo")
-		Expect(as.Spec.Steer.Text).To(Equal("and the rollback"))
-		Expect(as.Spec.Steer.ID).NotTo(Equal(first))
+		Expect(as.Spec.SteerQueue).To(HaveLen(2))
+		Expect(as.Spec.SteerQueue[0].ID).To(Equal(first))
+		Expect(as.Spec.SteerQueue[1].Text).To(Equal("and the rollback"))
+		Expect(as.Spec.SteerQueue[1].ID).NotTo(Equal(first))
 	})
 
 	It("short form: SESSION TEXT is an entry plus a message, 'off please' included", func() {
-		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted)))
-		Expect(get(ns, "demo").Spec.Steer.Text).To(Equal("draft it"))
+		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted) + line(idleMessage)))
+		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("draft it"))
 		// spec already selects plan mode (the manager has not taken it on in these specs): noop.
-		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(onDeferred)))
+		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(onDeferred) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
-		Expect(as.Spec.Steer.Text).To(Equal("off please"))
+		Expect(as.Spec.SteerQueue[len(as.Spec.SteerQueue)-1].Text).To(Equal("off please"))
 	})
 
 	It("the long form treats 'off' as a message, and refuses a blank one", func() {
-		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted)))
-		Expect(get(ns, "demo").Spec.Steer.Text).To(Equal("off"))
+		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(onCommitted) + line(idleMessage)))
+		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("off"))
 		kplan("message", "demo", "   ", "-n", ns).fails(`"message" needs a non-blank text`)
 		kplan("message", "demo", "-n", ns).fails(`"message" needs a session and the text`)
 	})

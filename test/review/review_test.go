@@ -284,7 +284,8 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 
 		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onDeferred), "queued: only the manager sees the open turn")
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCancelled))
-		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred))
+		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred+"Message queued for the agent's next step, after the messages queued before it.\n"),
+			"the manager's status after the write shows the open turn")
 
 		r := a.nextStep()
 		Expect(r.Active).To(BeTrue())
@@ -298,7 +299,7 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(json.Unmarshal(evs[len(evs)-2].Data, &m)).To(Succeed())
 		Expect(m.Source.Kind).To(Equal("plugin"))
 		Expect(m.Content[0].Text).To(Equal(harness.NoticePlanOn))
-		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.Steer.ID))
+		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.SteerQueue[0].ID))
 		a.endTurn()
 
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCommitted))
