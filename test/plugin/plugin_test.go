@@ -369,15 +369,15 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 	It("keeps planning with and without feedback, and dismisses, each naming the newest review", func() {
 		post("r1", plan)
 		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).
-			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
+			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning; the session stays in plan mode.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path"}))
 
 		post("r2", "# Fix the flake, v2\n")
-		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning.`)))
+		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning; the session stays in plan mode.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
-		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stays in plan mode and stops its turn.`)))
+		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss}))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "only an approval deselects plan mode")
 	})
