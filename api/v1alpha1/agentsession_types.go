@@ -336,7 +336,8 @@ type AgentReport struct {
 	// +optional
 	Review *PlanReviewRequest `json:"review,omitempty"`
 
-	// SteerID is the last spec.steer id the agent recorded in the log.
+	// SteerID is the id of the last user message (spec.steerQueue, or a v1 spec.steer) the
+	// agent recorded in the log.
 	// +optional
 	SteerID string `json:"steerID,omitempty"`
 }
