@@ -377,7 +377,8 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
-		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`)))
+		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(
+			`Dismissed the review of "Plan" (review r3): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`)))
 		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss}))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "only an approval deselects plan mode")
 	})

@@ -123,7 +123,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 
 		ch := a.callExit("# Plan A\n")
 		id1 := a.postedReview()
-		Expect(kplan(reviewer, "revise", a.name, "--feedback", "consider the resume path").ok()).To(Equal(`Sent "Plan A" (review ` + id1 + ") back with your feedback: the agent keeps planning; the session stays in plan mode.\n"))
+		Expect(kplan(reviewer, "revise", a.name, "--feedback", "consider the resume path").ok()).To(Equal(
+			`Sent "Plan A" (review ` + id1 + ") back with your feedback: the agent keeps planning; the session stays in plan mode.\n"))
 		ee := exitErr(receive(ch).err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitKeepPlanning))
 		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; their feedback: consider the resume path"))
@@ -161,7 +162,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		a := inPlanMode(nil)
 		ch := a.callExit(plan)
 		id := a.postedReview()
-		Expect(kplan(reviewer, "dismiss", a.name).ok()).To(Equal(`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stops its turn; the session stays in plan mode until you run kubectl plan off " + a.name + ".\n"))
+		Expect(kplan(reviewer, "dismiss", a.name).ok()).To(Equal(
+			`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stops its turn; the session stays in plan mode until you run kubectl plan off " + a.name + ".\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: harness.ExitErrDismissed}))
