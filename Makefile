@@ -119,6 +119,13 @@ bench-log: postgres ## Session-log benchmarks on SQLite and PostgreSQL (append; 
 	@grep -E '^\s+bench_test' bin/bench-log.txt
 	go run ./hack/benchmedian < bin/bench-log.txt
 
+.PHONY: soak-outage
+soak-outage: envtest-assets postgres ## Protocol v2 outage soak: the manager SIGSTOPped/SIGKILLed across 1,000 toggles (OUTAGE_TOGGLES=n to change; figures to bin/reliability-outage.jsonl).
+	@mkdir -p bin; : > bin/reliability-outage.jsonl
+	RELIABILITY_OUTAGE_TOGGLES=$(or $(OUTAGE_TOGGLES),1000) RELIABILITY_REPORT=$(CURDIR)/bin/reliability-outage.jsonl KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" \
+		go test ./test/reliability -count=1 -timeout 2h -v -args -ginkgo.focus="manager outage"
+	@cat bin/reliability-outage.jsonl
+
 .PHONY: soak
 soak: envtest-assets postgres ## Reliability soak: 1,000 manager crash injections, 30 s outages, 10 patchers x 1,000 toggles (test/reliability; figures to bin/reliability-soak.jsonl).
 	@mkdir -p bin; : > bin/reliability-soak.jsonl

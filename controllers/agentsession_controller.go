@@ -34,7 +34,6 @@ const FieldManager = "planmode-manager"
 
 const (
 	configRefIndexKey      = ".spec.planMode.configRef.name"
-	defaultPendingPoll     = 2 * time.Second
 	defaultMaxStoreBackoff = 30 * time.Second
 	minStoreBackoff        = 250 * time.Millisecond
 )
@@ -61,9 +60,9 @@ type AgentSessionReconciler struct {
 	EventMaxHold time.Duration
 	// Metrics is told about every status written (internal/metrics); nil disables it.
 	Metrics StatusObserver
-	// PendingPoll is how often a session with a selection queued during an open turn is
-	// re-read: the log's turn/end is not an API event, and the selection must commit as soon
-	// as the turn has ended. Zero: 2s.
+	// PendingPoll is kept for cmd/manager's --pending-poll and has no effect since protocol v2:
+	// a selection queued during a turn waits for a step boundary of a later turn instead of
+	// committing when the turn ends, so nothing polls for turn/end.
 	PendingPoll time.Duration
 	// MaxStoreBackoff caps the workqueue's per-session backoff after failed reconciles (a log
 	// store that is down). Zero: 30s.
@@ -168,13 +167,6 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 // busy reports whether a reconcile is running: the Event queue holds Events meanwhile.
 func (r *AgentSessionReconciler) busy() bool { return r.inFlight.Load() > 0 }
-
-func (r *AgentSessionReconciler) pendingPoll() time.Duration {
-	if r.PendingPoll > 0 {
-		return r.PendingPoll
-	}
-	return defaultPendingPoll
-}
 
 func (r *AgentSessionReconciler) maxBackoff() time.Duration {
 	if r.MaxStoreBackoff > 0 {

@@ -180,15 +180,20 @@ func reconcilerSpecs(be func() *backend) {
 			a.settled(true, false)
 			Expect(activeValues(a.planModes())).To(Equal([]bool{true}))
 
-			// L=T open set(F) -> queued exit; the turn ends before any boundary: it commits then.
+			// L=T open set(F) -> queued exit after the turn's final boundary: the turn ends and
+			// it stays pending (the newest plan document); a later turn's boundary appends it.
 			setActive(a.key, F)
 			a.settled(true, true)
 			a.endStep(1, 1)
 			a.endTurn("completed")
-			as = a.settled(false, false)
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1), "nothing is appended at turn/end")
+			a.startTurn(2)
+			r = a.boundary(2, 1)
+			Expect(r.asked).To(BeTrue())
+			Expect(r.committed).To(BeFalse())
+			Expect(r.notice).To(Equal(harness.NoticeDefault), "the last header told plan mode")
+			a.settled(false, false)
 			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
-			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the last header told plan mode: a notice is owed")
-			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticeDefault))
 		})
 
 		It("cancels between turns a selection that returns to the logged state", func() {
@@ -202,7 +207,7 @@ func reconcilerSpecs(be func() *backend) {
 			a.settled(false, false)
 			a.endTurn("completed")
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
-			Eventually(func() *bool { return a.get().Status.PlanMode.PendingActive }, timeout, interval).Should(BeNil())
+			Expect(a.get().Status.PlanMode.Pending).To(BeFalse())
 		})
 	})
 
@@ -294,7 +299,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(a.notices).To(BeEmpty())
 		})
 
-		It("does not commit on request-recovery retries; the flip lands between turns with one notice at the next turn's first step", func() {
+		It("does not commit on request-recovery retries; the flip lands at the next turn's first step boundary with one notice", func() {
 			a := newSession(ns, "retry", nil, nil, be().agentStore)
 			a.settled(false, false)
 			a.startTurn(1)
@@ -309,13 +314,11 @@ func reconcilerSpecs(be func() *backend) {
 
 			a.endStep(1, 1)
 			a.endTurn("completed")
-			as = a.settled(true, false)
-			Expect(as.Status.PlanMode.Notice).NotTo(BeNil())
-			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticePlanOn))
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "selected during turn 1: waits for a later turn's boundary")
 
 			a.startTurn(2)
 			r := a.boundary(2, 1)
-			Expect(r.asked).To(BeFalse(), "the owed notice reaches the agent with no API write")
+			Expect(r.asked).To(BeTrue())
 			Expect(r.committed).To(BeTrue())
 			Expect(r.notice).To(Equal(harness.NoticePlanOn))
 			a.endStep(2, 1)
@@ -388,7 +391,7 @@ func reconcilerSpecs(be func() *backend) {
 	Describe("append failure", func() {
 		BeforeEach(start)
 
-		It("fails the proposal at the boundary, keeps the selection pending, and commits once the store is back", func() {
+		It("answers the boundary Failed, keeps the selection pending, and commits it at a later boundary once the store is back", func() {
 			a := newSession(ns, "fail", nil, nil, be().agentStore)
 			a.settled(false, false)
 			a.startTurn(1)
@@ -406,18 +409,20 @@ func reconcilerSpecs(be func() *backend) {
 			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonAppendFailed))
 			Expect(a.planModes()).To(BeEmpty())
 
-			// The proposal failed: the agent ends the turn; the manager retries between turns.
-			a.endTurn("blocked")
+			// A v2 agent goes on under the committed state; its turn ends. The selection was
+			// queued in the turn: it waits for a later turn's boundary, also once the store is back.
+			a.endTurn("completed")
+			mgr.store.failPlanMode.Store(false)
 			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero())
 			Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
-			mgr.store.failPlanMode.Store(false)
-			as = a.settled(true, false)
-			Expect(readyReason(as)).To(Equal("True/InSync"))
-			Expect(a.planModes()).To(HaveLen(1))
 
 			a.startTurn(2)
 			r = a.boundary(2, 1)
+			Expect(r.committed).To(BeTrue())
 			Expect(r.notice).To(Equal(harness.NoticePlanOn), "the earlier header told default mode")
+			as = a.settled(true, false)
+			Expect(readyReason(as)).To(Equal("True/InSync"))
+			Expect(a.planModes()).To(HaveLen(1))
 		})
 
 		It("keeps a between-turns selection pending while the store fails, and reports it", func() {

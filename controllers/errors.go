@@ -31,11 +31,35 @@ func (e *AppendConflictError) Error() string {
 }
 
 // ConfigMissingError is a session whose PlanModeConfig does not exist. Only entering plan mode
-// waits for it; the reconcile itself goes on.
+// waits for it; the reconcile and the agent's steps go on.
 type ConfigMissingError struct{ Namespace, Name string }
 
 func (e *ConfigMissingError) Error() string {
 	return fmt.Sprintf("PlanModeConfig %q not found in namespace %q: create it or set spec.planMode.configRef.name; entering plan mode waits for it", e.Name, e.Namespace)
+}
+
+// ForkRefusedError is a spec.fork the log cannot honour: the session's log exists and was not
+// seeded from the named parent (an agent without fork support appended first, or the session
+// ID was reused). Terminal: the status says so (ForkRefused, Stalled) and names the fix; the
+// other phases still run on the log as it is.
+type ForkRefusedError struct {
+	SessionID, Parent, ActualParent string
+	// Reason, when set, is why the parent's prefix cannot be copied (the log does not exist yet).
+	Reason string
+}
+
+func (e *ForkRefusedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("spec.fork: session %q cannot be seeded from %q: %s", e.SessionID, e.Parent, e.Reason)
+	}
+	had := "no parent"
+	if e.ActualParent != "" {
+		had = fmt.Sprintf("parent %q", e.ActualParent)
+	}
+	return fmt.Sprintf("spec.fork: session %q already exists in the log store with %s, so it cannot be seeded from %q "+
+		"(an agent appended before the fork was seeded, or the session ID was reused); "+
+		"create the AgentSession again with a new spec.sessionID, and run agents built with a protocol v2 agent SDK, which seed the fork themselves",
+		e.SessionID, had, e.Parent)
 }
 
 // recomputeError restarts the phases: a compare-and-swap append lost the race for the next

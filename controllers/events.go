@@ -18,6 +18,8 @@ const (
 	EventReasonInvalidBound   = "InvalidBoundaryReport"
 	EventReasonStoreError     = "LogStoreUnavailable"
 	EventReasonForkSeeded     = "ForkSeeded"
+	EventReasonForkRefused    = "ForkRefused"
+	EventReasonConfigMissing  = "ConfigMissing"
 	EventReasonReviewOpened   = "ReviewOpened"
 	EventReasonReviewDecided  = "ReviewDecided"
 	EventReasonReviewExpired  = "ReviewExpired"

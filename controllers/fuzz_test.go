@@ -256,9 +256,10 @@ func FuzzBoundaryReport(f *testing.F) {
 				if tail.TurnOpen && len(after) != len(before) {
 					t.Fatalf("a refused report led to an append inside the turn")
 				}
-				if ready := findCond(out.status.Conditions, agentsv1alpha1.ConditionReady); ready == nil ||
-					(ready.Reason != agentsv1alpha1.ReasonInvalidBoundary && ready.Reason != agentsv1alpha1.ReasonConfigMissing) {
-					t.Fatalf("a refused report without an InvalidBoundaryReport condition: %+v", ready)
+				live := tail.TurnOpen && bt == tail.Turn
+				if ready := findCond(out.status.Conditions, agentsv1alpha1.ConditionReady); live && (ready == nil ||
+					(ready.Reason != agentsv1alpha1.ReasonInvalidBoundary && ready.Reason != agentsv1alpha1.ReasonConfigMissing)) {
+					t.Fatalf("a refused report from a live turn without an InvalidBoundaryReport condition: %+v", ready)
 				}
 				warned := false
 				for _, ev := range out.events {
@@ -278,6 +279,26 @@ func FuzzBoundaryReport(f *testing.F) {
 			for _, v := range vs {
 				if v.Kind == invariant.AckNotInLog {
 					t.Fatalf("admitted answer not in the log: %s", v)
+				}
+			}
+		case agentsv1alpha1.BoundaryDismissed:
+			// Protocol v2: only a report the log has moved past (its turn ended, or events at
+			// and after its seq that are not the plan/mode answering it) is dismissed, and that
+			// needs no one: no append, no Stalled, no Warning.
+			passed := bt < tail.Turn || bt == tail.Turn && (!tail.TurnOpen ||
+				bseq < tail.NextSeq && (bseq != tail.NextSeq-1 || tail.LastPlanModeSeq != bseq))
+			if !passed {
+				t.Fatalf("a report the log has not moved past dismissed: (%d,%d,%d) against tail %+v", bt, bs, bseq, tail)
+			}
+			if tail.TurnOpen && len(after) != len(before) {
+				t.Fatalf("a dismissed report led to an append inside the turn")
+			}
+			if st := findCond(out.status.Conditions, agentsv1alpha1.ConditionStalled); st != nil && st.Reason == agentsv1alpha1.ReasonInvalidBoundary {
+				t.Fatalf("a dismissed report stalls the session: %+v", st)
+			}
+			for _, ev := range out.events {
+				if ev.reason == EventReasonInvalidBound {
+					t.Fatalf("a dismissed report with a Warning Event: %+v", ev)
 				}
 			}
 		default:

@@ -29,6 +29,16 @@ func (sc *sessionScope) answerBoundary(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, nil
 	}
 	t := sc.tail
+	if msg := sc.supersededBoundary(b); msg != "" {
+		// Protocol v2: the agent stopped waiting and went on under the committed state; the
+		// log has moved past its report. Nothing is wrong: the selection stays pending for a
+		// later boundary, and the report is answered so no one waits on it.
+		ack := sc.ack(b, agentsv1alpha1.BoundaryDismissed, t.Active, t.NextSeq)
+		ack.Reason, ack.Message = agentsv1alpha1.ReasonSuperseded, msg
+		sc.planMode.LastBoundary = ack
+		logf.FromContext(ctx).V(1).Info("dismissed a boundary report the log has moved past", "turn", b.Turn, "step", b.Step, "seq", b.Seq, "nextSeq", t.NextSeq)
+		return ctrl.Result{}, nil
+	}
 	if msg := sc.checkBoundary(b); msg != "" {
 		ack := sc.ack(b, agentsv1alpha1.BoundaryFailed, t.Active, t.NextSeq)
 		ack.Reason, ack.Message = agentsv1alpha1.ReasonInvalidBoundary, invalidBoundaryMsgPrefix+msg
@@ -85,6 +95,21 @@ func (sc *sessionScope) boundaryDecision() planmode.FlushDecision {
 
 func answered(ack *agentsv1alpha1.BoundaryAck, b *agentsv1alpha1.StepBoundary) bool {
 	return ack != nil && ack.Turn == b.Turn && ack.Step == b.Step && ack.Seq == b.Seq
+}
+
+// supersededBoundary says why a report is one the log has moved past, "" when it is not: its
+// turn has ended, or events were appended at and after its seq that are not the plan/mode
+// answering it (protocol v2: an agent that got no answer in time starts its step under the
+// committed state, so such a report is normal after a manager outage and needs no one).
+func (sc *sessionScope) supersededBoundary(b *agentsv1alpha1.StepBoundary) string {
+	t := sc.tail
+	switch {
+	case b.Turn < t.Turn || b.Turn == t.Turn && !t.TurnOpen:
+		return fmt.Sprintf("turn %d has ended since this boundary was reported; the selection stays pending for a later boundary", b.Turn)
+	case b.Turn == t.Turn && b.Seq < t.NextSeq && (b.Seq != t.NextSeq-1 || t.LastPlanModeSeq != b.Seq):
+		return fmt.Sprintf("the log moved past seq %d (next seq %d) without waiting for an answer; the selection stays pending for a later boundary", b.Seq, t.NextSeq)
+	}
+	return ""
 }
 
 // checkBoundary validates a report against the log; "" when valid.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,15 +15,21 @@ import (
 )
 
 // readConfig resolves the PlanModeConfig in force. A missing config holds only entering plan
-// mode (there would be no guidance to render); leaving it never waits for a config.
+// mode (there would be no guidance to render); leaving it never waits for a config, and no
+// step waits for it (a plan-mode step meanwhile gets the guidance its agent last saw,
+// docs/protocol.md).
 func (sc *sessionScope) readConfig(ctx context.Context) (ctrl.Result, error) {
 	ns, name := sc.session.Namespace, sc.session.ConfigName()
 	var cfg agentsv1alpha1.PlanModeConfig
 	err := sc.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cfg)
 	switch {
 	case apierrors.IsNotFound(err):
-		sc.planMode.Config = nil
 		sc.configMissing = &ConfigMissingError{Namespace: ns, Name: name}
+		if sc.stored.Config != nil || sc.session.Status.ObservedGeneration == 0 {
+			// Once when the config goes away (or is missing from the start), not per reconcile.
+			sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, "ReadConfig", sc.configMissing.Error())
+		}
+		sc.planMode.Config = nil
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("get PlanModeConfig %s/%s: %w", ns, name, err)

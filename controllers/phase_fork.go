@@ -6,12 +6,19 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// ensureFork seeds a forked session's empty log with its parent's prefix, once.
+// ensureFork seeds a forked session's empty log with its parent's prefix, once. Whoever comes
+// first seeds it: this phase, or a protocol v2 agent starting before the manager's first
+// reconcile (pkg/agentsdk does the same Fork; the store's compare-and-swap lets one win). A
+// log written without the parent is refused with a terminal condition, and the other phases
+// still run so the agent's boundaries are answered.
 func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	f := sc.session.Spec.Fork
 	if f == nil {
@@ -21,7 +28,9 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	info, err := sc.r.Store.Info(ctx, sid)
 	if err == nil {
 		if info.ParentSession != f.SessionID {
-			return ctrl.Result{}, storeErrorf("session %q already exists in the log store without parent %q; spec.fork only seeds a new, empty session", sid, f.SessionID)
+			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, ActualParent: info.ParentSession}
+			sc.emitForkRefused()
+			return ctrl.Result{}, nil
 		}
 		sc.forkSeedLength = info.SeedLength
 		return ctrl.Result{}, nil
@@ -38,10 +47,27 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 		if sessionlog.IsConflict(err) {
 			return ctrl.Result{}, &recomputeError{reason: "a concurrent reconcile seeded the fork"}
 		}
+		var inTurn *sessionlog.ForkBoundaryError
+		if errors.As(err, &inTurn) {
+			// The request itself is wrong, and spec.fork is immutable: terminal, naming the fix.
+			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, Reason: fmt.Sprintf(
+				"spec.fork.throughSeq %d ends inside open turn %d of session %q; "+
+					"create the AgentSession again with spec.fork.throughSeq at a turn/end of the parent, or unset for its last completed turn",
+				inTurn.Boundary, inTurn.Turn, f.SessionID)}
+			sc.emitForkRefused()
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, storeErrorf("fork session %q from %q: %w", sid, f.SessionID, err)
 	}
 	sc.forkSeedLength = tail.NextSeq
 	sc.emit(corev1.EventTypeNormal, EventReasonForkSeeded, "Fork",
 		fmt.Sprintf("seeded %d events from session %q; inherited plan mode %v", tail.NextSeq, f.SessionID, tail.Active))
 	return ctrl.Result{}, nil
+}
+
+// emitForkRefused warns once, when the condition first says so.
+func (sc *sessionScope) emitForkRefused() {
+	if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonForkRefused {
+		sc.emit(corev1.EventTypeWarning, EventReasonForkRefused, "Fork", sc.forkRefused.Error())
+	}
 }

@@ -120,7 +120,7 @@ func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, 
 	switch {
 	case d.Decision == agentsv1alpha1.ReviewApprove && d.Feedback == "":
 		rs.Phase, rs.Message = agentsv1alpha1.ReviewApproved, harness.ExitApprovedText
-		recordApprovedExit(&status.PlanMode)
+		recordApprovedExit(&status.PlanMode, sc.openTurn())
 	case d.Decision == agentsv1alpha1.ReviewApprove, d.Decision == agentsv1alpha1.ReviewKeepPlanning:
 		rs.Phase, rs.Message = agentsv1alpha1.ReviewKeptPlanning, harness.KeepPlanningText(d.Feedback)
 	case d.Decision == agentsv1alpha1.ReviewDismiss:
@@ -137,10 +137,11 @@ func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, 
 // recordApprovedExit is the harness's approval: pending := {active:false, narrate:false},
 // overwriting any user pending. Nothing is appended now; the next step boundary appends
 // plan/mode {false} with no notice (the tool result is the narration).
-func recordApprovedExit(pm *agentsv1alpha1.PlanModeStatus) {
+func recordApprovedExit(pm *agentsv1alpha1.PlanModeStatus, turn int64) {
 	f := false
 	pm.PendingActive = &f
 	pm.PendingSource = agentsv1alpha1.PendingSourceExit
+	pm.QueuedInTurn = turn
 	pm.Pending = pm.Active
 }
 

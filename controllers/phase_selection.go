@@ -24,13 +24,20 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 	}
 	d := planmode.Set(sc.state(), sel)
 	if d.Append != nil && *d.Append && sc.holdsEntry() {
-		d = planmode.SetDecision{Outcome: planmode.Queued, Pending: &planmode.Pending{Active: true, Narrate: true}}
+		// Between turns with no guidance to render: the entry waits for the config, and says so.
+		sc.setPending(&planmode.Pending{Active: true, Narrate: true})
+		sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
+		return ctrl.Result{}, nil
 	}
 	switch d.Outcome {
 	case planmode.Noop:
 		return ctrl.Result{}, nil
 	case planmode.Queued:
 		sc.setPending(d.Pending)
+		if sel && sc.holdsEntry() {
+			sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
+			return ctrl.Result{}, nil
+		}
 		sc.emitSeries(corev1.EventTypeNormal, EventReasonQueued, transitionAction(sel), queuedNote.of(sel))
 		return ctrl.Result{}, nil
 	case planmode.Cancelled:
@@ -73,8 +80,10 @@ func (sc *sessionScope) reassertSelection(ctx context.Context) (ctrl.Result, err
 	return ctrl.Result{}, nil
 }
 
-// flushBetweenTurns appends a selection queued during a turn that has ended since (or one whose
-// earlier append failed). Nothing else would flush it: no boundary runs until the next prompt.
+// flushBetweenTurns appends, between turns, a selection made between turns whose append
+// failed or was held (its config was missing), and clears a net-zero one. A selection queued
+// during a turn is not appended when the turn ends: as in the harness it waits for a step
+// boundary of a later turn, and a selection cancelled before then logs nothing.
 func (sc *sessionScope) flushBetweenTurns(ctx context.Context) (ctrl.Result, error) {
 	if sc.tail.TurnOpen || sc.planMode.PendingActive == nil {
 		return ctrl.Result{}, nil
@@ -84,7 +93,7 @@ func (sc *sessionScope) flushBetweenTurns(ctx context.Context) (ctrl.Result, err
 		sc.setPending(nil) // net-zero: nothing to log
 		return ctrl.Result{}, nil
 	}
-	if *d.Append && sc.holdsEntry() {
+	if sc.planMode.QueuedInTurn != 0 || *d.Append && sc.holdsEntry() {
 		return ctrl.Result{}, nil
 	}
 	if err := sc.appendPlanMode(ctx, sc.tail.NextSeq, *d.Append); err != nil {

@@ -91,12 +91,9 @@ func (sc *sessionScope) finish(res ctrl.Result, failure error) {
 		status.ObservedGeneration = sc.session.Generation
 		res = soonest(res, sc.review(&status))
 	}
+	// No poll for a turn's end: a selection queued in a turn is appended at a step boundary
+	// (the agent's report is an API event), never because the turn ended.
 	sc.setConditions(&status, failure)
-	if pm := status.PlanMode; pm.PendingActive != nil && pm.TurnOpen {
-		// Waiting for a boundary or for the turn to end (the log's turn/end is no API event):
-		// a pending selection then commits, a cancelled residue is cleared.
-		res = soonest(res, ctrl.Result{RequeueAfter: sc.r.pendingPoll()})
-	}
 	old := sc.session.Status.DeepCopy()
 	if n := old.PlanMode.Notice; n != nil && sc.logRead && n.Seq < sc.tail.LastStepStartSeq {
 		old.PlanMode.Notice = nil // a delivered notice is dropped with the next write, but is no reason to write

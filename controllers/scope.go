@@ -25,6 +25,9 @@ type sessionScope struct {
 	// configMissing is set when the PlanModeConfig in force does not exist: a selection
 	// entering plan mode is held pending until it does.
 	configMissing *ConfigMissingError
+	// forkRefused is set when spec.fork cannot be honoured (the log was written without its
+	// parent): a terminal condition, while the other phases go on.
+	forkRefused *ForkRefusedError
 	// sessionIsNewest: the session is known to be the API server's newest, so an append may
 	// be decided on it (ensureNewestSession).
 	sessionIsNewest bool
@@ -51,14 +54,21 @@ func (sc *sessionScope) state() planmode.State {
 	return planmode.State{Logged: sc.tail.Active, Pending: p, TurnOpen: sc.tail.TurnOpen, Told: sc.tail.Told}
 }
 
+// setPending records the pending selection and the turn it was queued in: one queued while a
+// turn is open waits for a step boundary (in that turn or a later one), never for the turn's end.
 func (sc *sessionScope) setPending(p *planmode.Pending) {
 	if p == nil {
 		sc.planMode.PendingActive = nil
 		sc.planMode.PendingSource = ""
+		sc.planMode.QueuedInTurn = 0
 		return
 	}
 	a := p.Active
 	sc.planMode.PendingActive = &a
+	sc.planMode.QueuedInTurn = 0
+	if sc.tail.TurnOpen {
+		sc.planMode.QueuedInTurn = sc.tail.Turn
+	}
 	sc.planMode.PendingSource = agentsv1alpha1.PendingSourceUser
 	if !p.Narrate {
 		sc.planMode.PendingSource = agentsv1alpha1.PendingSourceExit
@@ -77,3 +87,11 @@ func (sc *sessionScope) owe(text string) {
 
 // holdsEntry reports that entering plan mode must wait: there is no guidance to render.
 func (sc *sessionScope) holdsEntry() bool { return sc.configMissing != nil }
+
+// openTurn is the turn open in the log, 0 when none (or the log was not read).
+func (sc *sessionScope) openTurn() int64 {
+	if sc.logRead && sc.tail.TurnOpen {
+		return sc.tail.Turn
+	}
+	return 0
+}

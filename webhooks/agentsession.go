@@ -239,6 +239,18 @@ func validateSpecFields(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorList {
 			errs = append(errs, field.Required(field.NewPath("spec", "steer", "text"), "the steer message needs text that is not blank"))
 		}
 	}
+	seen := map[string]bool{}
+	for i, m := range spec.SteerQueue {
+		p := field.NewPath("spec", "steerQueue").Index(i)
+		errs = append(errs, validateID(p.Child("id"), m.ID)...)
+		if seen[m.ID] {
+			errs = append(errs, field.Duplicate(p.Child("id"), m.ID))
+		}
+		seen[m.ID] = true
+		if strings.TrimSpace(m.Text) == "" {
+			errs = append(errs, field.Required(p.Child("text"), "a queued message needs text that is not blank"))
+		}
+	}
 	return errs
 }
 

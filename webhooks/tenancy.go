@@ -146,9 +146,9 @@ func (v *AgentSessionValidator) validateAgentWriter(req admission.Request, oldOb
 		u.Username, v.Identities.AgentServiceAccountPrefix, v.Identities.AgentServiceAccountPrefix, obj.Namespace))}
 }
 
-// validateSteerID: status.agent.steerID records the steer message the agent delivered, so it
-// may only change to the id of this session's spec.steer; any other value would mark a message
-// delivered that never was.
+// validateSteerID: status.agent.steerID records the last user message the agent delivered, so
+// it may only change to the id of a message of this session (spec.steerQueue, or the v1
+// spec.steer); any other value would mark a message delivered that never was.
 func validateSteerID(oldObj, obj *agentsv1alpha1.AgentSession) field.ErrorList {
 	var was, now string
 	if a := oldObj.Status.Agent; a != nil {
@@ -163,8 +163,13 @@ func validateSteerID(oldObj, obj *agentsv1alpha1.AgentSession) field.ErrorList {
 	if st := obj.Spec.Steer; st != nil && st.ID == now {
 		return nil
 	}
-	want := "no steer message is set (spec.steer is empty)"
-	if st := obj.Spec.Steer; st != nil {
+	for _, m := range obj.Spec.SteerQueue {
+		if m.ID == now {
+			return nil
+		}
+	}
+	want := "no message of this session has that id (spec.steerQueue and spec.steer)"
+	if st := obj.Spec.Steer; st != nil && len(obj.Spec.SteerQueue) == 0 {
 		want = fmt.Sprintf("the steer message of this session is %q (spec.steer.id)", st.ID)
 	}
 	return field.ErrorList{field.Invalid(field.NewPath("status", "agent", "steerID"), now,

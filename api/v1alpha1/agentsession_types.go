@@ -51,9 +51,20 @@ type AgentSessionSpec struct {
 	Agent *AgentBinding `json:"agent,omitempty"`
 
 	// Steer delivers a user message to the agent as the next step's ordinary user message
-	// (`kubectl plan <message>`). Each new ID is delivered once.
+	// (`kubectl plan <message>`). Each new ID is delivered once. Protocol v1; a second message
+	// written before the first is delivered replaces it. Prefer SteerQueue.
 	// +optional
 	Steer *SteerMessage `json:"steer,omitempty"`
+
+	// SteerQueue holds user messages for the agent, oldest first (`kubectl plan message`,
+	// protocol v2). The agent delivers every message once, in order: those after the one
+	// named by status.agent.steerID go into its next step, after that step's other input; an
+	// idle agent starts a turn with them. Writers append, and drop the messages up to and
+	// including status.agent.steerID (delivered).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	SteerQueue []SteerMessage `json:"steerQueue,omitempty"`
 }
 
 // PlanModeSpec is the desired plan-mode selection.
@@ -234,6 +245,12 @@ type PlanModeStatus struct {
 	// +optional
 	PendingSource PendingSource `json:"pendingSource,omitempty"`
 
+	// QueuedInTurn is the turn that was open in the log when the pending selection was queued;
+	// 0 when it was made between turns. A selection queued in a turn is appended at a step
+	// boundary, in that turn or a later one, never between turns.
+	// +optional
+	QueuedInTurn int64 `json:"queuedInTurn,omitempty"`
+
 	// Selection is the spec.planMode.active value the manager has taken on, so a repeated or
 	// reverted selection is recognised (noop, cancelled) instead of appended twice.
 	// +optional
@@ -299,14 +316,20 @@ type ConfigInForce struct {
 }
 
 // BoundaryResult is the outcome of a step proposal.
-// +kubebuilder:validation:Enum=Admitted;Failed
+// +kubebuilder:validation:Enum=Admitted;Failed;Dismissed
 type BoundaryResult string
 
 const (
 	// BoundaryAdmitted means the step may proceed with the committed state in the acknowledgement.
 	BoundaryAdmitted BoundaryResult = "Admitted"
-	// BoundaryFailed means the append failed; the step proposal fails and the selection stays pending.
+	// BoundaryFailed means the report could not be acted on: the log store failed (a protocol
+	// v2 agent then proceeds under the committed state) or the report does not match a live
+	// turn. The selection stays pending.
 	BoundaryFailed BoundaryResult = "Failed"
+	// BoundaryDismissed (protocol v2) answers a report the log has moved past: the agent
+	// stopped waiting and its step started (or its turn ended) under the committed state. The
+	// selection stays pending for a later boundary; nothing is wrong.
+	BoundaryDismissed BoundaryResult = "Dismissed"
 )
 
 // BoundaryAck answers one step boundary the agent reported.
@@ -316,7 +339,7 @@ type BoundaryAck struct {
 	Step int64 `json:"step"`
 	// Seq is the log position the agent reported at the boundary.
 	Seq int64 `json:"seq"`
-	// Result is Admitted or Failed.
+	// Result is Admitted, Failed or Dismissed.
 	Result BoundaryResult `json:"result"`
 	// Active is the committed plan state the step must use.
 	Active bool `json:"active"`
@@ -329,7 +352,8 @@ type BoundaryAck struct {
 	Notice string `json:"notice,omitempty"`
 	// Reason says why a result is Failed: InvalidBoundaryReport (the report does not match the
 	// log; the agent must read the tail again) or LogStoreUnavailable (the manager could not
-	// read or append; the selection stays pending for the next boundary).
+	// read or append; the selection stays pending for the next boundary); or why it is
+	// Dismissed: Superseded (the log moved past the report).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// Message explains a Failed result.
@@ -351,7 +375,8 @@ type AgentReport struct {
 	// +optional
 	Review *PlanReviewRequest `json:"review,omitempty"`
 
-	// SteerID is the last spec.steer id the agent recorded in the log.
+	// SteerID is the id of the last user message (spec.steerQueue, or a v1 spec.steer) the
+	// agent recorded in the log.
 	// +optional
 	SteerID string `json:"steerID,omitempty"`
 }
@@ -452,6 +477,10 @@ const (
 	// ReasonSessionIDInUse: the log of spec.sessionID belongs to another AgentSession; this
 	// one never reads or writes it (one log per session).
 	ReasonSessionIDInUse = "SessionIDInUse"
+	// ReasonSuperseded: a boundary report the log has moved past, dismissed (protocol v2).
+	ReasonSuperseded = "Superseded"
+	// ReasonForkRefused: spec.fork names a parent the session's log was not seeded from.
+	ReasonForkRefused = "ForkRefused"
 )
 
 // +kubebuilder:object:root=true

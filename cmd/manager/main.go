@@ -81,7 +81,7 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.eventMaxHold, "event-max-hold", controllers.DefaultEventMaxHold,
 		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
 	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
-		"How often a session whose selection waits during an open turn re-reads its log (to commit it once the turn ends).")
+		"Kept for compatibility; no effect since protocol v2: a selection queued during a turn waits for a step boundary of a later turn, so nothing polls for the turn's end.")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
 	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")

@@ -49,12 +49,14 @@ func run() error {
 		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end")
 		stepDelay  = flag.Duration("step-delay", 0, "model time per step, between its request and its step/end")
 		loop       = flag.Bool("loop", false, "repeat the script until interrupted (demo)")
-		timeout    = flag.Duration("boundary-timeout", 30*time.Second, "how long a step boundary waits for the manager's acknowledgement")
-		review     = flag.Duration("review-timeout", refagent.DefaultReviewTimeout, "how long an exit_plan_mode call waits for the plan review")
-		provider   = flag.String("provider", "reference", "request/header config.provider")
-		model      = flag.String("model", "scripted", "request/header config.model")
-		quiet      = flag.Bool("quiet", false, "print only the summary")
-		watchFor   = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
+		serve      = flag.Bool("wait-for-messages", false, "after the script (without --loop), stay idle and start a turn for each user message (kubectl plan message) until interrupted")
+		timeout    = flag.Duration("boundary-timeout", agentsdk.DefaultBoundaryWait,
+			"the longest a step boundary waits for the manager's answer before the step proceeds under the committed state (the selection then applies at a later boundary)")
+		review   = flag.Duration("review-timeout", refagent.DefaultReviewTimeout, "how long an exit_plan_mode call waits for the plan review")
+		provider = flag.String("provider", "reference", "request/header config.provider")
+		model    = flag.String("model", "scripted", "request/header config.model")
+		quiet    = flag.Bool("quiet", false, "print only the summary")
+		watchFor = flag.Duration("watch-timeout", 0, "how long each watch lasts before the agent watches again, between it and twice it: at least 5m; "+
 			"0 is client-go's 5 to 10 minutes (thousands of agents: longer means fewer re-watches for the API server)")
 	)
 	flag.BoolFunc("version", "print the version and exit", func(string) error {
@@ -111,7 +113,7 @@ func run() error {
 	defer c.Close()
 
 	stats, err := refagent.Run(ctx, refagent.Options{
-		Client: c, Script: script, Loop: *loop, StepDelay: *stepDelay, BoundaryTimeout: *timeout, ReviewTimeout: *review,
+		Client: c, Script: script, Loop: *loop, WaitForMessages: *serve, StepDelay: *stepDelay, BoundaryTimeout: *timeout, ReviewTimeout: *review,
 		Model: harness.LLMCallConfig{Provider: *provider, Model: *model}, Logger: logr.Discard(),
 		OnStep: func(r refagent.StepRecord) {
 			if *quiet {
@@ -121,14 +123,14 @@ func run() error {
 				fmt.Printf("turn %d step %d: proposal failed after %s: %v\n", r.Turn, r.Step, r.Latency.Round(time.Microsecond), r.Err)
 				return
 			}
-			fmt.Printf("turn %d step %d: plan=%v asked=%v boundary=%s header=%v notice=%q\n",
-				r.Turn, r.Step, r.Active, r.Asked, r.Latency.Round(time.Microsecond), r.HeaderLogged, r.Notice)
+			fmt.Printf("turn %d step %d: plan=%v asked=%v unanswered=%v boundary=%s header=%v notice=%q\n",
+				r.Turn, r.Step, r.Active, r.Asked, r.Unanswered, r.Latency.Round(time.Microsecond), r.HeaderLogged, r.Notice)
 		},
 	})
 	fmt.Printf("session %s: %d turns, %d steps, %d asked, %d notices, %d failed proposals, %d retries, %d tool calls\n",
 		c.SessionID(), stats.Turns, stats.Steps, stats.Asked, stats.Notices, stats.FailedProposals, stats.Retries, stats.ToolCalls)
 	// An interrupt is how a looping demo ends, not a failure.
-	interrupted := *loop && ctx.Err() != nil
+	interrupted := (*loop || *serve) && ctx.Err() != nil
 	if err != nil && !interrupted {
 		return err
 	}

@@ -192,7 +192,7 @@ func newDismissCommand(o *Options) *cobra.Command {
 	var f decideFlags
 	cmd := &cobra.Command{
 		Use:   "dismiss SESSION",
-		Short: "Dismiss the review: the agent stays in plan mode and stops its turn",
+		Short: "Dismiss the review: the agent stops its turn; the session stays in plan mode unless leaving it is selected",
 		Long: `Dismiss the review (spec.review.decision=Dismiss), to speak to the agent instead. The agent's
 exit_plan_mode call returns {approved: false} and its turn concludes; plan mode stays on until
 your next message (for example: kubectl plan message SESSION TEXT).` + decideHelp,
@@ -209,16 +209,28 @@ your next message (for example: kubectl plan message SESSION TEXT).` + decideHel
 
 // decide writes spec.review for the plan under review, guarded by the resourceVersion it was
 // read at. A conflict is retried only while the same plan is still under review.
+// leavingSelected: the session was in plan mode with leaving it selected and not applied yet
+// (a pending selection of plan mode off), as read before the decision was written.
+func leavingSelected(as *v1alpha1.AgentSession) bool {
+	if as == nil {
+		return false
+	}
+	st := StateOf(as)
+	return st.Logged && st.Pending != nil && !st.Pending.Active
+}
+
 func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDecisionType, f decideFlags) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
 	var seen, seenDigest, title string
+	var last *v1alpha1.AgentSession
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
 			return err
 		}
+		last = as
 		r := underReview(as)
 		if r == nil {
 			return nothingUnderReview(as)
@@ -258,21 +270,32 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 			return err
 		}
 	}
-	var msg string
+	fmt.Fprintln(o.Streams.Out, decisionReply(d, title, seen, name, f.feedback != "", leavingSelected(last)))
+	return nil
+}
+
+// decisionReply says what a decision does, including the session's plan state afterwards:
+// leaving plan mode may have been selected (kubectl plan off) while the agent waited on the review.
+func decisionReply(d v1alpha1.ReviewDecisionType, title, id, name string, feedback, leaving bool) string {
 	switch d {
 	case v1alpha1.ReviewApprove:
-		msg = fmt.Sprintf("Approved %q (review %s): the agent leaves plan mode at its next step.", title, seen)
+		return fmt.Sprintf("Approved %q (review %s): the agent leaves plan mode at its next step.", title, id)
 	case v1alpha1.ReviewKeepPlanning:
-		if f.feedback != "" {
-			msg = fmt.Sprintf("Sent %q (review %s) back with your feedback: the agent keeps planning.", title, seen)
-		} else {
-			msg = fmt.Sprintf("Sent %q (review %s) back: the agent keeps planning.", title, seen)
+		with := ""
+		if feedback {
+			with = " with your feedback"
 		}
-	case v1alpha1.ReviewDismiss:
-		msg = fmt.Sprintf("Dismissed the review of %q (review %s): the agent stays in plan mode and stops its turn.", title, seen)
+		if leaving {
+			return fmt.Sprintf("Sent %q (review %s) back%s: the agent revises it, but plan mode off is selected (kubectl plan off), "+
+				"so the session leaves plan mode at the agent's next step.", title, id, with)
+		}
+		return fmt.Sprintf("Sent %q (review %s) back%s: the agent keeps planning; the session stays in plan mode.", title, id, with)
 	}
-	fmt.Fprintln(o.Streams.Out, msg)
-	return nil
+	if leaving {
+		return fmt.Sprintf("Dismissed the review of %q (review %s): the agent stops its turn; plan mode off is selected (kubectl plan off), "+
+			"so the session leaves plan mode at the agent's next step, in its next turn.", title, id)
+	}
+	return fmt.Sprintf("Dismissed the review of %q (review %s): the agent stops its turn; the session stays in plan mode until you run kubectl plan off %s.", title, id, name)
 }
 
 // checkDecisionTarget stops a decision unless the plan under review is the one asked for

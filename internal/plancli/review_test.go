@@ -104,9 +104,9 @@ func TestDecisionReplies(t *testing.T) {
 		active   bool
 	}{
 		{v1alpha1.ReviewApprove, "", `Approved "Migrate" (review r1): the agent leaves plan mode at its next step.`, false},
-		{v1alpha1.ReviewKeepPlanning, "mind the resume path", `Sent "Migrate" (review r1) back with your feedback: the agent keeps planning.`, true},
-		{v1alpha1.ReviewKeepPlanning, "", `Sent "Migrate" (review r1) back: the agent keeps planning.`, true},
-		{v1alpha1.ReviewDismiss, "ignored", `Dismissed the review of "Migrate" (review r1): the agent stays in plan mode and stops its turn.`, true},
+		{v1alpha1.ReviewKeepPlanning, "mind the resume path", `Sent "Migrate" (review r1) back with your feedback: the agent keeps planning; the session stays in plan mode.`, true},
+		{v1alpha1.ReviewKeepPlanning, "", `Sent "Migrate" (review r1) back: the agent keeps planning; the session stays in plan mode.`, true},
+		{v1alpha1.ReviewDismiss, "ignored", `Dismissed the review of "Migrate" (review r1): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`, true},
 	} {
 		c := newCLI(t, underReviewSession("# Migrate\n"))
 		if err := c.decide(ctx, "demo", tc.d, decideFlags{feedback: tc.feedback}); err != nil {
@@ -216,5 +216,32 @@ func TestDecisionBoundToPlanDigest(t *testing.T) {
 	}
 	if r := c.read(t).Spec.Review; r == nil || r.PlanSHA256 != planmode.PlanSHA256(read) {
 		t.Fatalf("spec.review %+v, want the digest of the plan read", r)
+	}
+}
+
+// With leaving plan mode selected during the review (kubectl plan off), dismiss and revise say
+// the session leaves plan mode, not that it stays.
+func TestDecisionRepliesWithLeavingSelected(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		d     v1alpha1.ReviewDecisionType
+		reply string
+	}{
+		{v1alpha1.ReviewDismiss, `Dismissed the review of "Migrate" (review r1): the agent stops its turn; plan mode off is selected (kubectl plan off), ` +
+			`so the session leaves plan mode at the agent's next step, in its next turn.`},
+		{v1alpha1.ReviewKeepPlanning, `Sent "Migrate" (review r1) back: the agent revises it, but plan mode off is selected (kubectl plan off), ` +
+			`so the session leaves plan mode at the agent's next step.`},
+	} {
+		as := underReviewSession("# Migrate\n")
+		as.Spec.PlanMode.Active = bp(false)
+		as.Status.PlanMode.Selection, as.Status.PlanMode.Pending = bp(false), true
+		as.Status.PlanMode.PendingActive, as.Status.PlanMode.PendingSource = bp(false), v1alpha1.PendingSourceUser
+		c := newCLI(t, as)
+		if err := c.decide(ctx, "demo", tc.d, decideFlags{}); err != nil {
+			t.Fatalf("%s: %v", tc.d, err)
+		}
+		if got := strings.TrimSpace(c.out.String()); got != tc.reply {
+			t.Errorf("%s: reply %q, want %q", tc.d, got, tc.reply)
+		}
 	}
 }

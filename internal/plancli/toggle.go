@@ -88,9 +88,12 @@ func newMessageCommand(o *Options) *cobra.Command {
 under plan guidance (the harness's /plan TEXT).
 
 The words of TEXT are joined with single spaces and trimmed, as /plan trims its message. Both
-changes go in one write: spec.planMode.active=true and spec.steer={id: <fresh>, text: TEXT};
-the agent records each steer id once (status.agent.steerID). The reply is the entering reply of
-"kubectl plan on". Unlike the short form "kubectl plan SESSION TEXT", TEXT "off" here is a
+changes go in one write: spec.planMode.active=true and TEXT appended to spec.steerQueue with a
+fresh id (messages the agent already recorded, up to status.agent.steerID, are dropped). The
+agent records every queued message once, in order: in its next step when a turn is open, or,
+when it is idle, in a turn it starts for them (as /plan TEXT does through steer()). The reply is
+the entering reply of "kubectl plan on", then which of the two applies (read from the status
+before the write). Unlike the short form "kubectl plan SESSION TEXT", TEXT "off" here is a
 message, never an exit.
 
 Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
@@ -125,6 +128,10 @@ type written struct {
 	ack *v1alpha1.BoundaryAck
 	// warned: the missing-config warning was printed already.
 	warned bool
+	// review is the plan under review when the selection was written, nil when none is open.
+	review *v1alpha1.PlanReviewRequest
+	// idle: a message was queued while the status showed no open turn.
+	idle bool
 }
 
 // toggle is set(x) followed, for a message, by steer(text): it reads the session, runs the
@@ -152,6 +159,8 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 	if w.gen != 0 && w.predicted != planmode.Noop && o.wait > 0 {
 		if got, seen, ok := o.observe(ctx, name, x, w); ok {
 			outcome = got
+			// The manager's status, written after it read the log, knows the turn better.
+			w.idle = !seen.Status.PlanMode.TurnOpen
 			if c := apimeta.FindStatusCondition(seen.Status.Conditions, v1alpha1.ConditionReady); x && !w.warned && c != nil && c.Reason == v1alpha1.ReasonConfigMissing {
 				fmt.Fprintf(o.Streams.ErrOut, "warning: %s\n", c.Message)
 			}
@@ -162,7 +171,30 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 		}
 	}
 	fmt.Fprintln(o.Streams.Out, o.kubectlWords(planmode.PlanCommandReply(!x, outcome, w.before.Logged), name))
+	if text != "" {
+		if w.idle {
+			fmt.Fprintln(o.Streams.Out, "Message queued; the agent is idle, so it starts a turn with it.")
+		} else {
+			fmt.Fprintln(o.Streams.Out, "Message queued for the agent's next step, after the messages queued before it.")
+		}
+	}
+	if w.review != nil {
+		fmt.Fprintln(o.Streams.Out, openReviewNote(name, x, w.review))
+	}
 	return nil
+}
+
+// openReviewNote says what a toggle means for the plan review the agent is waiting on: the
+// agent's exit_plan_mode call holds its step until the review is decided, so a selection made
+// meanwhile applies only at the step after that.
+func openReviewNote(name string, x bool, r *v1alpha1.PlanReviewRequest) string {
+	if !x {
+		return fmt.Sprintf("The review of %q (review %s) is still open and the agent is waiting on it: plan mode is left at the agent's first step after "+
+			"the review is decided or expires. To stop waiting, decide it: kubectl plan dismiss %s (or approve, which also leaves plan mode).",
+			planTitle(r.Plan), r.ID, name)
+	}
+	return fmt.Sprintf("The review of %q (review %s) is open: the agent stays in plan mode and waits on it; decide it with kubectl plan approve|revise|dismiss %s.",
+		planTitle(r.Plan), r.ID, name)
 }
 
 // kubectlWords puts a harness reply in the words of the tool the user typed: "/plan off"
@@ -184,6 +216,11 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			return err
 		}
 		w = written{before: StateOf(as), ack: as.Status.PlanMode.LastBoundary}
+		if r := underReview(as); r != nil {
+			if _, closed := decided(as, r); !closed {
+				w.review = r
+			}
+		}
 		w.predicted = planmode.Set(w.before, x).Outcome
 		desired := as.Spec.PlanMode.Active
 		sameSpec := desired != nil && *desired == x
@@ -203,7 +240,13 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			spec["planMode"] = map[string]any{"active": x}
 		}
 		if text != "" {
-			spec["steer"] = map[string]any{"id": "kp-" + string(uuid.NewUUID()), "text": text}
+			q, err := queueMessage(as, v1alpha1.SteerMessage{ID: "kp-" + string(uuid.NewUUID()), Text: text})
+			if err != nil {
+				return err
+			}
+			spec["steerQueue"] = q
+			spec["steer"] = nil // a protocol v1 message not delivered yet is in the queue now
+			w.idle = !as.Status.PlanMode.TurnOpen
 		}
 		if len(spec) == 0 {
 			return nil // noop, and spec already records the selection: nothing to write
@@ -220,6 +263,36 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 		return nil
 	})
 	return w, err
+}
+
+// maxQueued is spec.steerQueue's size limit (the CRD's maxItems).
+const maxQueued = 64
+
+// queueMessage is spec.steerQueue with m appended: the messages the agent already recorded
+// (up to status.agent.steerID) are dropped, and a protocol v1 spec.steer not recorded yet goes
+// first, so every message is delivered once, in order.
+func queueMessage(as *v1alpha1.AgentSession, m v1alpha1.SteerMessage) ([]v1alpha1.SteerMessage, error) {
+	recorded := ""
+	if as.Status.Agent != nil {
+		recorded = as.Status.Agent.SteerID
+	}
+	var q []v1alpha1.SteerMessage
+	if st := as.Spec.Steer; st != nil && st.ID != recorded {
+		q = append(q, *st)
+	}
+	for i, e := range as.Spec.SteerQueue {
+		if e.ID == recorded {
+			q = q[:0] // everything up to here is recorded, including a v1 message before it
+			q = append(q, as.Spec.SteerQueue[i+1:]...)
+			break
+		}
+		q = append(q, e)
+	}
+	if len(q) >= maxQueued {
+		return nil, fmt.Errorf("session %q already has %d messages the agent has not recorded (spec.steerQueue holds at most %d); "+
+			"wait for the agent to take them (kubectl plan status %s) and send again", as.Name, len(q), maxQueued, as.Name)
+	}
+	return append(q, m), nil
 }
 
 // observe waits for the manager to take selection x on (status.observedGeneration reaches the

@@ -83,20 +83,55 @@ func TestToggleWithMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := c.read(t)
-	if s := as.Spec.Steer; s == nil || s.Text != "draft the migration" || !strings.HasPrefix(s.ID, "kp-") {
-		t.Fatalf("spec.steer %+v, want the trimmed text with a kp- id", s)
+	if q := as.Spec.SteerQueue; len(q) != 1 || q[0].Text != "draft the migration" || !strings.HasPrefix(q[0].ID, "kp-") {
+		t.Fatalf("spec.steerQueue %+v, want the trimmed text with a kp- id", q)
 	}
 	if a := as.Spec.PlanMode.Active; a == nil || !*a {
 		t.Errorf("spec.planMode.active %v, want true", a)
 	}
-	first := as.Spec.Steer.ID
-	// Already in plan mode: the message alone is written, with a new id.
+	if !strings.Contains(c.out.String(), "Message queued for the agent's next step") {
+		t.Errorf("reply does not say the message waits for the next step of the open turn: %q", c.out.String())
+	}
+	first := as.Spec.SteerQueue[0].ID
+	// A second message before the first is delivered: both are queued, in order.
 	c = newCLI(t, as)
 	if err := c.toggle(context.Background(), "demo", true, "again", nil); err != nil {
 		t.Fatal(err)
 	}
-	if s := c.read(t).Spec.Steer; s == nil || s.Text != "again" || s.ID == first {
-		t.Errorf("second message: %+v (first id %s)", s, first)
+	as = c.read(t)
+	if q := as.Spec.SteerQueue; len(q) != 2 || q[0].ID != first || q[1].Text != "again" || q[1].ID == first {
+		t.Fatalf("second message: spec.steerQueue %+v, want [first, again]", q)
+	}
+	// The agent recorded the first: a third message drops it and keeps the second.
+	as.Status.Agent = &v1alpha1.AgentReport{SteerID: first}
+	second := as.Spec.SteerQueue[1].ID
+	c = newCLI(t, as)
+	if err := c.toggle(context.Background(), "demo", true, "third", nil); err != nil {
+		t.Fatal(err)
+	}
+	if q := c.read(t).Spec.SteerQueue; len(q) != 2 || q[0].ID != second || q[1].Text != "third" {
+		t.Errorf("third message: spec.steerQueue %+v, want [again, third]", q)
+	}
+}
+
+// A message to an idle agent starts a turn, and the reply says so; a protocol v1 spec.steer
+// not recorded yet is kept, first.
+func TestMessageToAnIdleAgent(t *testing.T) {
+	as := toggled(true, false)
+	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "old", Text: "written by an older plugin"}
+	c := newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
+	if err := c.toggle(context.Background(), "demo", true, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.out.String(), "the agent is idle, so it starts a turn with it") {
+		t.Errorf("reply: %q", c.out.String())
+	}
+	got := c.read(t)
+	if q := got.Spec.SteerQueue; len(q) != 2 || q[0].ID != "old" || q[1].Text != "go" {
+		t.Errorf("spec.steerQueue %+v, want [old, go]", q)
+	}
+	if got.Spec.Steer != nil {
+		t.Errorf("spec.steer %+v, want it moved into the queue", got.Spec.Steer)
 	}
 }
 
@@ -231,5 +266,33 @@ func TestExplain(t *testing.T) {
 		if got := o.explain(tc.err, "demo", "patch", "toggle plan mode"); got == nil || got.Error() != tc.want {
 			t.Errorf("%s: %v\nwant %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A toggle during an open plan review says what happens to the review: the agent waits on it,
+// so leaving plan mode applies only after it is decided.
+func TestToggleMentionsAnOpenReview(t *testing.T) {
+	as := underReviewSession("# Migrate\n")
+	as.Status.PlanMode.Selection, as.Status.PlanMode.TurnOpen = bp(true), true
+	c := newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
+	if err := c.toggle(context.Background(), "demo", false, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "Leaving plan mode (applies from the next step).\n" +
+		`The review of "Migrate" (review r1) is still open and the agent is waiting on it: plan mode is left at the agent's first step after the review is decided or expires. ` +
+		"To stop waiting, decide it: kubectl plan dismiss demo (or approve, which also leaves plan mode)."
+	if got := strings.TrimSpace(c.out.String()); got != want {
+		t.Errorf("reply %q, want %q", got, want)
+	}
+
+	as = underReviewSession("# Migrate\n")
+	as.Status.PlanMode.Selection, as.Status.PlanMode.TurnOpen = bp(true), true
+	as.Spec.PlanMode.ConfigRef = &v1alpha1.ConfigReference{Name: "strict"}
+	c = newCLI(t, as, config("strict"))
+	if err := c.toggle(context.Background(), "demo", true, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.out.String(); !strings.Contains(got, `The review of "Migrate" (review r1) is open`) || !strings.Contains(got, "kubectl plan approve|revise|dismiss demo") {
+		t.Errorf("on during a review: %q", got)
 	}
 }

@@ -14,22 +14,30 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
+// DefaultBoundaryWait is how long a step boundary waits for the manager's answer when the
+// caller names no bound (Options.BoundaryWait, Boundary's wait). Protocol v2: without an answer
+// by then the step goes on under the committed state, and the selection applies at a later
+// boundary.
+const DefaultBoundaryWait = 2 * time.Second
+
 // Errors a Boundary call can return. Every one of them fails the step proposal: the agent must
-// not build the step's request; the reference agent ends the turn with turn/end {blocked}.
+// not build the step's request; the reference agent ends the turn with turn/end {blocked}. None
+// of them means "the manager did not answer": that is no failure in protocol v2.
 var (
-	// ErrProposalFailed: the manager answered the boundary with result Failed (for example the
-	// plan/mode append failed); the selection stays pending. Use errors.As with
-	// *ProposalFailedError for the manager's message.
+	// ErrProposalFailed: the manager refused the boundary report as invalid (it does not match
+	// a live turn of the log). Use errors.As with *ProposalFailedError for its message.
 	ErrProposalFailed = errors.New("step proposal failed")
-	// ErrTimeout: no acknowledgement within the caller's timeout.
+	// ErrTimeout was protocol v1's "no acknowledgement within the caller's timeout". Boundary no
+	// longer returns it: without an answer the step proceeds (Result.Unanswered).
 	ErrTimeout = errors.New("timed out waiting for the manager to acknowledge the step boundary")
 	// ErrInvalidBoundary: the caller proposed a step the log does not allow (no open turn, or
 	// another turn number than the open one). Nothing was written.
 	ErrInvalidBoundary = errors.New("invalid step boundary")
-	// ErrConfigMissing: plan mode is committed but the PlanModeConfig in force does not exist,
-	// so the step cannot carry its guidance.
+	// ErrConfigMissing was protocol v1's failure for a plan-mode step whose PlanModeConfig does
+	// not exist. Boundary no longer returns it: the step proceeds (Result.GuidanceMissing).
 	ErrConfigMissing = errors.New("plan mode config not found")
 	// ErrSessionNotFound: the AgentSession does not exist (or was deleted).
 	ErrSessionNotFound = errors.New("AgentSession not found")
@@ -65,11 +73,26 @@ type Result struct {
 	Notice string
 	// NextSeq is where the step's step/start goes.
 	NextSeq int64
-	// Steer is a user message sent through spec.steer (kubectl plan message) that this session
-	// has not recorded yet; StartStep records it as the step's last input before the notice.
+	// Messages are the user messages (kubectl plan message: spec.steerQueue, and a spec.steer
+	// of a protocol v1 writer) this session has not recorded yet, oldest first; StartStep
+	// records them as the step's last input, before the notice.
+	Messages []v1alpha1.SteerMessage
+	// Steer is the first of Messages, for callers written against protocol v1.
 	Steer *v1alpha1.SteerMessage
 	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
 	Asked bool
+	// Unanswered: the SDK asked, but the manager did not answer within the wait (or answered
+	// that it could not act on the report): the step runs under the committed state and the
+	// selection stays pending for a later boundary (protocol v2).
+	Unanswered bool
+	// Adopted: the step's first step/start lost the race for its seq to the manager's
+	// plan/mode, answering this step's report after the SDK stopped waiting; the step takes
+	// that plan/mode and its notice (protocol v2).
+	Adopted bool
+	// GuidanceMissing: plan mode is on but the PlanModeConfig in force does not exist. Section
+	// is then the last text this client saw for it, or empty if it saw none; the step still
+	// runs in plan mode (exit_plan_mode declared).
+	GuidanceMissing bool
 }
 
 // mustAsk is the protocol's condition for asking the manager (docs/protocol.md, "When to
@@ -104,16 +127,23 @@ func answers(ack *v1alpha1.BoundaryAck, turn, step, seq int64) bool {
 	return ack != nil && ack.Turn == turn && ack.Step == step && ack.Seq == seq
 }
 
-// Boundary runs the agent side of the step-boundary protocol for step `step` of the open turn
-// `turn`. Call it after the step claimed its input (turn/start, or the previous step/end) and
-// before building the step's request; never for a request-recovery retry.
+// Boundary runs the agent side of the step-boundary protocol (v2) for step `step` of the open
+// turn `turn`. Call it after the step claimed its input (turn/start, or the previous step/end)
+// and before building the step's request; never for a request-recovery retry.
 //
 // When nothing is pending it reads the log tail once and makes no API call. Otherwise it writes
 // status.agent.boundary = {turn, step, seq} (field manager planmode-agent, status subresource,
-// only status.agent) and waits up to timeout for status.planMode.lastBoundary to answer the same
-// (turn, step, seq). Any error fails the step proposal; a report the API server could not take
-// (5xx, 429) is first sent again until timeout.
-func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Duration) (Result, error) {
+// only status.agent) and waits at most `wait` (<= 0: Options.BoundaryWait) for
+// status.planMode.lastBoundary to answer the same (turn, step, seq). Without an answer by then
+// the step proceeds under the committed state (Result.Unanswered) and the selection stays
+// pending: a step never waits on the manager longer than the wait. If the manager's plan/mode
+// then wins the race for the seq, StartStep reports ErrLogChanged and the next Boundary call
+// for the same step takes that plan/mode and its notice at once (Result.Adopted), without
+// waiting again.
+func (c *Client) Boundary(ctx context.Context, turn, step int64, wait time.Duration) (Result, error) {
+	if wait <= 0 {
+		wait = c.boundaryWait
+	}
 	t, err := c.proposalTail(ctx, turn, step)
 	if err != nil {
 		return Result{}, err
@@ -122,21 +152,28 @@ func (c *Client) Boundary(ctx context.Context, turn, step int64, timeout time.Du
 	if err != nil {
 		return Result{}, err
 	}
-	seq := t.NextSeq
-	if b := statusBoundary(s); b != nil && b.Turn == turn && b.Step == step && b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq {
-		// Our earlier report for this step (a call that timed out) has been acted on: the
-		// manager appended plan/mode at its seq and its answer is on the way. Wait for that
-		// answer instead of reporting the moved tail.
-		seq = b.Seq
+	ack := s.Status.PlanMode.LastBoundary
+	if b := c.lastReport(s); b != nil && b.Turn == turn && b.Step == step && b.Seq == t.NextSeq-1 && t.LastPlanModeSeq == b.Seq {
+		// Our report for this step was acted on after we stopped waiting: the manager's
+		// plan/mode took its seq. Take it, with its answer when it has arrived, else with the
+		// notice the log and the status say it owes.
+		if answers(ack, turn, step, b.Seq) && ack.Result == v1alpha1.BoundaryAdmitted {
+			res, err := c.fromAck(s, ack)
+			res.Adopted = true
+			return res, err
+		}
+		res, err := c.withoutAsking(s, t, turn, step)
+		res.Adopted = true
+		return res, err
 	}
-	switch ack := s.Status.PlanMode.LastBoundary; {
-	case answers(ack, turn, step, seq):
-		// Already answered (an earlier call timed out just before the ack arrived).
-		return c.fromAck(s, ack)
-	case seq == t.NextSeq && !mustAsk(s, t):
+	if answers(ack, turn, step, t.NextSeq) {
+		// Already answered (an earlier call stopped waiting just before the answer arrived).
+		return c.answered(s, t, ack)
+	}
+	if !mustAsk(s, t) {
 		return c.withoutAsking(s, t, turn, step)
 	}
-	return c.ask(ctx, s, turn, step, seq, timeout)
+	return c.ask(ctx, s, t, turn, step, wait)
 }
 
 // proposalTail reads the log tail for a boundary of step `step` of turn `turn` and checks the
@@ -171,53 +208,92 @@ func (c *Client) sessionOfThisLog() (*v1alpha1.AgentSession, error) {
 	return s, nil
 }
 
-// withoutAsking answers a boundary the manager need not be asked about: from the log tail t,
-// the status's notice and the manager's late answer to this step, if any.
+// withoutAsking answers a boundary from the log tail t and the status alone: the committed
+// state, and the notice owed by a plan/mode no step has started after yet.
 func (c *Client) withoutAsking(s *v1alpha1.AgentSession, t harness.Tail, turn, step int64) (Result, error) {
-	pm := &s.Status.PlanMode
-	if ack := pm.LastBoundary; ack != nil && ack.Turn == turn && ack.Step == step && ack.Result == v1alpha1.BoundaryAdmitted &&
-		ack.NextSeq == t.NextSeq && ack.Seq < t.NextSeq {
-		// A late answer to this very step after our timeout: the manager appended
-		// plan/mode at ack.Seq; its notice is still owed.
-		return c.fromAck(s, ack)
-	}
-	res := Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq}
-	if n := pm.Notice; n != nil && n.Seq == t.LastPlanModeSeq && t.LastPlanModeSeq > t.LastStepStartSeq {
-		res.Notice = n.Text
-	}
-	return c.withSection(s, res)
+	return c.withSection(s, Result{Turn: turn, Step: step, Active: t.Active, NextSeq: t.NextSeq, Notice: owedNotice(s, t)})
 }
 
-func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, turn, step, seq int64, timeout time.Duration) (Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	timedOut := func(err error) error {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w (turn %d, step %d, seq %d, after %s)", ErrTimeout, turn, step, seq, timeout)
-		}
-		return err
+// owedNotice is the notice the first step after the log's last plan/mode records: the one the
+// status publishes for it, or, when the status does not cover that plan/mode yet (its answer
+// is not here), the harness's rule applied to the log: a user selection is narrated iff the
+// last request/header described the other state; an approved exit never is.
+func owedNotice(s *v1alpha1.AgentSession, t harness.Tail) string {
+	if t.LastPlanModeSeq < 0 || t.LastPlanModeSeq < t.LastStepStartSeq {
+		return ""
 	}
-	if b := statusBoundary(s); b == nil || b.Turn != turn || b.Step != step || b.Seq != seq {
-		if err := c.report(ctx, turn, step, seq); err != nil {
-			return Result{}, timedOut(fmt.Errorf("step boundary (turn %d, step %d): report: %w", turn, step, err))
+	pm := &s.Status.PlanMode
+	if n := pm.Notice; n != nil && n.Seq == t.LastPlanModeSeq {
+		return n.Text
+	}
+	if pm.NextSeq > t.LastPlanModeSeq {
+		return "" // the status covers it and owes nothing
+	}
+	if pm.PendingSource == v1alpha1.PendingSourceExit && pm.PendingActive != nil && *pm.PendingActive == t.Active {
+		return ""
+	}
+	return planmode.Narration(t.Told, t.Active)
+}
+
+// ask reports the boundary and waits at most wait for its answer. Without one (or with one
+// saying the manager could not act) the step proceeds under the committed state in t.
+func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, t harness.Tail, turn, step int64, wait time.Duration) (Result, error) {
+	seq := t.NextSeq
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	unanswered := func(s *v1alpha1.AgentSession) (Result, error) {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		res, err := c.withoutAsking(s, t, turn, step)
+		res.Asked, res.Unanswered = true, true
+		return res, err
+	}
+	if b := c.lastReport(s); b == nil || b.Turn != turn || b.Step != step || b.Seq != seq {
+		if err := c.report(wctx, turn, step, seq); err != nil {
+			if wctx.Err() != nil {
+				return unanswered(s) // the API server did not take the report in time
+			}
+			return Result{}, fmt.Errorf("step boundary (turn %d, step %d): report: %w", turn, step, err)
 		}
 	}
 	for {
-		s, changed := c.snapshot()
-		if s == nil {
+		cur, changed := c.snapshot()
+		if cur == nil {
 			return Result{}, ErrSessionNotFound
 		}
-		if ack := s.Status.PlanMode.LastBoundary; answers(ack, turn, step, seq) {
-			res, err := c.fromAck(s, ack)
+		if ack := cur.Status.PlanMode.LastBoundary; answers(ack, turn, step, seq) {
+			res, err := c.answered(cur, t, ack)
 			res.Asked = true
 			return res, err
 		}
 		select {
 		case <-changed:
-		case <-ctx.Done():
-			return Result{}, timedOut(ctx.Err())
+		case <-wctx.Done():
+			return unanswered(cur)
 		}
 	}
+}
+
+// answered turns the manager's answer to this step's report into the step's result: Admitted
+// is taken as it is; Dismissed, or Failed because the log store failed, leaves the step under
+// the committed state in t; Failed as invalid fails the proposal.
+func (c *Client) answered(s *v1alpha1.AgentSession, t harness.Tail, ack *v1alpha1.BoundaryAck) (Result, error) {
+	if ack.Result == v1alpha1.BoundaryDismissed || ack.Result == v1alpha1.BoundaryFailed && ack.Reason == v1alpha1.ReasonLogStoreError {
+		res, err := c.withoutAsking(s, t, ack.Turn, ack.Step)
+		res.Unanswered = true
+		return res, err
+	}
+	return c.fromAck(s, ack)
+}
+
+// lastReport is the boundary this session last reported: this process's own last report
+// (the watch may not show it yet), else the one in the status (an earlier process's).
+func (c *Client) lastReport(s *v1alpha1.AgentSession) *v1alpha1.StepBoundary {
+	if c.reported != nil {
+		return c.reported
+	}
+	return statusBoundary(s)
 }
 
 func statusBoundary(s *v1alpha1.AgentSession) *v1alpha1.StepBoundary {
@@ -243,7 +319,10 @@ const (
 // nothing. Any other refusal fails the step at once.
 func (c *Client) report(ctx context.Context, turn, step, seq int64) error {
 	now := metav1.NewTime(time.Now())
-	fields := map[string]any{agentFieldBoundary: v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}}
+	b := v1alpha1.StepBoundary{Turn: turn, Step: step, Seq: seq, Time: &now}
+	fields := map[string]any{agentFieldBoundary: b}
+	// Remembered before it is sent: a report that may have landed is one the manager may act on.
+	c.reported = &b
 	return apiretry.Until(ctx, reportRetryDelay, reportRetryDelayMax, func() error { return c.patchAgent(ctx, fields) },
 		func(err error, pause time.Duration) {
 			c.log.V(1).Info("the API server did not take the boundary report; sending it again", "turn", turn, "step", step, "after", pause, "error", err.Error())
@@ -282,18 +361,69 @@ func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (R
 
 func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, error) {
 	res.ExitAdmitted = res.Active
-	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && (s.Status.Agent == nil || s.Status.Agent.SteerID != st.ID) {
-		res.Steer = st.DeepCopy()
+	if res.Messages = c.undelivered(s); len(res.Messages) > 0 {
+		res.Steer = &res.Messages[0]
 	}
 	name, text, ok := c.section(s)
 	res.ConfigName = name
 	if !res.Active {
 		return res, nil
 	}
-	if !ok {
-		return Result{}, fmt.Errorf("%w: plan mode is on but PlanModeConfig %s/%s does not exist; create it or point spec.planMode.configRef at one",
-			ErrConfigMissing, c.ns, name)
-	}
-	res.Section = text
+	// Plan mode is soft guidance: a missing config never blocks the step. It gets the last
+	// text this client saw for the config (empty if none) and says so.
+	res.Section, res.GuidanceMissing = text, !ok
 	return res, nil
+}
+
+// undelivered is the user messages this session has not recorded, oldest first: the queue's
+// entries after the last one recorded (this process's own record first, it may be ahead of
+// status.agent.steerID; an id no longer in the queue was delivered and dropped by a writer),
+// then a protocol v1 spec.steer not recorded yet.
+func (c *Client) undelivered(s *v1alpha1.AgentSession) []v1alpha1.SteerMessage {
+	acked := ""
+	if s.Status.Agent != nil {
+		acked = s.Status.Agent.SteerID
+	}
+	q := s.Spec.SteerQueue
+	from := 0
+	for _, id := range []string{c.steerDone, acked} {
+		if i := steerIndex(q, id); i >= 0 {
+			from = i + 1
+			break
+		}
+	}
+	out := append([]v1alpha1.SteerMessage(nil), q[from:]...)
+	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && st.ID != acked && steerIndex(q, st.ID) < 0 && len(q) == 0 {
+		out = append(out, *st) // a v1 writer's single message (a v2 writer moves it into the queue)
+	}
+	return out
+}
+
+func steerIndex(q []v1alpha1.SteerMessage, id string) int {
+	if id == "" {
+		return -1
+	}
+	for i := range q {
+		if q[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// PendingMessages returns the user messages the session has not recorded yet (oldest first).
+// An idle agent starts a turn with them (the reference agent's WaitForMessages).
+func (c *Client) PendingMessages() []v1alpha1.SteerMessage {
+	s, _ := c.snapshot()
+	if s == nil {
+		return nil
+	}
+	return c.undelivered(s)
+}
+
+// MessagesChanged returns a channel closed at the next change of the watched session, to wait
+// for messages without polling.
+func (c *Client) MessagesChanged() <-chan struct{} {
+	_, ch := c.snapshot()
+	return ch
 }

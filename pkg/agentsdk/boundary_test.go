@@ -280,24 +280,102 @@ var _ = Describe("Boundary", func() {
 		Expect(f.tail().NextSeq).To(Equal(next))
 	})
 
-	It("fails the proposal with ErrTimeout when no acknowledgement comes", func() {
+	It("never waits longer than the bound: without an answer the step proceeds under the committed state (v2)", func() {
 		f := setup(false)
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
 		f.waitUntilAsks()
+		const wait = 300 * time.Millisecond
 		start := time.Now()
-		_, err = f.agent.Boundary(suiteCtx, turn, 1, 300*time.Millisecond)
-		Expect(err).To(MatchError(agentsdk.ErrTimeout))
-		Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, wait)
+		Expect(err).NotTo(HaveOccurred())
+		// The bound plus one API round trip (the report), generously.
+		Expect(time.Since(start)).To(BeNumerically("<", wait+time.Second))
+		Expect(res.Asked).To(BeTrue())
+		Expect(res.Unanswered).To(BeTrue())
+		Expect(res.Active).To(BeFalse(), "the committed state, not the pending selection")
+		Expect(res.NextSeq).To(BeEquivalentTo(1))
 		Expect(f.get().Status.Agent.Boundary.Seq).To(BeEquivalentTo(1))
 		// Asking again for the same boundary does not write the same report twice.
-		_, err = f.agent.Boundary(suiteCtx, turn, 1, 200*time.Millisecond)
-		Expect(err).To(MatchError(agentsdk.ErrTimeout))
+		res, err = f.agent.Boundary(suiteCtx, turn, 1, 200*time.Millisecond)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Unanswered).To(BeTrue())
 		Expect(f.api.Writes()).To(BeEquivalentTo(1))
 	})
 
-	It("fails the proposal with the manager's message on a Failed acknowledgement", func() {
+	It("takes the manager's plan/mode and its notice when it wins the race for the step's seq after the wait (v2)", func() {
+		f := setup(false)
+		// Turn 1, step 1 in default mode with a header: the model was told "default".
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		hdr := harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "p", Model: "m"}, System: "base"}
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &hdr})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
+		f.waitUntilAsks()
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, 200*time.Millisecond)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Unanswered).To(BeTrue())
+		seq := res.NextSeq
+		// The manager, back, appends plan/mode at the reported seq before the agent's step/start
+		// (compare-and-swap: it wins); its answer is not written yet.
+		_, err = store.Append(suiteCtx, f.sessionID, []harness.Event{{Type: "plan/mode", Seq: seq, Data: json.RawMessage(`{"active":true}`)}})
+		Expect(err).NotTo(HaveOccurred())
+		err = f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &hdr})
+		Expect(err).To(MatchError(agentsdk.ErrLogChanged))
+		start := time.Now()
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, 5*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(time.Since(start)).To(BeNumerically("<", time.Second), "adopting the manager's plan/mode waits for nothing")
+		Expect(res.Adopted).To(BeTrue())
+		Expect(res.Active).To(BeTrue())
+		Expect(res.Section).To(Equal(testSection))
+		Expect(res.Notice).To(Equal(harness.NoticePlanOn), "the harness's narration: the last header said default")
+		Expect(res.NextSeq).To(Equal(seq + 1))
+		hdr.System = "base\n\n" + res.Section
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Header: &hdr})).To(Succeed())
+		Expect(eventTypes(f.events())).To(Equal([]string{
+			"turn/start", "step/start", "request/header", "step/end",
+			"plan/mode", "step/start", "notice", "request/header",
+		}))
+		Expect(f.api.Writes()).To(BeEquivalentTo(1), "one report, nothing else")
+	})
+
+	It("proceeds under the committed state when the manager answers that the log store failed (v2)", func() {
+		f := setup(false)
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
+		f.waitUntilAsks()
+		done := make(chan agentsdk.Result, 1)
+		go func() {
+			defer GinkgoRecover()
+			res, err := f.agent.Boundary(suiteCtx, turn, 1, 20*time.Second)
+			Expect(err).NotTo(HaveOccurred())
+			done <- res
+		}()
+		var b *v1alpha1.StepBoundary
+		Eventually(func() *v1alpha1.StepBoundary {
+			if a := f.get().Status.Agent; a != nil {
+				b = a.Boundary
+			}
+			return b
+		}).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		f.patchStatus(map[string]any{"lastBoundary": v1alpha1.BoundaryAck{
+			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryFailed, Reason: v1alpha1.ReasonLogStoreError,
+			Message: "log store: unavailable; the selection stays pending for the next boundary", Time: metav1.Now(),
+		}})
+		var res agentsdk.Result
+		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&res))
+		Expect(res.Unanswered).To(BeTrue())
+		Expect(res.Active).To(BeFalse())
+		Expect(res.NextSeq).To(Equal(b.Seq))
+	})
+
+	It("fails the proposal with the manager's message when it refuses the report as invalid", func() {
 		f := setup(false)
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
@@ -321,15 +399,15 @@ var _ = Describe("Boundary", func() {
 			return b
 		}).WithTimeout(10 * time.Second).ShouldNot(BeNil())
 		f.patchStatus(map[string]any{"lastBoundary": v1alpha1.BoundaryAck{
-			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryFailed,
-			Message: "append plan/mode at seq 1: log store unavailable", Time: metav1.Now(),
+			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryFailed, Reason: v1alpha1.ReasonInvalidBoundary,
+			Message: "invalid boundary report: status.agent.boundary.seq is 1, ahead", Time: metav1.Now(),
 		}})
 		var o outcome
 		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&o))
 		Expect(o.err).To(MatchError(agentsdk.ErrProposalFailed))
 		var pf *agentsdk.ProposalFailedError
 		Expect(errors.As(o.err, &pf)).To(BeTrue())
-		Expect(pf.Message).To(Equal("append plan/mode at seq 1: log store unavailable"))
+		Expect(pf.Message).To(Equal("invalid boundary report: status.agent.boundary.seq is 1, ahead"))
 		// The answer is final for that (turn, step, seq): no second report.
 		_, err = f.agent.Boundary(suiteCtx, turn, 1, time.Second)
 		Expect(err).To(MatchError(agentsdk.ErrProposalFailed))
@@ -473,7 +551,7 @@ var _ = Describe("Boundary", func() {
 		Expect(f.api.Writes()).To(BeZero())
 	})
 
-	It("fails a plan-mode step whose PlanModeConfig is missing", func() {
+	It("runs a plan-mode step whose PlanModeConfig is missing, with the guidance it last saw (v2)", func() {
 		f := setup(false)
 		f.patchStatus(map[string]any{"config": map[string]any{"name": "strict"}})
 		seq := f.tail().NextSeq
@@ -483,18 +561,29 @@ var _ = Describe("Boundary", func() {
 		Eventually(func() int64 { return f.agent.Session().Status.PlanMode.NextSeq }).WithTimeout(10 * time.Second).Should(Equal(seq + 1))
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
-		_, err = f.agent.Boundary(suiteCtx, turn, 1, time.Second)
-		Expect(err).To(MatchError(agentsdk.ErrConfigMissing))
-		Expect(err.Error()).To(ContainSubstring(f.ns + "/strict"))
-		// Created: the watch delivers it and the step proceeds with its text.
-		Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
+		// Never seen: plan mode without a section, and the step says so.
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Active).To(BeTrue())
+		Expect(res.ExitAdmitted).To(BeTrue())
+		Expect(res.GuidanceMissing).To(BeTrue())
+		Expect(res.Section).To(BeEmpty())
+		// Created: the watch delivers it and the step gets its text.
+		cfgObj := &v1alpha1.PlanModeConfig{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "strict"},
 			Spec:       v1alpha1.PlanModeConfigSpec{Section: "strict guidance"},
-		})).To(Succeed())
+		}
+		Expect(k8s.Create(suiteCtx, cfgObj)).To(Succeed())
 		Eventually(func() (string, error) {
 			res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
 			return res.Section, err
 		}).WithTimeout(10 * time.Second).Should(Equal("strict guidance"))
+		// Deleted again: the step keeps the text it last saw.
+		Expect(k8s.Delete(suiteCtx, cfgObj)).To(Succeed())
+		Eventually(func() (bool, error) {
+			res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+			return res.GuidanceMissing && res.Section == "strict guidance", err
+		}).WithTimeout(10 * time.Second).Should(BeTrue())
 	})
 })
 
@@ -664,6 +753,41 @@ var _ = Describe("steer", func() {
 		res, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Steer).To(BeNil())
+	})
+})
+
+var _ = Describe("the message queue", func() {
+	It("delivers two messages queued before the first was delivered, each once, in order; a restarted agent repeats none", func() {
+		f := setup(true)
+		obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
+		Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"steerQueue":[{"id":"q1","text":"first"},{"id":"q2","text":"second"}]}}`)))).To(Succeed())
+		Eventually(func() int { return len(f.agent.PendingMessages()) }).WithTimeout(10 * time.Second).Should(Equal(2))
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Messages).To(HaveLen(2))
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("prompt")}})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		evs := f.events()
+		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "user/message", "step/end"}))
+		Expect(string(evs[3].Data)).To(ContainSubstring(`"text":"first"`))
+		Expect(string(evs[4].Data)).To(ContainSubstring(`"text":"second"`))
+		Expect(f.get().Status.Agent.SteerID).To(Equal("q2"))
+		res, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Messages).To(BeEmpty(), "delivered once")
+
+		// A third message, written the way kubectl plan message writes it (recorded ones dropped).
+		Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"steerQueue":[{"id":"q3","text":"third"}]}}`)))).To(Succeed())
+		Eventually(func() int { return len(f.agent.PendingMessages()) }).WithTimeout(10 * time.Second).Should(Equal(1))
+		// A new agent process (a restart) sees only the undelivered one.
+		again, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: f.ns, Name: f.name, Store: store, SyncTimeout: 20 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		defer again.Close()
+		Expect(again.PendingMessages()).To(Equal([]v1alpha1.SteerMessage{{ID: "q3", Text: "third"}}))
 	})
 })
 

@@ -52,6 +52,9 @@ type Options struct {
 	// client-go would not honour it. Thousands of agents each start two watches per timeout:
 	// a longer one spreads fewer of them over the API server.
 	WatchTimeout time.Duration
+	// BoundaryWait is the longest a step boundary waits for the manager's answer before the
+	// step proceeds under the committed state (protocol v2). Zero: DefaultBoundaryWait.
+	BoundaryWait time.Duration
 }
 
 // MinWatchTimeout is the shortest Options.WatchTimeout: client-go's floor for a reflector's
@@ -61,6 +64,9 @@ const MinWatchTimeout = 5 * time.Minute
 type configEntry struct {
 	generation int64
 	section    string
+	// deleted: the config is gone; section is the last text seen, kept as the guidance of
+	// plan-mode steps until it is back.
+	deleted bool
 }
 
 // Client is one agent's view of its AgentSession and session log. Boundary and the append
@@ -74,6 +80,7 @@ type Client struct {
 	sessionID    string
 	cancel       context.CancelFunc
 	stopped      chan struct{}
+	boundaryWait time.Duration
 
 	mu      sync.Mutex
 	obj     *v1alpha1.AgentSession // the informer's object: read only, never mutated
@@ -89,6 +96,8 @@ type Client struct {
 	// set while status.agent.steerID does not say so yet (retried at the next StartStep).
 	steerDone    string
 	steerUnacked bool
+	// reported is the last boundary this process reported (status.agent.boundary as sent).
+	reported *v1alpha1.StepBoundary
 }
 
 // New starts the watch on the AgentSession namespace/name (and the namespace's
@@ -104,7 +113,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	}
 	cl := &Client{
 		ns: o.Namespace, name: o.Name, fieldManager: o.FieldManager, store: o.Store,
-		writer: writer, log: o.Logger, configs: map[string]configEntry{},
+		writer: writer, log: o.Logger, configs: map[string]configEntry{}, boundaryWait: o.BoundaryWait,
 		changed: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -150,6 +159,12 @@ func (o *Options) complete() error {
 	}
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = 30 * time.Second
+	}
+	if o.BoundaryWait < 0 {
+		return fmt.Errorf("agentsdk: Options.BoundaryWait is %s; use 0 (the default, %s) or a positive duration", o.BoundaryWait, DefaultBoundaryWait)
+	}
+	if o.BoundaryWait == 0 {
+		o.BoundaryWait = DefaultBoundaryWait
 	}
 	if o.WatchTimeout != 0 && o.WatchTimeout < MinWatchTimeout {
 		return fmt.Errorf("agentsdk: Options.WatchTimeout is %s; use 0 (client-go's default, %s) or at least %s", o.WatchTimeout, MinWatchTimeout, MinWatchTimeout)
@@ -237,6 +252,9 @@ func (c *Client) start(ctx context.Context) error {
 	if err := c.claimLog(ctx, obj); err != nil { // owner.go: one log per session
 		return err
 	}
+	if err := c.seedFork(ctx, obj); err != nil {
+		return err
+	}
 	t, err := c.store.Tail(ctx, c.sessionID)
 	if err != nil {
 		return fmt.Errorf("agentsdk: read log tail of session %q: %w", c.sessionID, err)
@@ -246,6 +264,32 @@ func (c *Client) start(ctx context.Context) error {
 	}
 	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.Told != nil
 	return c.withdrawStaleReview(ctx) // review.go
+}
+
+// seedFork seeds a forked session's log from its parent before the agent's first append, when
+// the manager has not done it yet: the first append to an unknown session would create it
+// without its parent. The store's compare-and-swap lets exactly one of the agent and the
+// manager seed it; the other finds it done.
+func (c *Client) seedFork(ctx context.Context, s *v1alpha1.AgentSession) error {
+	f := s.Spec.Fork
+	if f == nil {
+		return nil
+	}
+	_, err := c.store.Info(ctx, c.sessionID)
+	if err == nil {
+		return nil // seeded already (or refused by the manager, which says why in the status)
+	}
+	if !errors.Is(err, sessionlog.ErrNotFound) {
+		return fmt.Errorf("agentsdk: read session %q: %w", c.sessionID, err)
+	}
+	through := int64(-1)
+	if f.ThroughSeq != nil {
+		through = *f.ThroughSeq
+	}
+	if _, err := c.store.Fork(ctx, f.SessionID, c.sessionID, through); err != nil && !sessionlog.IsConflict(err) {
+		return fmt.Errorf("agentsdk: seed session %q as a fork of %q (spec.fork): %w", c.sessionID, f.SessionID, err)
+	}
+	return nil
 }
 
 // sdkScheme is built once: every Client of a process reads the same two kinds.
@@ -304,8 +348,9 @@ func (c *Client) setConfig(obj any, deleted bool) {
 	}
 	c.mu.Lock()
 	if deleted {
-		delete(c.configs, p.Name)
-	} else if e, ok := c.configs[p.Name]; !ok || e.generation != p.Generation || p.Generation == 0 {
+		e := c.configs[p.Name]
+		c.configs[p.Name] = configEntry{section: e.section, deleted: true}
+	} else if e, ok := c.configs[p.Name]; !ok || e.deleted || e.generation != p.Generation || p.Generation == 0 {
 		c.configs[p.Name] = configEntry{generation: p.Generation, section: p.Spec.Section}
 	}
 	close(c.changed)
@@ -334,7 +379,7 @@ func (c *Client) section(s *v1alpha1.AgentSession) (name, text string, ok bool) 
 	c.mu.Lock()
 	e, ok := c.configs[name]
 	c.mu.Unlock()
-	return name, e.section, ok
+	return name, e.section, ok && !e.deleted
 }
 
 // WaitFor blocks until cond holds for the watched AgentSession (checked on every watched

@@ -67,8 +67,8 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 	evs := make([]harness.Event, 0, len(in.Messages)+3)
 	evs = append(evs, StepStart(res.Turn, res.Step))
 	evs = append(evs, in.Messages...)
-	if res.Steer != nil {
-		evs = append(evs, UserText(res.Steer.Text))
+	for _, m := range res.Messages {
+		evs = append(evs, UserText(m.Text))
 	}
 	if res.Notice != "" {
 		evs = append(evs, Notice(res.Notice))
@@ -91,8 +91,8 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 	if headerLogged {
 		c.headers.Commit()
 	}
-	if res.Steer != nil {
-		c.steerDone, c.steerUnacked = res.Steer.ID, true
+	if n := len(res.Messages); n > 0 {
+		c.steerDone, c.steerUnacked = res.Messages[n-1].ID, true
 	}
 	if c.steerUnacked {
 		// Recorded in the log first, then acknowledged: a crash in between re-delivers the

@@ -34,7 +34,8 @@ type Options struct {
 	Loop bool
 	// StepDelay is the "model time" of each step: between its request and its step/end.
 	StepDelay time.Duration
-	// BoundaryTimeout bounds each boundary's wait for the manager (default 30s).
+	// BoundaryTimeout bounds each boundary's wait for the manager; without an answer by then
+	// the step proceeds under the committed state. Zero: the client's Options.BoundaryWait.
 	BoundaryTimeout time.Duration
 	// ReviewTimeout bounds an exit_plan_mode call's wait for the review (default
 	// DefaultReviewTimeout); spec.reviewTimeout is the manager's own expiry.
@@ -43,6 +44,11 @@ type Options struct {
 	Model harness.LLMCallConfig
 	// System is the base system prompt (default DefaultSystem).
 	System string
+	// WaitForMessages keeps the agent serving after the script (without Loop): while idle it
+	// waits for user messages (kubectl plan message), and each arrival starts a turn whose
+	// first step records them, as the harness's steer() starts a turn on an idle agent. Run
+	// returns when ctx ends.
+	WaitForMessages bool
 	// OnStep, when set, is called after every step proposal (admitted or failed).
 	OnStep func(StepRecord)
 	Logger logr.Logger
@@ -53,6 +59,9 @@ type StepRecord struct {
 	Turn, Step int64
 	// Asked: the boundary wrote a report and waited for the manager.
 	Asked bool
+	// Unanswered: no answer came within the wait; the step ran under the committed state.
+	// Adopted: the step took a plan/mode the manager appended for it after the wait.
+	Unanswered, Adopted bool
 	// Latency of the Boundary call as the agent observed it.
 	Latency time.Duration
 	// Active is the committed state the step used; Notice the notice it recorded.
@@ -94,9 +103,6 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	if len(o.Script) == 0 {
 		return Stats{}, errors.New("refagent: the script is empty")
 	}
-	if o.BoundaryTimeout <= 0 {
-		o.BoundaryTimeout = 30 * time.Second
-	}
 	if o.Model.Provider == "" {
 		o.Model = harness.LLMCallConfig{Provider: "reference", Model: "scripted"}
 	}
@@ -118,6 +124,9 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 		}
 		if err := r.endTurn(ctx); err != nil {
 			return r.stats, r.abort(ctx, err)
+		}
+		if !o.Loop && o.WaitForMessages {
+			return r.stats, r.serveMessages(ctx)
 		}
 		if !o.Loop || ctx.Err() != nil {
 			return r.stats, nil
@@ -205,7 +214,8 @@ func (r *runner) runStep(ctx context.Context, steered string) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		start := time.Now()
 		res, err = r.c.Boundary(ctx, r.turn, step, r.o.BoundaryTimeout)
-		rec.Latency, rec.Asked = time.Since(start), res.Asked
+		rec.Latency += time.Since(start)
+		rec.Asked, rec.Unanswered, rec.Adopted = rec.Asked || res.Asked, rec.Unanswered || res.Unanswered, rec.Adopted || res.Adopted
 		if err != nil {
 			break
 		}
@@ -343,6 +353,40 @@ func (r *runner) endTurn(ctx context.Context) error {
 	}
 	r.turn, r.step, r.turnFailed = 0, 0, false
 	return nil
+}
+
+// serveMessages waits, idle, for user messages and runs one turn for each arrival: the first
+// step records every message not recorded yet (StartStep), so none is lost or repeated. It
+// returns nil when ctx ends.
+func (r *runner) serveMessages(ctx context.Context) error {
+	for {
+		changed := r.c.MessagesChanged()
+		if len(r.c.PendingMessages()) > 0 {
+			if err := r.do(ctx, Op{Kind: OpTurn}); err != nil {
+				return r.abortServing(ctx, err)
+			}
+			if err := r.runStep(ctx, ""); err != nil {
+				return r.abortServing(ctx, err)
+			}
+			if err := r.endTurn(ctx); err != nil {
+				return r.abortServing(ctx, err)
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (r *runner) abortServing(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		_ = r.abort(ctx, err)
+		return nil
+	}
+	return err
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -317,45 +316,33 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(headers(evs)).To(HaveLen(1))
 			})
 
-			It("fails the proposal when the append fails, keeps the selection pending, and commits it once the store is back", func() {
+			It("goes on under the committed state when the append fails, keeps the selection pending, and commits it at a later step once the store is back (v2)", func() {
 				a := e.newAgent("appendfail", nil)
-				var failed []refagent.StepRecord
+				var recs []refagent.StepRecord
 				stats := a.run("turn one\nstep\nstep\nstep\n", func(r refagent.StepRecord) {
-					if r.Err != nil {
-						failed = append(failed, r)
-					}
-					if r.Turn == 1 && r.Step == 1 {
+					recs = append(recs, r)
+					switch {
+					case r.Turn == 1 && r.Step == 1:
 						e.mgr.store.fail.Store(true)
 						a.toggle(true)
 						a.awaitPendingEntry()
+					case r.Turn == 1 && r.Step == 2:
+						e.mgr.store.fail.Store(false) // the store is back before step 3's boundary
 					}
 				})
-				Expect(stats.FailedProposals).To(Equal(1))
-				Expect(failed).To(HaveLen(1))
-				Expect(failed[0].Step).To(BeEquivalentTo(2))
-				Expect(failed[0].Err).To(MatchError(agentsdk.ErrProposalFailed))
-				Expect(failed[0].Err.Error()).To(ContainSubstring("connection refused (injected)"))
+				Expect(stats.FailedProposals).To(BeZero(), "no turn ends blocked for want of the log store")
+				Expect(recs).To(HaveLen(3))
+				Expect(recs[1].Unanswered).To(BeTrue(), "step 2 went on without the plan/mode")
+				Expect(recs[1].Active).To(BeFalse())
+				Expect(recs[2].Active).To(BeTrue(), "step 3's boundary applied the selection")
+				Expect(recs[2].Notice).To(Equal(harness.NoticePlanOn))
 				evs := a.events()
-				Expect(labels(evs)).To(HavePrefix("turn/start · step/start · user/message · request/header · step/end · turn/end"))
-				Expect(string(evs[5].Data)).To(ContainSubstring(`"kind":"blocked"`))
-				s := a.get()
-				Expect(s.Status.PlanMode.Pending).To(BeTrue())
-				ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
-				Expect(ready).NotTo(BeNil())
-				Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-				Expect(ready.Reason).To(Equal(v1alpha1.ReasonLogStoreError))
-
-				// The store is back: the turn is closed, so the manager commits between turns.
-				e.mgr.store.fail.Store(false)
-				Eventually(func() bool { return a.tail().Active }).WithTimeout(wait).Should(BeTrue())
-				stats = a.run("turn two\nstep\n", nil)
-				Expect(stats.Notices).To(Equal(1))
-				evs = a.events()
 				Expect(count(evs, "plan/mode=true")).To(Equal(1))
-				Expect(headers(evs)[1].Header.System).To(ContainSubstring(section))
+				Expect(labels(evs)).To(ContainSubstring("step/end · plan/mode=true · step/start"))
+				Expect(count(evs, "notice")).To(Equal(1))
 			})
 
-			It("times out without a manager, and uses the late answer for the same step once the manager is back", func() {
+			It("goes on without a manager after the bound, and takes the manager's late plan/mode for the same step once it is back", func() {
 				a := e.newAgent("timeout", nil)
 				turn, err := a.c.StartTurn(suiteCtx)
 				Expect(err).NotTo(HaveOccurred())
@@ -367,8 +354,12 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				a.toggle(true)
 				a.awaitPendingEntry()
 				e.mgr.stop()
-				_, err = a.c.Boundary(suiteCtx, turn, 2, 300*time.Millisecond)
-				Expect(err).To(MatchError(agentsdk.ErrTimeout))
+				start := time.Now()
+				res, err = a.c.Boundary(suiteCtx, turn, 2, 300*time.Millisecond)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(time.Since(start)).To(BeNumerically("<", 300*time.Millisecond+time.Second), "the bound plus one API round trip")
+				Expect(res.Unanswered).To(BeTrue())
+				Expect(res.Active).To(BeFalse(), "the step would run under the committed state")
 				Expect(count(a.events(), "plan/mode=true")).To(BeZero())
 
 				e.mgr = startManager(e.store)
@@ -385,7 +376,7 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(a.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
 			})
 
-			It("closes the open turn when stopped mid-turn, so a pending selection commits at once", func() {
+			It("closes the open turn when stopped mid-turn; the pending selection waits for the next turn's first step (v2)", func() {
 				a := e.newAgent("stopped", nil)
 				s, err := refagent.ParseScript(strings.NewReader("turn forever\nstep\nstep\nstep\n"))
 				Expect(err).NotTo(HaveOccurred())
@@ -400,13 +391,48 @@ var _ = Describe("reference agent with the real reconciler", func() {
 						}
 					}})
 				Expect(err).To(MatchError(context.Canceled))
-				// No boundary will come: the manager commits as soon as it sees the turn closed.
-				Eventually(func() string { return labels(a.events()) }).WithTimeout(wait).Should(
-					HaveSuffix("turn/start · step/start · user/message · step/end · step/start · step/end · turn/end · plan/mode=true"))
 				evs := a.events()
-				last := evs[len(evs)-2]
-				Expect(string(last.Data)).To(Equal(`{"turn":2,"reason":{"kind":"aborted","reason":{"kind":"disposed"}}}`))
+				Expect(labels(evs)).To(HaveSuffix("turn/start · step/start · user/message · step/end · step/start · step/end · turn/end"))
+				Expect(string(evs[len(evs)-1].Data)).To(Equal(`{"turn":2,"reason":{"kind":"aborted","reason":{"kind":"disposed"}}}`))
 				Expect(a.tail().TurnOpen).To(BeFalse())
+				// Selected during turn 2: nothing is appended because the turn ended.
+				Consistently(func() int { return count(a.events(), "plan/mode=true") }).WithTimeout(time.Second).Should(BeZero())
+				Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
+				stats := a.run("turn three\nstep\n", nil)
+				Expect(stats.Asked).To(Equal(1))
+				Expect(labels(a.events())).To(HaveSuffix("turn/start · plan/mode=true · step/start · user/message · notice · request/header · step/end · turn/end"))
+			})
+
+			It("starts a turn for a message sent to an idle agent, and records each queued message once, in order", func() {
+				a := e.newAgent("idle", nil)
+				s, err := refagent.ParseScript(strings.NewReader("turn one\nstep\n"))
+				Expect(err).NotTo(HaveOccurred())
+				ctx, stop := waitContext()
+				defer stop()
+				done := make(chan error, 1)
+				go func() {
+					_, err := refagent.Run(ctx, refagent.Options{Client: a.c, Script: s, WaitForMessages: true, BoundaryTimeout: wait})
+					done <- err
+				}()
+				Eventually(func() bool { t := a.tail(); return t.Turn == 1 && !t.TurnOpen }).WithTimeout(wait).Should(BeTrue())
+				obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: a.name}}
+				Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType,
+					[]byte(`{"spec":{"steerQueue":[{"id":"m1","text":"hello"},{"id":"m2","text":"and this"}]}}`)))).To(Succeed())
+				// The idle agent starts turn 2 for them, and ends it.
+				Eventually(func() bool { t := a.tail(); return t.Turn == 2 && !t.TurnOpen }).WithTimeout(wait).Should(BeTrue())
+				stop()
+				Eventually(done).WithTimeout(wait).Should(Receive(BeNil()))
+				var texts []string
+				for _, ev := range a.events() {
+					if ev.Type == harness.TypeUserMessage {
+						texts = append(texts, string(ev.Data))
+					}
+				}
+				Expect(texts).To(HaveLen(3), "the script's prompt, then the two messages once each")
+				Expect(texts[1]).To(ContainSubstring(`"text":"hello"`))
+				Expect(texts[2]).To(ContainSubstring(`"text":"and this"`))
+				Expect(labels(a.events())).To(HaveSuffix("turn/end · turn/start · step/start · user/message · user/message · step/end · turn/end"))
+				Expect(a.get().Status.Agent.SteerID).To(Equal("m2"))
 			})
 
 			It("runs many agents at once, each toggled during a turn: one plan/mode and one notice each", func() {

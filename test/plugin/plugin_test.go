@@ -21,12 +21,15 @@ import (
 // The harness's /plan replies, byte for byte, except that the entering replies name the
 // kubectl command that leaves plan mode (SESSION, filled in by inKubectl) instead of /plan off.
 const (
-	onCommitted  = "Plan mode on. Use kubectl plan off SESSION to leave."
-	onDeferred   = "Entering plan mode (applies from the next step). Use kubectl plan off SESSION to leave."
-	offCommitted = "Plan mode off."
-	offDeferred  = "Leaving plan mode (applies from the next step)."
-	offCancelled = "Plan mode entry cancelled."
-	offInactive  = "Plan mode is already inactive."
+	onCommitted = "Plan mode on. Use kubectl plan off SESSION to leave."
+	onDeferred  = "Entering plan mode (applies from the next step). Use kubectl plan off SESSION to leave."
+	// The second line of a message's reply: which way the text reaches the agent.
+	idleMessage   = "Message queued; the agent is idle, so it starts a turn with it."
+	queuedMessage = "Message queued for the agent's next step, after the messages queued before it."
+	offCommitted  = "Plan mode off."
+	offDeferred   = "Leaving plan mode (applies from the next step)."
+	offCancelled  = "Plan mode entry cancelled."
+	offInactive   = "Plan mode is already inactive."
 )
 
 // inKubectl is a reply as the plugin prints it for the session "demo" in namespace ns.
@@ -184,46 +187,49 @@ var _ = Describe("messages: /plan TEXT", func() {
 		newSession(ns, "demo", nil, nil)
 	})
 
-	It("enters plan mode and steers the trimmed text with a fresh id (long form)", func() {
-		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns))))
+	It("enters plan mode and queues the trimmed text with a fresh id (long form), each message kept, in order", func() {
+		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
-		Expect(as.Spec.Steer).NotTo(BeNil())
-		Expect(as.Spec.Steer.Text).To(Equal("draft the migration"))
-		Expect(as.Spec.Steer.ID).To(HavePrefix("kp-"))
-		first := as.Spec.Steer.ID
+		Expect(as.Spec.SteerQueue).To(HaveLen(1))
+		Expect(as.Spec.SteerQueue[0].Text).To(Equal("draft the migration"))
+		Expect(as.Spec.SteerQueue[0].ID).To(HavePrefix("kp-"))
+		first := as.Spec.SteerQueue[0].ID
 		var managers []string
 		for _, mf := range as.ManagedFields {
-			if strings.Contains(mf.FieldsV1.GetRawString(), `"f:steer"`) {
+			if strings.Contains(mf.FieldsV1.GetRawString(), `"f:steerQueue"`) {
 				managers = append(managers, mf.Manager)
 			}
 		}
 		Expect(managers).To(Equal([]string{plancli.FieldManager}), "the plugin writes with its own field manager")
 
-		// Plan mode is now on (as the manager would report): a second message is a noop
-		// selection that still delivers its text, under a new id.
+		// Plan mode is now on and a turn is open (as the manager would report): a second
+		// message before the first was delivered is a noop selection that queues its text
+		// after the first, under a new id.
 		setStatus(ns, "demo", func(s *agentsv1alpha1.AgentSessionStatus) {
-			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true)}
+			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true), TurnOpen: true}
 		})
-		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns))))
+		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns)) + line(queuedMessage)))
 		as = get(ns, "demo")
-		Expect(as.Spec.Steer.Text).To(Equal("and the rollback"))
-		Expect(as.Spec.Steer.ID).NotTo(Equal(first))
+		Expect(as.Spec.SteerQueue).To(HaveLen(2))
+		Expect(as.Spec.SteerQueue[0].ID).To(Equal(first))
+		Expect(as.Spec.SteerQueue[1].Text).To(Equal("and the rollback"))
+		Expect(as.Spec.SteerQueue[1].ID).NotTo(Equal(first))
 	})
 
 	It("short form: SESSION TEXT is an entry plus a message, 'off please' included", func() {
-		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns))))
-		Expect(get(ns, "demo").Spec.Steer.Text).To(Equal("draft it"))
+		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
+		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("draft it"))
 		// spec already selects plan mode (the manager has not taken it on in these specs): noop.
-		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns))))
+		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns)) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
-		Expect(as.Spec.Steer.Text).To(Equal("off please"))
+		Expect(as.Spec.SteerQueue[len(as.Spec.SteerQueue)-1].Text).To(Equal("off please"))
 	})
 
 	It("the long form treats 'off' as a message, and refuses a blank one", func() {
-		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns))))
-		Expect(get(ns, "demo").Spec.Steer.Text).To(Equal("off"))
+		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
+		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("off"))
 		kplan("message", "demo", "   ", "-n", ns).fails(`"message" needs a non-blank text`)
 		kplan("message", "demo", "-n", ns).fails(`"message" needs a session and the text`)
 	})
@@ -372,19 +378,17 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 	It("keeps planning with and without feedback, and dismisses, each naming the newest review", func() {
 		post("r1", plan)
 		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).
-			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path",
-			PlanSHA256: planmode.PlanSHA256(plan)}))
+			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning; the session stays in plan mode.`)))
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path"}))
 
 		post("r2", "# Fix the flake, v2\n")
-		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning,
-			PlanSHA256: planmode.PlanSHA256("# Fix the flake, v2\n")}), "no feedback left over from r1")
+		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning; the session stays in plan mode.`)))
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
-		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Dismissed the review of "Plan" (review r3): the agent stays in plan mode and stops its turn.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss,
-			PlanSHA256: planmode.PlanSHA256("no heading at all")}))
+		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(
+			`Dismissed the review of "Plan" (review r3): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`)))
+		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss}))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "only an approval deselects plan mode")
 	})
 

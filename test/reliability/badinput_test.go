@@ -40,17 +40,20 @@ var _ = Describe("malformed boundary reports", func() {
 			return k8s.Status().Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s0"}},
 				mergePatch(fmt.Sprintf(`{"status":{"agent":{"boundary":{"turn":%d,"step":%d,"seq":%d}}}}`, turn, step, seq)))
 		}
+		// A report the log has moved past (an older turn, a seq behind the log) is dismissed
+		// (protocol v2): an agent that stopped waiting leaves one; it needs no one.
 		bad := []struct {
 			name            string
 			turn, step, seq int64
+			dismissed       bool
 		}{
-			{"turn going backwards", 0, 2, next},
-			{"turn ahead of the log", 2, 1, next},
-			{"step going backwards", 1, 1, next},
-			{"seq behind the log", 1, 2, next - 1},
-			{"seq ahead of the log", 1, 2, next + 5},
-			{"huge seq", 1, 2, math.MaxInt64},
-			{"huge step", 1, math.MaxInt64, next + 1},
+			{"turn going backwards", 0, 2, next, true},
+			{"turn ahead of the log", 2, 1, next, false},
+			{"step going backwards", 1, 1, next, false},
+			{"seq behind the log", 1, 2, next - 1, true},
+			{"seq ahead of the log", 1, 2, next + 5, false},
+			{"huge seq", 1, 2, math.MaxInt64, false},
+			{"huge step", 1, math.MaxInt64, next + 1, false},
 		}
 		refused := 0
 		for _, b := range bad {
@@ -65,11 +68,17 @@ var _ = Describe("malformed boundary reports", func() {
 				lb := s.Status.PlanMode.LastBoundary
 				g.Expect(lb).NotTo(BeNil())
 				g.Expect([]int64{lb.Turn, lb.Step, lb.Seq}).To(Equal([]int64{b.turn, b.step, b.seq}), b.name)
-				g.Expect(lb.Result).To(Equal(v1alpha1.BoundaryFailed), b.name)
-				g.Expect(lb.Message).To(ContainSubstring("status.agent.boundary"), b.name)
 				ready := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
 				g.Expect(ready).NotTo(BeNil())
-				g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonInvalidBoundary), b.name)
+				if b.dismissed {
+					g.Expect(lb.Result).To(Equal(v1alpha1.BoundaryDismissed), b.name)
+					g.Expect(lb.Reason).To(Equal(v1alpha1.ReasonSuperseded), b.name)
+					g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonSelectionPending), b.name)
+				} else {
+					g.Expect(lb.Result).To(Equal(v1alpha1.BoundaryFailed), b.name)
+					g.Expect(lb.Message).To(ContainSubstring("status.agent.boundary"), b.name)
+					g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonInvalidBoundary), b.name)
+				}
 				g.Expect(s.Status.PlanMode.Pending).To(BeTrue(), "%s: the selection must stay pending", b.name)
 			})
 			t, err := w.store.Tail(suiteCtx, id)

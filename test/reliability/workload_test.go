@@ -64,6 +64,9 @@ type workload struct {
 	driverSkip map[string]bool
 
 	steps, failedProposals, agentRestarts, toggles atomic.Int64
+	// unanswered, adopted: steps that went on without the manager's answer (protocol v2), and
+	// those that then took the manager's plan/mode; maxBoundary: the longest boundary (ns).
+	unanswered, adopted, maxBoundary atomic.Int64
 }
 
 func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Config) *workload {
@@ -137,6 +140,7 @@ func (w *workload) runAgent(name string, script refagent.Script) {
 					} else {
 						w.steps.Add(1)
 					}
+					w.recordBoundary(r)
 				},
 			})
 			c.Close()
@@ -279,6 +283,7 @@ func (w *workload) settle(timeout time.Duration) time.Duration {
 	w.stopDriver()
 	w.stopAgents()
 	start := time.Now()
+	w.flushPending(timeout)
 	if !Eventually(suiteCtx, w.converged).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed()) {
 		w.dump()
 	}

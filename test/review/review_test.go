@@ -131,7 +131,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 
 		ch := a.callExit("# Plan A\n")
 		id1 := a.postedReview()
-		Expect(kplan(reviewer, "revise", a.name, "--feedback", "consider the resume path").ok()).To(Equal(`Sent "Plan A" (review ` + id1 + ") back with your feedback: the agent keeps planning.\n"))
+		Expect(kplan(reviewer, "revise", a.name, "--feedback", "consider the resume path").ok()).To(Equal(
+			`Sent "Plan A" (review ` + id1 + ") back with your feedback: the agent keeps planning; the session stays in plan mode.\n"))
 		ee := exitErr(receive(ch).err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitKeepPlanning))
 		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; their feedback: consider the resume path"))
@@ -143,7 +144,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		By("a raw decision naming the older plan is refused at admission too")
 		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id1)).
 			refused(fmt.Sprintf("the plan under review is %q (status.agent.review.id): a decision must quote that id", id2))
-		Expect(kplan(reviewer, "revise", a.name).ok()).To(Equal(`Sent "Plan B" (review ` + id2 + ") back: the agent keeps planning.\n"))
+		Expect(kplan(reviewer, "revise", a.name).ok()).To(Equal(`Sent "Plan B" (review ` + id2 + ") back: the agent keeps planning; the session stays in plan mode.\n"))
 		ee = exitErr(receive(ch).err)
 		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; revise the plan and present it again."))
 
@@ -173,7 +174,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		a := inPlanMode(nil)
 		ch := a.callExit(plan)
 		id := a.postedReview()
-		Expect(kplan(reviewer, "dismiss", a.name).ok()).To(Equal(`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stays in plan mode and stops its turn.\n"))
+		Expect(kplan(reviewer, "dismiss", a.name).ok()).To(Equal(
+			`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stops its turn; the session stays in plan mode until you run kubectl plan off " + a.name + ".\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: harness.ExitErrDismissed}))
@@ -289,7 +291,8 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 
 		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onDeferred(a.name)), "queued: only the manager sees the open turn")
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCancelled))
-		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred(a.name)))
+		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred(a.name)+"Message queued for the agent's next step, after the messages queued before it.\n"),
+			"the manager's status after the write shows the open turn")
 
 		r := a.nextStep()
 		Expect(r.Active).To(BeTrue())
@@ -303,7 +306,7 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(json.Unmarshal(evs[len(evs)-2].Data, &m)).To(Succeed())
 		Expect(m.Source.Kind).To(Equal("plugin"))
 		Expect(m.Content[0].Text).To(Equal(harness.NoticePlanOn))
-		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.Steer.ID))
+		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.SteerQueue[0].ID))
 		a.endTurn()
 
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCommitted))

@@ -1,0 +1,53 @@
+package agentsdk_test
+
+import (
+	"encoding/json"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+)
+
+var _ = Describe("a forked session", func() {
+	It("is seeded from its parent by the agent when the agent starts before the manager's first reconcile", func() {
+		ns := newNamespace()
+		parent, child := "p-"+agentsdk.NewID(), "c-"+agentsdk.NewID()
+		_, err := store.Append(suiteCtx, parent, harness.Sequence(0,
+			agentsdk.TurnStart(1),
+			harness.Event{Type: harness.TypePlanMode, Data: json.RawMessage(`{"active":true}`)},
+			agentsdk.TurnEnd(1, harness.TurnCompleted)))
+		Expect(err).NotTo(HaveOccurred())
+		// No manager answers this session (no ack label): only the agent can seed it.
+		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "child"},
+			Spec:       v1alpha1.AgentSessionSpec{SessionID: child, Fork: &v1alpha1.ForkSource{SessionID: parent}},
+		})).To(Succeed())
+		agent, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: ns, Name: "child", Store: store, SyncTimeout: 20 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(agent.Close)
+
+		info, err := store.Info(suiteCtx, child)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(info.ParentSession).To(Equal(parent))
+		Expect(info.SeedLength).To(BeEquivalentTo(3))
+		turn, err := agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(turn).To(BeEquivalentTo(2), "the parent's turns are the child's")
+		t, err := store.Tail(suiteCtx, child)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(t.Active).To(BeTrue(), "the inherited plan state")
+
+		// A second agent process (a restart) finds the fork done and seeds nothing.
+		again, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: ns, Name: "child", Store: store, SyncTimeout: 20 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		again.Close()
+		t2, err := store.Tail(suiteCtx, child)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(t2.NextSeq).To(Equal(t.NextSeq))
+	})
+})
