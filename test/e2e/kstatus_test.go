@@ -84,7 +84,7 @@ var _ = Describe("kstatus health of AgentSessions written by the real manager", 
 		patchSpec(true)
 		Eventually(compute).WithTimeout(settle).WithPolling(poll).Should(And(
 			HaveField("Status", status.InProgressStatus),
-			HaveField("Message", "a selection waits for the agent's next step boundary")))
+			HaveField("Message", "plan mode on is selected and waits for the agent's next step boundary")))
 	})
 
 	It("is Failed with the store's message while the log store is down", func() {

@@ -171,7 +171,7 @@ var _ = Describe("API server unreachable", func() {
 		url, err := pg.NewDatabase(suiteCtx, "apioutage")
 		Expect(err).NotTo(HaveOccurred())
 		px := startProxy(strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), "/"))
-		via := rest.CopyConfig(cfg)
+		via := rest.CopyConfig(agentCfg)
 		via.Host = "https://" + px.addr()
 		// The manager and the agents reach the API server only through the proxy; the user
 		// (the driver) still reaches it, so selections keep arriving while they cannot see them.

@@ -173,7 +173,7 @@ func (w *workload) startAgentProc(name, scriptPath string) *agentProc {
 	GinkgoHelper()
 	cmd := exec.Command(refagentBin, "--namespace", w.ns, "--name", name, "--store", w.storeURL, "--script", scriptPath,
 		"--loop", "--quiet", "--step-delay=10ms", "--boundary-timeout=2s")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+agentKubeconfig)
 	logf, err := os.Create(filepath.Join(workDir, fmt.Sprintf("agent-%s-%s-%d.log", w.ns, name, time.Now().UnixNano())))
 	Expect(err).NotTo(HaveOccurred())
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -31,6 +31,7 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/webhooks"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
@@ -45,6 +46,10 @@ var (
 	managerBin   string
 	plancheckBin string
 	kubeconfig   string // cluster admin kubeconfig for the manager processes
+	// agentCfg and agentKubeconfig are how the agents reach the API server: as an agent
+	// identity (the agent group), which the status webhook requires of status.agent writes.
+	agentCfg        *rest.Config
+	agentKubeconfig string
 	workDir      string
 	refagentBin  string
 	// gateway plays the webhook Service; admissionManager is the suite's standing replica.
@@ -128,6 +133,14 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	kubeconfig = filepath.Join(workDir, "kubeconfig")
 	Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+	agent, err := testEnv.AddUser(envtest.User{Name: "reliability-agent", Groups: []string{"system:masters", webhooks.DefaultAgentGroup}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	agentCfg = agent.Config()
+	agentCfg.QPS, agentCfg.Burst = cfg.QPS, cfg.Burst
+	akc, err := agent.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	agentKubeconfig = filepath.Join(workDir, "kubeconfig-agent")
+	Expect(os.WriteFile(agentKubeconfig, akc, 0o600)).To(Succeed())
 
 	pg, err = startPG(suiteCtx)
 	Expect(err).NotTo(HaveOccurred(), "start a throwaway PostgreSQL: run `make postgres`")

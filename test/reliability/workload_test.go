@@ -69,6 +69,9 @@ type workload struct {
 	unanswered, adopted, maxBoundary atomic.Int64
 }
 
+// suiteAgentCfg is the suite's agent identity (a package variable the parameter shadows).
+func suiteAgentCfg() *rest.Config { return agentCfg }
+
 func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Config) *workload {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
@@ -81,7 +84,7 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { _ = store.Close() })
 	if agentCfg == nil {
-		agentCfg = cfg
+		agentCfg = suiteAgentCfg()
 	}
 	user, err := client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
