@@ -78,17 +78,9 @@ func run() error {
 	case *watchFor != 0 && *watchFor < agentsdk.MinWatchTimeout:
 		return fmt.Errorf("--watch-timeout is %s: give 0 (client-go's 5 to 10 minutes) or at least 5m", *watchFor)
 	}
-	script := refagent.Generate(*turns, *steps)
-	if *scriptPath != "" {
-		f, err := os.Open(*scriptPath)
-		if err != nil {
-			return fmt.Errorf("--script: %w", err)
-		}
-		script, err = refagent.ParseScript(f)
-		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("--script %s: %w", *scriptPath, err)
-		}
+	script, err := loadScript(*scriptPath, *turns, *steps)
+	if err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -135,4 +127,21 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// loadScript reads --script, or generates turns x steps without one.
+func loadScript(path string, turns, steps int) (refagent.Script, error) {
+	if path == "" {
+		return refagent.Generate(turns, steps), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--script: %w", err)
+	}
+	defer f.Close()
+	script, err := refagent.ParseScript(f)
+	if err != nil {
+		return nil, fmt.Errorf("--script %s: %w", path, err)
+	}
+	return script, nil
 }
