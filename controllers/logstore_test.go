@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -25,12 +26,14 @@ var _ = Describe("a log store that is not the session's", func() {
 		a := newSession(ns, "s", ptr.To(true), nil, b.agentStore)
 		poke := func(v string) {
 			GinkgoHelper()
+			// A merge patch: the manager's status writes move resourceVersion meanwhile.
 			s := a.get()
+			base := client.MergeFrom(s.DeepCopy())
 			if s.Annotations == nil {
 				s.Annotations = map[string]string{}
 			}
 			s.Annotations["test.harness.dev/poke"] = v
-			Expect(k8sClient.Update(suiteCtx, s)).To(Succeed())
+			Expect(k8sClient.Patch(suiteCtx, s, base)).To(Succeed())
 		}
 		ready := func(g Gomega) *agentsv1alpha1.AgentSession {
 			s := a.get()
@@ -59,8 +62,9 @@ var _ = Describe("a log store that is not the session's", func() {
 		setActive := func(v bool) {
 			GinkgoHelper()
 			s := a.get()
+			base := client.MergeFrom(s.DeepCopy())
 			s.Spec.PlanMode.Active = ptr.To(v)
-			Expect(k8sClient.Update(suiteCtx, s)).To(Succeed())
+			Expect(k8sClient.Patch(suiteCtx, s, base)).To(Succeed())
 		}
 		setActive(false) // a selection makes the manager read the log
 		Eventually(reason, timeout, interval).Should(Equal(agentsv1alpha1.ReasonLogStoreMismatch))
@@ -74,9 +78,12 @@ var _ = Describe("a log store that is not the session's", func() {
 
 		By("adopting the emptied store: the selection in spec is committed there again")
 		s = a.get()
-		s.Annotations = map[string]string{}
+		base := client.MergeFrom(s.DeepCopy())
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
 		s.Annotations[agentsv1alpha1.AnnotationAdoptLogStore] = agentsv1alpha1.AdoptLogStoreValue("store-a", 0)
-		Expect(k8sClient.Update(suiteCtx, s)).To(Succeed())
+		Expect(k8sClient.Patch(suiteCtx, s, base)).To(Succeed())
 		Eventually(reason, timeout, interval).Should(Equal(agentsv1alpha1.ReasonInSync))
 		Expect(a.planModes()).To(BeEmpty())
 		setActive(true)
