@@ -31,8 +31,8 @@ import (
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/test/framework"
-	"github.com/harness-dev/planmode-operator/webhooks"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
+	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
 var (
@@ -50,8 +50,8 @@ var (
 	// identity (the agent group), which the status webhook requires of status.agent writes.
 	agentCfg        *rest.Config
 	agentKubeconfig string
-	workDir      string
-	refagentBin  string
+	workDir         string
+	refagentBin     string
 	// gateway plays the webhook Service; admissionManager is the suite's standing replica.
 	gateway          *admissionGateway
 	admissionManager *managerProc
