@@ -75,7 +75,6 @@ type AgentSessionReconciler struct {
 	APIReader client.Reader
 
 	sessions sessionMemory
-	owners   logOwners    // phase_owner.go
 	inFlight atomic.Int64 // reconciles running now
 }
 
@@ -141,7 +140,6 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.sessions.forget(req.NamespacedName)
-			r.owners.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

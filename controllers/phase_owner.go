@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,7 +44,7 @@ func (e *SessionIDInUseError) Error() string {
 func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	s := sc.session
 	key, sid := client.ObjectKeyFromObject(s), s.Spec.SessionID
-	if sc.r.owners.holds(key, s.UID, sid) {
+	if sc.r.sessions.holdsClaim(key, s.UID, sid) {
 		return ctrl.Result{}, nil
 	}
 	me := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
@@ -55,19 +53,24 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, storeErrorf("record AgentSession %s as the owner of session %q's log: %w", key, sid, err)
 	}
 	if holder.SameSession(me) {
-		sc.r.owners.claimed(key, s.UID, sid)
+		sc.r.sessions.claimed(key, s.UID, sid)
 		return ctrl.Result{}, nil
 	}
-	failure := &SessionIDInUseError{SessionID: sid}
 	logf.FromContext(ctx).Info("refusing a session whose log belongs to another AgentSession",
 		"sessionID", sid, "owner", holder.String(), "ownerUID", holder.UID)
-	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonSessionIDInUse {
-		sc.emit(corev1.EventTypeWarning, EventReasonSessionIDInUse, "ClaimLog", failure.Error())
+	return sc.stopWith(agentsv1alpha1.ReasonSessionIDInUse, EventReasonSessionIDInUse, "ClaimLog", &SessionIDInUseError{SessionID: sid})
+}
+
+// stopWith ends the phases on a failure that needs a person (a condition with reason): a
+// Warning Event when the session does not show that reason yet, and a Failed answer, with
+// that reason, to a boundary its agent waits at, so the agent does not wait in vain.
+func (sc *sessionScope) stopWith(reason, eventReason, action string, failure error) (ctrl.Result, error) {
+	if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != reason {
+		sc.emit(corev1.EventTypeWarning, eventReason, action, failure.Error())
 	}
-	if b := unanswered(s); b != nil {
-		// The agent of this session is waiting at a boundary: fail its proposal now.
+	if b := unanswered(sc.session); b != nil {
 		ack := sc.ack(b, agentsv1alpha1.BoundaryFailed, sc.stored.Active, sc.stored.NextSeq)
-		ack.Reason, ack.Message = agentsv1alpha1.ReasonSessionIDInUse, failure.Error()
+		ack.Reason, ack.Message = reason, failure.Error()
 		sc.planMode.LastBoundary = ack
 	}
 	return ctrl.Result{}, failure
@@ -81,37 +84,4 @@ func terminal(failure error) error {
 		return reconcile.TerminalError(failure)
 	}
 	return failure
-}
-
-// logOwners remembers the sessions whose log this process has claimed, by UID and session ID.
-type logOwners struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]ownerClaim
-}
-
-type ownerClaim struct {
-	uid       types.UID
-	sessionID string
-}
-
-func (o *logOwners) holds(key types.NamespacedName, uid types.UID, sid string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	c, ok := o.m[key]
-	return ok && c.uid == uid && c.sessionID == sid
-}
-
-func (o *logOwners) claimed(key types.NamespacedName, uid types.UID, sid string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m == nil {
-		o.m = map[types.NamespacedName]ownerClaim{}
-	}
-	o.m[key] = ownerClaim{uid: uid, sessionID: sid}
-}
-
-func (o *logOwners) forget(key types.NamespacedName) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.m, key)
 }

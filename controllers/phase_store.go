@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -42,16 +40,7 @@ func (sc *sessionScope) checkLogStore(context.Context) (ctrl.Result, error) {
 	// The status keeps the position it recorded: projecting the shorter log over it would
 	// erase the evidence, and the next reconcile would carry on.
 	sc.logRead = false
-	failure := &LogStoreMismatchError{Reason: why}
-	if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonLogStoreMismatch {
-		sc.emit(corev1.EventTypeWarning, EventReasonStoreMismatch, "CheckLogStore", why)
-	}
-	if b := unanswered(sc.session); b != nil {
-		ack := sc.failedAck(b, sc.stored.Active, sc.stored.NextSeq, failure)
-		ack.Reason, ack.Message = agentsv1alpha1.ReasonLogStoreMismatch, why
-		sc.planMode.LastBoundary = ack
-	}
-	return ctrl.Result{}, failure
+	return sc.stopWith(agentsv1alpha1.ReasonLogStoreMismatch, EventReasonStoreMismatch, "CheckLogStore", &LogStoreMismatchError{Reason: why})
 }
 
 // storeUnchanged: the status was recorded against the store as last probed, so a session

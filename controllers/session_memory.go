@@ -10,8 +10,8 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
 
-// sessionMemory is the reconciler's only per-session side state: what it last wrote, and how
-// its next write must be guarded. Entries are forgotten when the session is deleted. A plain
+// sessionMemory is the reconciler's only per-session side state: what it last wrote, how its
+// next write must be guarded, and the log it has claimed for the session (phase_owner.go). Entries are forgotten when the session is deleted. A plain
 // map under a mutex keeps each entry small for many sessions. The zero value is ready to use.
 type sessionMemory struct {
 	mu sync.Mutex
@@ -26,6 +26,10 @@ type sessionRecord struct {
 	// guardByVersion: a field-guarded write was refused, so the next one is guarded by the
 	// resourceVersion instead (a stored value in another shape can never fail it forever).
 	guardByVersion bool
+	// claimedUID and claimedSessionID: this process recorded the session (that UID) as the
+	// owner of that log, so a settled session costs no ClaimOwner call.
+	claimedUID       types.UID
+	claimedSessionID string
 }
 
 // statusDigest identifies the manager-owned part of a status (observedGeneration, planMode,
@@ -60,7 +64,7 @@ func (m *sessionMemory) heldDigest(key types.NamespacedName) (statusDigest, bool
 
 // wrote records a status the API server stored for this process.
 func (m *sessionMemory) wrote(key types.NamespacedName, d statusDigest) {
-	m.update(key, func(rec *sessionRecord) { *rec = sessionRecord{written: d, known: true} })
+	m.update(key, func(rec *sessionRecord) { rec.written, rec.known, rec.guardByVersion = d, true, false })
 }
 
 // verified records a status a full reconcile found to match the log (no write was due) as if
@@ -83,6 +87,18 @@ func (m *sessionMemory) guardsByVersion(key types.NamespacedName) bool {
 
 func (m *sessionMemory) refused(key types.NamespacedName) {
 	m.update(key, func(rec *sessionRecord) { rec.guardByVersion = true })
+}
+
+// holdsClaim reports whether this process claimed the log of sid for the session with uid.
+func (m *sessionMemory) holdsClaim(key types.NamespacedName, uid types.UID, sid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.m[key]
+	return rec.claimedUID == uid && rec.claimedSessionID == sid
+}
+
+func (m *sessionMemory) claimed(key types.NamespacedName, uid types.UID, sid string) {
+	m.update(key, func(rec *sessionRecord) { rec.claimedUID, rec.claimedSessionID = uid, sid })
 }
 
 func (m *sessionMemory) forget(key types.NamespacedName) {
