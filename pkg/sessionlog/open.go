@@ -54,19 +54,9 @@ func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
 func open(ctx context.Context, url string, opts ...Option) (Store, error) {
 	switch {
 	case strings.HasPrefix(url, "sqlite://"):
-		path := strings.TrimPrefix(url, "sqlite://")
-		if i := strings.IndexByte(path, '?'); i >= 0 {
-			return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", connstr.Redact(url))
-		}
-		if path == "" || path == "/" {
-			return nil, fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
-		}
-		if !filepath.IsAbs(path) {
-			abs, err := filepath.Abs(path)
-			if err != nil {
-				return nil, fmt.Errorf("open session log %q: %w", url, err)
-			}
-			path = abs
+		path, err := sqlitePath(url)
+		if err != nil {
+			return nil, err
 		}
 		return OpenSQLite(ctx, path)
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
@@ -151,4 +141,21 @@ func checkRun(sessionID string, fromSeq, nextSeq int64, events []harness.Event, 
 		return &CorruptError{SessionID: sessionID, Seq: want, Reason: fmt.Sprintf("event missing (the session's next seq is %d)", nextSeq)}
 	}
 	return nil
+}
+
+// sqlitePath is the absolute file path a sqlite:// URL names (sqlite:///abs/path.db or
+// sqlite://relative/path.db); both Open and OpenReadOnly take their path from it.
+func sqlitePath(url string) (string, error) {
+	path := strings.TrimPrefix(url, "sqlite://")
+	if strings.ContainsRune(path, '?') {
+		return "", fmt.Errorf("open session log %q: sqlite URLs take no query parameters", connstr.Redact(url))
+	}
+	if path == "" || path == "/" {
+		return "", fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("open session log %q: %w", url, err)
+	}
+	return abs, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/harness-dev/planmode-operator/pkg/connstr"
@@ -35,16 +34,9 @@ func OpenReadOnly(ctx context.Context, url string) (Store, error) {
 }
 
 func openReadOnlySQLite(ctx context.Context, url string) (Store, error) {
-	path := strings.TrimPrefix(url, "sqlite://")
-	if strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("open session log %q: sqlite URLs take no query parameters", url)
-	}
-	if path == "" || path == "/" {
-		return nil, fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
-	}
-	abs, err := filepath.Abs(path)
+	abs, err := sqlitePath(url)
 	if err != nil {
-		return nil, fmt.Errorf("open session log %q: %w", url, err)
+		return nil, err
 	}
 	st, err := os.Stat(abs)
 	switch {
