@@ -87,12 +87,16 @@ var _ = Describe("crash injection", func() {
 		w.startDriver(2, 0, 100*time.Millisecond)
 		eventually(time.Minute, func(g Gomega) { g.Expect(w.steps.Load()).To(BeNumerically(">", 60)) })
 		recovery := w.settle(time.Minute)
-		// Compare-and-swap keeps the log free of duplicates even so. A manager whose cache lags
-		// the other's can still commit a selection the user has since replaced (a lost
-		// selection): outside the supported configuration (leader election), documented in
-		// docs/reliability.md and counted in the row, not hidden.
+		// Compare-and-swap keeps the log's shape even so: no gap, no duplicate, no plan/mode
+		// inside a step or two at one boundary. What rests on one manager's memory does not
+		// hold: a manager whose cache lags the other's can commit a selection the user has
+		// since replaced, or answer a boundary the other appended at without the notice the
+		// other owes there (or with one it no longer owes), or publish an answer the other's
+		// append made stale. Outside the supported configuration (leader election),
+		// documented in docs/reliability.md and counted in the row, not hidden.
 		w.reportAllowing("split brain: two managers, no leader election", 1, recovery,
-			"unsupported configuration; compare-and-swap on the next seq is the only guard", invariant.NotCommitted)
+			"unsupported configuration; compare-and-swap on the next seq is the only guard",
+			invariant.NotCommitted, invariant.NoticeMissing, invariant.NoticeNotOwed, invariant.AckNotInLog)
 	})
 })
 
