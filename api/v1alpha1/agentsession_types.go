@@ -161,6 +161,7 @@ type ReviewDecision struct {
 }
 
 // SteerMessage is one user message for the agent's next step.
+// +kubebuilder:validation:XValidation:rule="has(self.text) || has(self.images)",message="a message needs text or at least one image: set text, images, or both"
 type SteerMessage struct {
 	// ID makes delivery idempotent: the agent records each ID once.
 	// +kubebuilder:validation:MinLength=1
@@ -168,11 +169,57 @@ type SteerMessage struct {
 	// +required
 	ID string `json:"id"`
 
-	// Text of the message, recorded as the step's user message.
+	// Text of the message, recorded as the step's user message. Optional when Images is set.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=65536
+	// +optional
+	Text string `json:"text,omitempty"`
+
+	// Images attached to the message (`kubectl plan message --image`), recorded before the
+	// text as the harness records /plan's image attachments. Each image's bytes are in the
+	// ConfigMap plan-image-<sha256 hex> of the session's namespace, key "image".
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Images []ImageAttachment `json:"images,omitempty"`
+}
+
+// ImageAttachment describes one image of a user message as the harness's attachment reference
+// does: a content address and the image's intrinsic metadata.
+type ImageAttachment struct {
+	// AttachmentID is the image's content address, "sha256:" and the hex SHA-256 of its bytes.
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
 	// +required
-	Text string `json:"text"`
+	AttachmentID string `json:"attachmentId"`
+
+	// MediaType is the format read from the bytes.
+	// +kubebuilder:validation:Enum=image/png;image/jpeg;image/webp;image/gif
+	// +required
+	MediaType string `json:"mediaType"`
+
+	// Width in pixels.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2000
+	// +required
+	Width int32 `json:"width"`
+
+	// Height in pixels.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2000
+	// +required
+	Height int32 `json:"height"`
+
+	// Bytes is the encoded size.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024000
+	// +required
+	Bytes int64 `json:"bytes"`
+
+	// Name is the file's base name, for display.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // AgentSessionStatus is the observed state. status.planMode and the conditions are written

@@ -3,6 +3,8 @@ package agentsdk_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -788,6 +790,46 @@ var _ = Describe("the message queue", func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer again.Close()
 		Expect(again.PendingMessages()).To(Equal([]v1alpha1.SteerMessage{{ID: "q3", Text: "third"}}))
+	})
+})
+
+var _ = Describe("messages with images", func() {
+	It("records a queued message's images before its text as the harness's image blocks, reads their bytes by content address, and the API refuses a message with neither", func() {
+		f := setup(true)
+		data := []byte("\x89PNG not really, the SDK checks only the digest")
+		sum := sha256.Sum256(data)
+		id := "sha256:" + hex.EncodeToString(sum[:])
+		Expect(k8s.Create(suiteCtx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: v1alpha1.ImageConfigMapName(id)},
+			BinaryData: map[string][]byte{v1alpha1.ImageDataKey: data}})).To(Succeed())
+		obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
+		err := k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"steerQueue":[{"id":"empty"}]}}`)))
+		Expect(err).To(MatchError(ContainSubstring("a message needs text or at least one image")))
+		img := `{"attachmentId":"` + id + `","mediaType":"image/png","width":3,"height":2,"bytes":` + strconv.Itoa(len(data)) + `,"name":"mockup.png"}`
+		Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, []byte(
+			`{"spec":{"steerQueue":[{"id":"i1","text":"like this","images":[`+img+`]},{"id":"i2","images":[`+img+`]}]}}`)))).To(Succeed())
+		Eventually(func() int { return len(f.agent.PendingMessages()) }).WithTimeout(10 * time.Second).Should(Equal(2))
+
+		pending := f.agent.PendingMessages()
+		got, err := f.agent.ImageData(suiteCtx, pending[0].Images[0])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal(data))
+		other := pending[0].Images[0]
+		other.AttachmentID = "sha256:" + strings.Repeat("0", 64)
+		_, err = f.agent.ImageData(suiteCtx, other)
+		Expect(err).To(MatchError(ContainSubstring("not found")), "an image never stored is an error")
+
+		turn, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{})).To(Succeed())
+		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
+		evs := f.events()
+		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "step/end"}))
+		block := `{"type":"image","attachment":` + img + `}`
+		Expect(string(evs[2].Data)).To(HavePrefix(`{"content":[` + block + `,{"type":"text","text":"like this"}],"source":{"kind":"user"},"role":"user","id":`))
+		Expect(string(evs[3].Data)).To(HavePrefix(`{"content":[` + block + `],"source":{"kind":"user"},"role":"user","id":`), "an image-only message has no text block")
+		Expect(f.get().Status.Agent.SteerID).To(Equal("i2"))
 	})
 })
 

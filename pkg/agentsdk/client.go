@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -292,9 +293,12 @@ func (c *Client) seedFork(ctx context.Context, s *v1alpha1.AgentSession) error {
 	return nil
 }
 
-// sdkScheme is built once: every Client of a process reads the same two kinds.
+// sdkScheme is built once: every Client of a process reads the same kinds.
 var sdkScheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
 	return s, v1alpha1.AddToScheme(s)
 })
 
@@ -302,9 +306,10 @@ var sdkScheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 // discovery requests from every agent at start and hold a copy of the API groups per agent (a
 // large share of an agent's heap); these kinds and their scope are fixed by the CRDs.
 func sdkRESTMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion, corev1.SchemeGroupVersion})
 	m.Add(v1alpha1.GroupVersion.WithKind("AgentSession"), meta.RESTScopeNamespace)
 	m.Add(v1alpha1.GroupVersion.WithKind("PlanModeConfig"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace) // attached images (ImageData)
 	return m
 }
 

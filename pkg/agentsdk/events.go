@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
@@ -34,6 +35,19 @@ func StepEnd(turn, step int64) harness.Event {
 // UserText is a user/message with source {kind:'user'} (a prompt or steered input).
 func UserText(text string) harness.Event {
 	return harness.MustEvent(harness.TypeUserMessage, harness.NewUserText(NewID(), text))
+}
+
+// SteeredMessage is the user/message of a message from spec.steerQueue (or spec.steer): its
+// images as the harness's image blocks, then its text, as /plan steers one.
+func SteeredMessage(m v1alpha1.SteerMessage) harness.Event {
+	if len(m.Images) == 0 {
+		return UserText(m.Text)
+	}
+	refs := make([]harness.ImageRef, len(m.Images))
+	for i, im := range m.Images {
+		refs[i] = harness.ImageRef{AttachmentID: im.AttachmentID, MediaType: im.MediaType, Width: im.Width, Height: im.Height, Bytes: im.Bytes, Name: im.Name}
+	}
+	return harness.MustEvent(harness.TypeUserMessage, harness.NewUserImages(NewID(), m.Text, refs))
 }
 
 // Notice is the plan-mode notice: a user/message whose source is

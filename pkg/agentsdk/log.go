@@ -68,7 +68,7 @@ func (c *Client) StartStep(ctx context.Context, res Result, in StepInput) error 
 	evs = append(evs, StepStart(res.Turn, res.Step))
 	evs = append(evs, in.Messages...)
 	for _, m := range res.Messages {
-		evs = append(evs, UserText(m.Text))
+		evs = append(evs, SteeredMessage(m))
 	}
 	if res.Notice != "" {
 		evs = append(evs, Notice(res.Notice))

@@ -131,10 +131,52 @@ type UserMessage struct {
 // roleUser is the role of every user/message.
 const roleUser = "user"
 
-// ContentBlock is one block of a message's content; the operator writes text blocks only.
+// ContentBlock is one block of a message's content: a text block {type:'text', text} or an
+// image block {type:'image', attachment}.
 type ContentBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type       string
+	Text       string
+	Attachment *ImageRef
+}
+
+// MarshalJSON writes the block in the harness's shape: a text block always has its text (even
+// empty), an image block has only its attachment.
+func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	if b.Type == ContentTypeImage {
+		return json.Marshal(struct {
+			Type       string    `json:"type"`
+			Attachment *ImageRef `json:"attachment"`
+		}{b.Type, b.Attachment})
+	}
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{b.Type, b.Text})
+}
+
+// UnmarshalJSON reads either shape.
+func (b *ContentBlock) UnmarshalJSON(data []byte) error {
+	var v struct {
+		Type       string    `json:"type"`
+		Text       string    `json:"text"`
+		Attachment *ImageRef `json:"attachment"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*b = ContentBlock{Type: v.Type, Text: v.Text, Attachment: v.Attachment}
+	return nil
+}
+
+// ImageRef is the harness's reference to a stored image (ImageAttachmentRef), in its key order:
+// a content address "sha256:<hex>" and the image's intrinsic metadata.
+type ImageRef struct {
+	AttachmentID string `json:"attachmentId"`
+	MediaType    string `json:"mediaType"`
+	Width        int32  `json:"width"`
+	Height       int32  `json:"height"`
+	Bytes        int64  `json:"bytes"`
+	Name         string `json:"name,omitempty"`
 }
 
 // Message source kinds.
@@ -155,8 +197,11 @@ type MessageSource struct {
 // UserSource is the provenance of a human prompt.
 var UserSource = MessageSource{Kind: SourceKindUser}
 
-// ContentTypeText is the type of a text content block.
-const ContentTypeText = "text"
+// Content block types.
+const (
+	ContentTypeText  = "text"
+	ContentTypeImage = "image"
+)
 
 // TextContent is a content list of one text block.
 func TextContent(text string) []ContentBlock {
@@ -166,6 +211,19 @@ func TextContent(text string) []ContentBlock {
 // NewUserText is the user/message of a human prompt with message id id.
 func NewUserText(id, text string) UserMessage {
 	return UserMessage{Content: TextContent(text), Source: UserSource, Role: roleUser, ID: id}
+}
+
+// NewUserImages is the user/message of a human prompt with images, as /plan steers one: the
+// image blocks first, then the text block when text is not empty.
+func NewUserImages(id, text string, images []ImageRef) UserMessage {
+	content := make([]ContentBlock, 0, len(images)+1)
+	for i := range images {
+		content = append(content, ContentBlock{Type: ContentTypeImage, Attachment: &images[i]})
+	}
+	if text != "" {
+		content = append(content, ContentBlock{Type: ContentTypeText, Text: text})
+	}
+	return UserMessage{Content: content, Source: UserSource, Role: roleUser, ID: id}
 }
 
 // NewPluginNotice is a plugin's notice user/message as the harness's plan mode writes it:
