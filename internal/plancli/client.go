@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,8 @@ type Options struct {
 	ns string
 	// wait is how long a toggle waits for the manager's outcome (--wait).
 	wait time.Duration
+	// images are the files a toggle attaches to its message (--image).
+	images []string
 }
 
 // complete builds the client and resolves the namespace from the flags and kubeconfig.
@@ -53,6 +56,9 @@ func (o *Options) complete() error {
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("register the AgentSession API: %w", err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("register the core API: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -102,6 +102,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	o.Flags.AddFlags(root.PersistentFlags())
 	addWaitFlag(root, &o.wait)
+	addImageFlag(root, &o.images)
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)

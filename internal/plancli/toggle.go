@@ -46,6 +46,7 @@ Between turns the manager appends plan/mode at once and the reply is
 agent's next step boundary and the reply is "Entering plan mode (applies from the next step). Use
 kubectl plan off SESSION to leave." (the harness gives that same reply when plan mode is already on or already pending).
 If the PlanModeConfig in force does not exist, the entry waits for it (a warning says so).
+With --image, the images go to the agent as its next user message, as /plan with images does.
 
 Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan on demo
@@ -56,6 +57,7 @@ Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		},
 	}
 	addWaitFlag(cmd, &o.wait)
+	addImageFlag(cmd, &o.images)
 	return cmd
 }
 
@@ -68,6 +70,8 @@ func newOffCommand(o *Options) *cobra.Command {
 Replies: "Plan mode off." (left now, between turns); "Leaving plan mode (applies from the next
 step)." (during a turn, or already leaving); "Plan mode entry cancelled." (an entry that had not
 reached the log yet is undone, nothing is logged); "Plan mode is already inactive."
+With --image it changes nothing and fails with "Image attachments cannot accompany kubectl plan
+off.", as /plan off refuses images.
 
 Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan off demo`,
@@ -77,6 +81,7 @@ Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		},
 	}
 	addWaitFlag(cmd, &o.wait)
+	addImageFlag(cmd, &o.images)
 	return cmd
 }
 
@@ -98,22 +103,24 @@ message, never an exit.
 
 Needs "patch" on agentsessions.agents.harness.dev.` + waitHelp,
 		Example: `  kubectl plan message demo "draft the migration"
+  kubectl plan message demo "make it look like this" --image mockup.png
   kubectl plan message demo -- --explain the flag handling`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) < 2 {
-				return fmt.Errorf(`"message" needs a session and the text (usage: kubectl plan message SESSION TEXT...)`)
+			if len(args) < 1 || len(args) < 2 && len(o.images) == 0 {
+				return fmt.Errorf(`"message" needs a session and the text or an --image (usage: kubectl plan message SESSION TEXT... [--image FILE]...)`)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text := strings.Join(args[1:], " ")
-			if strings.TrimSpace(text) == "" {
-				return fmt.Errorf(`"message" needs a non-blank text; to only enter plan mode use: kubectl plan on %s`, args[0])
+			if strings.TrimSpace(text) == "" && len(o.images) == 0 {
+				return fmt.Errorf(`"message" needs a non-blank text or an --image; to only enter plan mode use: kubectl plan on %s`, args[0])
 			}
 			return o.toggle(cmd.Context(), args[0], true, text, nil)
 		},
 	}
 	addWaitFlag(cmd, &o.wait)
+	addImageFlag(cmd, &o.images)
 	return cmd
 }
 
@@ -139,11 +146,18 @@ type written struct {
 // spec.steer) in one resourceVersion-guarded merge patch (a conflict re-reads and decides
 // again), waits for the manager's outcome, and prints the /plan reply.
 func (o *Options) toggle(ctx context.Context, name string, x bool, message string, notFoundHint func() error) error {
+	if !x && len(o.images) > 0 {
+		return ImagesWithOffError{} // as /plan off refuses images: before any change
+	}
+	imgs, err := readImages(o.images)
+	if err != nil {
+		return err
+	}
 	if err := o.complete(); err != nil {
 		return err
 	}
 	text := strings.TrimSpace(message)
-	w, err := o.writeSelection(ctx, name, x, text)
+	w, err := o.writeSelection(ctx, name, x, text, imgs)
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			return fmt.Errorf("the session %q kept changing while writing the selection; try again: %w", name, err)
@@ -170,8 +184,15 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 				o.wait, name)
 		}
 	}
+	o.printToggleReply(name, x, outcome, w, text != "" || len(imgs) > 0)
+	return nil
+}
+
+// printToggleReply prints the /plan reply in kubectl's words, then what happens to a message
+// and to an open review.
+func (o *Options) printToggleReply(name string, x bool, outcome planmode.Outcome, w written, message bool) {
 	fmt.Fprintln(o.Streams.Out, o.kubectlWords(planmode.PlanCommandReply(!x, outcome, w.before.Logged), name))
-	if text != "" {
+	if message {
 		if w.idle {
 			fmt.Fprintln(o.Streams.Out, "Message queued; the agent is idle, so it starts a turn with it.")
 		} else {
@@ -181,7 +202,6 @@ func (o *Options) toggle(ctx context.Context, name string, x bool, message strin
 	if w.review != nil {
 		fmt.Fprintln(o.Streams.Out, openReviewNote(name, x, w.review))
 	}
-	return nil
 }
 
 // openReviewNote says what a toggle means for the plan review the agent is waiting on: the
@@ -208,8 +228,9 @@ func (o *Options) kubectlWords(reply, name string) string {
 	return strings.ReplaceAll(reply, "/plan off", cmd)
 }
 
-func (o *Options) writeSelection(ctx context.Context, name string, x bool, text string) (written, error) {
+func (o *Options) writeSelection(ctx context.Context, name string, x bool, text string, imgs []attachedImage) (written, error) {
 	var w written
+	stored := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
@@ -239,10 +260,17 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 		if !sameSpec {
 			spec["planMode"] = map[string]any{"active": x}
 		}
-		if text != "" {
-			q, err := queueMessage(as, v1alpha1.SteerMessage{ID: "kp-" + string(uuid.NewUUID()), Text: text})
+		if text != "" || len(imgs) > 0 {
+			q, err := queueMessage(as, v1alpha1.SteerMessage{ID: "kp-" + string(uuid.NewUUID()), Text: text, Images: imageRefs(imgs)})
 			if err != nil {
 				return err
+			}
+			if !stored {
+				// The bytes go first: a message never names an image the agent cannot read.
+				if err := o.storeImages(ctx, as, imgs); err != nil {
+					return err
+				}
+				stored = true
 			}
 			spec["steerQueue"] = q
 			spec["steer"] = nil // a protocol v1 message not delivered yet is in the queue now
@@ -252,7 +280,7 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			return nil // noop, and spec already records the selection: nothing to write
 		}
 		why := "toggle plan mode"
-		if text != "" {
+		if text != "" || len(imgs) > 0 {
 			why = "toggle plan mode and send a message"
 		}
 		out, err := o.patchSpec(ctx, as, spec, why)

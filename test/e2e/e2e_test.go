@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -227,6 +234,56 @@ func backendSpecs(backend string, storeURL func() string, events bool) {
 		}).WithTimeout(settle).WithPolling(poll).Should(BeNumerically(">=", 1))
 		Expect(mgr.metric("planmode_reviews_total", `outcome="Approved"`)).To(BeNumerically(">=", 1))
 		Expect(mgr.metric("planmode_review_decision_seconds_count", `outcome="Approved"`)).To(BeNumerically(">=", 1))
+	})
+
+	It("sends an image with kubectl plan message --image: its bytes in a ConfigMap the session owns, recorded by the agent before the text; off with an image changes nothing", func() {
+		sid := newSession("images", nil)
+		settled("images", false)
+		img := image.NewNRGBA(image.Rect(0, 0, 4, 3))
+		img.Set(1, 1, color.NRGBA{G: 255, A: 255})
+		var b bytes.Buffer
+		Expect(png.Encode(&b, img)).To(Succeed())
+		file := filepath.Join(workDir, backend+"-mockup.png")
+		Expect(os.WriteFile(file, b.Bytes(), 0o600)).To(Succeed())
+		sum := sha256.Sum256(b.Bytes())
+		id := "sha256:" + hex.EncodeToString(sum[:])
+
+		By("kubectl plan off --image: refused with the harness's text, nothing written")
+		before := get("images")
+		out, err := kube("plan", "off", "images", "-n", ns, "--image", file)
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("Image attachments cannot accompany kubectl plan off."))
+		Expect(get("images").ResourceVersion).To(Equal(before.ResourceVersion))
+
+		By("kubectl plan message --image to an idle agent: it starts a turn and records the image, then the text")
+		a := agent("images", "--turns", "1", "--wait-for-messages")
+		DeferCleanup(a.kill)
+		Eventually(tail(sid)).WithTimeout(settle).WithPolling(poll).Should(And(HaveField("Turn", int64(1)), HaveField("TurnOpen", false)))
+		out, err = kube("plan", "message", "images", "-n", ns, "--image", file, "make", "it", "look", "like", "this")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var cm corev1.ConfigMap
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1alpha1.ImageConfigMapName(id)}, &cm)).To(Succeed())
+		Expect(cm.BinaryData[agentsv1alpha1.ImageDataKey]).To(Equal(b.Bytes()))
+		Expect(cm.OwnerReferences).To(ConsistOf(HaveField("UID", get("images").UID)))
+		var msg harness.Event
+		Eventually(func(g Gomega) {
+			evs, err := store.ReadFrom(ctx, sid, 0, 0)
+			g.Expect(err).NotTo(HaveOccurred())
+			found := false
+			for _, e := range evs {
+				if e.Type == harness.TypeUserMessage && bytes.Contains(e.Data, []byte(`"type":"image"`)) {
+					msg, found = e, true
+				}
+			}
+			g.Expect(found).To(BeTrue(), "no user/message with an image in the log")
+		}).WithTimeout(settle).WithPolling(poll).Should(Succeed())
+		Expect(string(msg.Data)).To(HavePrefix(`{"content":[{"type":"image","attachment":{"attachmentId":"` + id +
+			`","mediaType":"image/png","width":4,"height":3,"bytes":` + strconv.Itoa(b.Len()) + `,"name":"` + backend + `-mockup.png"}},` +
+			`{"type":"text","text":"make it look like this"}],"source":{"kind":"user"}`))
+		settled("images", true)
+		Eventually(func() string { return get("images").Status.Agent.SteerID }).WithTimeout(settle).WithPolling(poll).
+			Should(Equal(get("images").Spec.SteerQueue[0].ID))
+		checkLog("images", sid)
 	})
 
 	It("loses and duplicates nothing when the manager is SIGKILLed and restarted mid-run", func() {
