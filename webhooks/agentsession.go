@@ -97,6 +97,11 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 		return nil, err
 	}
 	errs = append(errs, inUse...)
+	fork, err := v.validateForkParent(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, fork...)
 	warnings := unboundWarning(obj)
 	if obj.Spec.Review != nil {
 		warnings = append(warnings, "spec.review is set at creation, before any plan was posted: it applies only if the agent later posts a review with this reviewID")

@@ -59,6 +59,40 @@ func (v *AgentSessionValidator) validateSessionIDFree(ctx context.Context, obj *
 	return nil, nil
 }
 
+// validateForkParent checks spec.fork against what the manager's cache knows of the parent's
+// AgentSession. A parent of another namespace is refused: a fork copies its parent's events,
+// so it would read another tenant's log. A throughSeq the parent's status places as the last
+// event of its open turn is refused: the copy would end inside that turn. What the cache
+// cannot place (a parent without an AgentSession, a seq the status does not settle) is left
+// to the manager, which reads the log and refuses with ForkRefused.
+func (v *AgentSessionValidator) validateForkParent(ctx context.Context, obj *agentsv1alpha1.AgentSession) (field.ErrorList, error) {
+	f := obj.Spec.Fork
+	if v.Sessions == nil || f == nil {
+		return nil, nil
+	}
+	var list agentsv1alpha1.AgentSessionList
+	if err := v.Sessions.List(ctx, &list, client.MatchingFields{SessionIDIndex: f.SessionID}); err != nil {
+		logf.FromContext(ctx).Error(err, "list AgentSessions by spec.sessionID", "sessionID", f.SessionID)
+		return nil, apierrors.NewServiceUnavailable("could not check spec.fork's parent session; retry: " + err.Error())
+	}
+	for i := range list.Items {
+		parent := &list.Items[i]
+		if parent.Namespace != obj.Namespace {
+			return field.ErrorList{field.Forbidden(field.NewPath("spec", "fork", "sessionID"), fmt.Sprintf(
+				"%q is the session log of an AgentSession in another namespace: a fork copies its parent's events, so it may only name a session of namespace %q",
+				f.SessionID, obj.Namespace))}, nil
+		}
+		pm := parent.Status.PlanMode
+		if f.ThroughSeq != nil && pm.TurnOpen && pm.NextSeq > 0 && *f.ThroughSeq == pm.NextSeq-1 {
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "fork", "throughSeq"), *f.ThroughSeq, fmt.Sprintf(
+				"is the last event of the open turn of session %q (AgentSession %q, next seq %d), so the fork would end inside that turn: "+
+					"name the seq of a turn/end of the parent, or leave throughSeq unset to fork through its last completed turn",
+				f.SessionID, parent.Name, pm.NextSeq))}, nil
+		}
+	}
+	return nil, nil
+}
+
 // validateReviewDigest: a decision that names the digest of the plan it was taken on must name
 // the digest of the plan under review now, so an approval never applies to a text the reviewer
 // did not read. A merge patch keeps the fields it does not name, so a digest left from the

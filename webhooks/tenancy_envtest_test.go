@@ -62,6 +62,41 @@ var _ = Describe("AgentSession tenancy", func() {
 		Expect(st.Message).To(ContainSubstring(`spec.sessionID: Invalid value: "` + owner.Spec.SessionID + `": is already the session log of AgentSession "` + owner.Name + `" in this namespace`))
 	})
 
+	It("refuses a fork of another namespace's session, and a fork through the last event of the parent's open turn, naming the field", func() {
+		parent := newSession(ctx) // in testNS
+		fork := func(ns, name string, through *int64) *agentsv1alpha1.AgentSession {
+			return &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: agentsv1alpha1.AgentSessionSpec{SessionID: uniqueName("f"), Fork: &agentsv1alpha1.ForkSource{SessionID: parent.Spec.SessionID, ThroughSeq: through}}}
+		}
+		By("a fork from another namespace would copy another tenant's log")
+		want := specDenied + `AgentSession.agents.harness.dev "reader" is invalid: spec.fork.sessionID: Forbidden: "` + parent.Spec.SessionID +
+			`" is the session log of an AgentSession in another namespace: a fork copies its parent's events, so it may only name a session of namespace "` + otherNS + `"`
+		Eventually(func(g Gomega) {
+			err := adminC.Create(ctx, fork(otherNS, "reader", nil), client.DryRunAll)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(statusOf(err).Message).To(Equal(want))
+		}).Should(Succeed())
+		Expect(adminC.Get(ctx, client.ObjectKey{Namespace: otherNS, Name: "reader"}, &agentsv1alpha1.AgentSession{})).NotTo(Succeed())
+
+		By("the parent's status shows an open turn ending at seq 6: a fork through 6 ends inside it")
+		Expect(patchStatus(ctx, as(managerUser), parent, func(o *agentsv1alpha1.AgentSession) {
+			o.Status.PlanMode.TurnOpen = true
+			o.Status.PlanMode.NextSeq = 7
+		})).To(Succeed())
+		want = specDenied + `AgentSession.agents.harness.dev "inside" is invalid: spec.fork.throughSeq: Invalid value: 6: is the last event of the open turn of session "` +
+			parent.Spec.SessionID + `" (AgentSession "` + parent.Name + `", next seq 7), so the fork would end inside that turn: ` +
+			`name the seq of a turn/end of the parent, or leave throughSeq unset to fork through its last completed turn`
+		Eventually(func(g Gomega) {
+			err := adminC.Create(ctx, fork(testNS, "inside", new(int64(6))), client.DryRunAll)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(statusOf(err).Message).To(Equal(want))
+		}).Should(Succeed())
+
+		By("an earlier seq the status cannot place, and an unset throughSeq, are left to the manager")
+		Expect(adminC.Create(ctx, fork(testNS, "earlier", new(int64(3))), client.DryRunAll)).To(Succeed())
+		Expect(adminC.Create(ctx, fork(testNS, "completed", nil), client.DryRunAll)).To(Succeed())
+	})
+
 	It("refuses a decision naming the digest of another text, and a plan changed under its review id", func() {
 		s := newSession(ctx)
 		const read, swapped = "# The plan read\n\n1. add tests\n", "# SWAPPED plan\n\n1. drop the tests\n"
