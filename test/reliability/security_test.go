@@ -224,17 +224,21 @@ var _ = Describe("security", func() {
 		var haystack strings.Builder
 		haystack.WriteString(m.log())
 		haystack.WriteString(bad.log())
+		// The manager writes Events in the background: wait until some have landed, so the
+		// search below has them to look at.
 		var evs eventsv1.EventList
-		Expect(k8s.List(suiteCtx, &evs, client.InNamespace(w.ns))).To(Succeed())
 		var cevs corev1.EventList
-		Expect(k8s.List(suiteCtx, &cevs, client.InNamespace(w.ns))).To(Succeed())
+		eventually(30*time.Second, func(g Gomega) {
+			g.Expect(k8s.List(suiteCtx, &evs, client.InNamespace(w.ns))).To(Succeed())
+			g.Expect(k8s.List(suiteCtx, &cevs, client.InNamespace(w.ns))).To(Succeed())
+			g.Expect(len(evs.Items)+len(cevs.Items)).To(BeNumerically(">", 0), "no Events to look at")
+		})
 		var sessions v1alpha1.AgentSessionList
 		Expect(k8s.List(suiteCtx, &sessions, client.InNamespace(w.ns))).To(Succeed())
 		for _, v := range []any{evs, cevs, sessions} {
 			b, _ := json.Marshal(v)
 			haystack.Write(b)
 		}
-		Expect(len(evs.Items)+len(cevs.Items)).To(BeNumerically(">", 0), "no Events to look at")
 		Expect(haystack.String()).To(ContainSubstring("LogStoreUnavailable"), "the outage left no trace to look at")
 		Expect(haystack.String()).NotTo(ContainSubstring(password))
 		GinkgoWriter.Printf("searched %d bytes of logs, %d Events and %d sessions: no password\n", haystack.Len(), len(evs.Items)+len(cevs.Items), len(sessions.Items))
