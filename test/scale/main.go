@@ -81,6 +81,7 @@ type opts struct {
 	// agentWatchTimeout is the agents' agentsdk.Options.WatchTimeout.
 	agentWatchTimeout time.Duration
 	profileDir        string
+	objectDir         string
 	requestMix        bool
 	tailTime          string
 	floorShape        string // --status-shape of the floor process
@@ -181,6 +182,7 @@ func parseFlags() (opts, error) {
 			"Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; "+
 			"0 gives client-go's 5 to 10 minutes")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
+	flag.StringVar(&o.objectDir, "object-dir", "", "write one session object per storm as served after the boundary storm here (object-<namespace>.json), to see what its size is made of")
 	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")
 	flag.BoolVar(&o.requestMix, "request-mix", false, "print every request the API server served in each storm, by verb and resource (reads included)")

@@ -787,6 +787,11 @@ func (b *bench) objectBytes(ctx context.Context, ns string, agents []*agent, k i
 		if err != nil {
 			return 0, err
 		}
+		if b.o.objectDir != "" && sum == 0 {
+			if err := os.WriteFile(filepath.Join(b.o.objectDir, "object-"+ns+".json"), raw, 0o644); err != nil {
+				return 0, err
+			}
+		}
 		sum += len(raw)
 	}
 	return float64(sum) / float64(k), nil
