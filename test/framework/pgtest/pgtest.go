@@ -37,6 +37,12 @@ const BinDirEnv = "PGTEST_BIN_DIR"
 // debianBinGlob is where Debian's postgresql-<major> packages put the server binaries.
 var debianBinGlob = "/usr/lib/postgresql/*/bin"
 
+// superuser is the role initdb creates (-U); serverBinary the server's executable.
+const (
+	superuser    = "postgres"
+	serverBinary = "postgres"
+)
+
 // StartTimeout bounds initdb plus server start-up.
 const StartTimeout = 2 * time.Minute
 
@@ -75,7 +81,7 @@ type Server struct {
 // newest /usr/lib/postgresql/<major>/bin, else the directory of initdb on PATH.
 func FindBinaries() (string, error) {
 	ok := func(d string) bool {
-		for _, b := range []string{"initdb", "postgres"} {
+		for _, b := range []string{"initdb", serverBinary} {
 			if st, err := os.Stat(filepath.Join(d, b)); err != nil || st.Mode()&0o111 == 0 {
 				return false
 			}
@@ -174,7 +180,7 @@ func StartWith(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", superuser, "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -242,7 +248,7 @@ func (s *Server) run(ctx context.Context, cred *syscall.Credential, data string,
 		return fmt.Errorf("create server log: %w", err)
 	}
 	defer func() { _ = logf.Close() }()
-	cmd := exec.Command(filepath.Join(s.BinDir, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", s.Dir,
+	cmd := exec.Command(filepath.Join(s.BinDir, serverBinary), "-D", data, "-p", strconv.Itoa(port), "-k", s.Dir,
 		"-c", "listen_addresses="+strings.Join(s.listen, ","), "-c", "max_connections=200", "-c", "shared_buffers=32MB",
 		"-c", "logging_collector=off", "-c", "log_min_messages=warning")
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -420,9 +426,9 @@ func (s *Server) setPassword(ctx context.Context) error {
 func (s *Server) URLFor(host, db string) string {
 	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(host, strconv.Itoa(s.Port)), Path: "/" + db, RawQuery: "sslmode=disable"}
 	if s.Password != "" {
-		u.User = url.UserPassword("postgres", s.Password)
+		u.User = url.UserPassword(superuser, s.Password)
 	} else {
-		u.User = url.User("postgres")
+		u.User = url.User(superuser)
 	}
 	return u.String()
 }
