@@ -69,4 +69,19 @@ rm -rf "$R" /run/ck8s
 # containerd 1.6 shims put their sockets in the hard-coded /run/containerd/s: drop it if left empty
 rmdir /run/containerd/s /run/containerd 2>/dev/null
 if [ "${1:-}" = "--purge" ]; then rm -rf "$C/pki" "$C/containerd-root" "$C/etc"; fi
-echo "down: done"
+
+# Verify: nothing of the cluster may be left on the machine.
+left=()
+for pid in $(pgrep -f -- "--address $SOCK|-address $SOCK|$C/(run|etc|pki)/" || true); do left+=("process $pid: $(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | cut -c1-120)"); done
+grep -qE " ($R|/run/ck8s|$C/containerd-root)" /proc/mounts && left+=("mounts: $(grep -oE " ($R|/run/ck8s|$C/containerd-root)[^ ]*" /proc/mounts | tr '\n' ' ')")
+for l in ck8s0 ck8s-node; do ip link show "$l" >/dev/null 2>&1 && left+=("link $l"); done
+for t in nat filter mangle; do
+  ch=$(iptables -t $t -S 2>/dev/null | awk '/^-N KUBE-/ {print $2}' | tr '\n' ' ')
+  [ -n "$ch" ] && left+=("iptables $t chains: $ch")
+done
+iptables -t nat -S POSTROUTING 2>/dev/null | grep -qE -- '-s 10\.244\.0\.' && left+=("iptables nat POSTROUTING rules for 10.244.0.0/24")
+if [ ${#left[@]} -gt 0 ]; then
+  printf 'down: left behind: %s\n' "${left[@]}" >&2
+  exit 1
+fi
+echo "down: done, nothing left"

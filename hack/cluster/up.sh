@@ -93,6 +93,8 @@ start etcd $B/etcd --name ck8s --data-dir $R/etcd \
 wait_for etcd 30 curl -sf http://127.0.0.1:$ETCD_PORT/health
 
 # The API server listens on the node address only: the kubeconfigs and the kubernetes Service name it.
+# It reaches the kubelet at the node address too: the hostname may resolve to a loopback address,
+# which the node proxy (kubectl get --raw .../proxy/stats/summary) refuses.
 start kube-apiserver $B/kube-apiserver \
   --etcd-servers=http://127.0.0.1:$ETCD_PORT \
   --bind-address=$NODE_IP --secure-port=$APISERVER_PORT --advertise-address=$NODE_IP \
@@ -100,6 +102,7 @@ start kube-apiserver $B/kube-apiserver \
   --tls-cert-file=$P/apiserver.crt --tls-private-key-file=$P/apiserver.key \
   --client-ca-file=$P/ca.crt \
   --kubelet-client-certificate=$P/apiserver-kubelet-client.crt --kubelet-client-key=$P/apiserver-kubelet-client.key \
+  --kubelet-preferred-address-types=InternalIP \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file=$P/sa.pub --service-account-signing-key-file=$P/sa.key \
   --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
