@@ -337,11 +337,8 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 		// (up to a retry period after it) and retries with a jitter of up to 1.2 retry periods.
 		Expect(took).To(BeNumerically("<=", duration+takeoverSlack))
 
-		By("the new leader reconciles: a toggle commits")
-		newSession("after-freeze", "planmode-agent-freeze", ptr(true))
-		Eventually(func() bool { return getSession("after-freeze").Status.PlanMode.Active }).
-			WithTimeout(settle).WithPolling(poll).Should(BeTrue())
-
+		// The frozen replica still looks Ready until its probes time out, so admission calls the
+		// Service routes to it hang: resume it before writing through the webhook again.
 		By("the old leader, resumed, sees the lease lost and restarts as a candidate")
 		resume()
 		Eventually(func(g Gomega) {
@@ -349,6 +346,12 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: managerDeploy}, &d)).To(Succeed())
 			g.Expect(d.Status.ReadyReplicas).To(Equal(int32(2)))
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		waitWebhookServing()
+
+		By("the new leader reconciles: a toggle commits")
+		newSession("after-freeze", "planmode-agent-freeze", ptr(true))
+		Eventually(func() bool { return getSession("after-freeze").Status.PlanMode.Active }).
+			WithTimeout(settle).WithPolling(poll).Should(BeTrue())
 		Expect(holderPod()).To(Equal(survivor), "the resumed replica did not take the lease back")
 	})
 
