@@ -68,7 +68,7 @@ for s in /sys/fs/cgroup/*/; do [ -d "${s}kubepods" ] && find "${s}kubepods" -dep
 rm -rf "$R" /run/ck8s
 # containerd 1.6 shims put their sockets in the hard-coded /run/containerd/s: drop it if left empty
 rmdir /run/containerd/s /run/containerd 2>/dev/null
-if [ "${1:-}" = "--purge" ]; then rm -rf "$C/pki" "$C/containerd-root" "$C/etc"; fi
+if [ "${1:-}" = "--purge" ]; then rm -rf "$C/pki" "$C/containerd-root" "$C/etc" "$C/volumes" "$C/images.env"; fi
 
 # Verify: nothing of the cluster may be left on the machine.
 left=()
