@@ -19,9 +19,11 @@ COPY webhooks/ webhooks/
 COPY pkg/ pkg/
 COPY internal/ internal/
 
-# CGO_ENABLED=0: the SQLite driver is pure Go, so the binary is static and runs on distroless.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w -X github.com/harness-dev/planmode-operator/internal/version.Version=${VERSION} -X github.com/harness-dev/planmode-operator/internal/version.Commit=${COMMIT}" -o manager ./cmd/manager
+# hack/static-build.sh: CGO_ENABLED=0 (the SQLite driver is pure Go, so the binary is static and
+# runs on distroless), the same build hack/cluster/images.sh puts into the test cluster's image.
+COPY hack/static-build.sh hack/static-build.sh
+RUN VERSION=${VERSION} COMMIT=${COMMIT} GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    hack/static-build.sh manager ./cmd/manager
 
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /

@@ -174,3 +174,33 @@ build-installer: manifests envtest-assets ## Render config/default with the hack
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $${IMG:-planmode-operator:dev} .
+
+##@ Test cluster (a real single-node Kubernetes built from Go modules and Debian packages; root)
+
+# Where the running cluster keeps its state (ignored by git); the binaries are cached in bin/cluster.
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+
+.PHONY: cluster-deps
+cluster-deps: ## Install the Debian packages the test cluster needs when missing (containerd, runc, CNI plugins, iptables, podman).
+	@hack/cluster/deps.sh
+
+.PHONY: cluster-build
+cluster-build: cluster-deps envtest-assets ## Build kubelet, controller-manager, scheduler, kube-proxy, crictl, CoreDNS and the pause/CoreDNS images into bin/cluster (cached by version).
+	@hack/cluster/build.sh >/dev/null
+
+.PHONY: cluster-up
+cluster-up: cluster-build ## Start the test cluster under CLUSTER_DIR (admin kubeconfig: CLUSTER_DIR/pki/admin.kubeconfig); a running one is reused.
+	@CLUSTER_DIR="$(CLUSTER_DIR)" hack/cluster/up.sh >/dev/null
+
+.PHONY: cluster-images
+cluster-images: ## Build the manager, reference-agent and probe images FROM scratch and load them into the running test cluster.
+	@CLUSTER_DIR="$(CLUSTER_DIR)" hack/cluster/images.sh >/dev/null
+
+.PHONY: cluster-down
+cluster-down: ## Stop the test cluster: processes by PID, pods, mounts, bridges, iptables chains (CLUSTER_DOWN_FLAGS=--purge also drops its PKI and image store).
+	@CLUSTER_DIR="$(CLUSTER_DIR)" hack/cluster/down.sh $(CLUSTER_DOWN_FLAGS)
+
+.PHONY: test-cluster
+test-cluster: cluster-up cluster-images postgres ## Run test/cluster: the operator from dist/install.yaml on the test cluster (starts it when needed; make cluster-down stops it).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" CLUSTER_DIR="$(CLUSTER_DIR)" \
+		go test -tags cluster ./test/cluster -count=1 -timeout 30m -v -args -ginkgo.v $(GINKGO_FLAGS)

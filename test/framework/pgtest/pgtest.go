@@ -10,9 +10,12 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -33,6 +36,12 @@ const BinDirEnv = "PGTEST_BIN_DIR"
 
 // debianBinGlob is where Debian's postgresql-<major> packages put the server binaries.
 var debianBinGlob = "/usr/lib/postgresql/*/bin"
+
+// superuser is the role initdb creates (-U); serverBinary the server's executable.
+const (
+	superuser    = "postgres"
+	serverBinary = "postgres"
+)
 
 // StartTimeout bounds initdb plus server start-up.
 const StartTimeout = 2 * time.Minute
@@ -56,6 +65,11 @@ type Server struct {
 	Dir    string
 	BinDir string
 
+	// Password is the superuser's password when Options.PasswordCIDRs is set (clients from
+	// those networks must give it), else empty.
+	Password string
+
+	listen   []string
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	waitErr  error
@@ -67,7 +81,7 @@ type Server struct {
 // newest /usr/lib/postgresql/<major>/bin, else the directory of initdb on PATH.
 func FindBinaries() (string, error) {
 	ok := func(d string) bool {
-		for _, b := range []string{"initdb", "postgres"} {
+		for _, b := range []string{"initdb", serverBinary} {
 			if st, err := os.Stat(filepath.Join(d, b)); err != nil || st.Mode()&0o111 == 0 {
 				return false
 			}
@@ -119,8 +133,24 @@ func MustStart(t TB) *Server {
 	return s
 }
 
+// Options widen where a server started by StartWith can be reached. The zero value is Start's
+// server: 127.0.0.1 only, trust authentication.
+type Options struct {
+	// ListenAddresses are addresses to listen on besides 127.0.0.1, e.g. the address of a test
+	// cluster's own bridge so its pods can connect. Never the machine's own address.
+	ListenAddresses []string
+	// PasswordCIDRs are networks (e.g. a test cluster's pod CIDR) allowed to connect with the
+	// superuser's password (scram-sha-256); the server gets a random password (Server.Password).
+	PasswordCIDRs []string
+}
+
 // Start runs initdb into a new temporary directory and starts a server on a free port.
 func Start(ctx context.Context) (*Server, error) {
+	return StartWith(ctx, Options{})
+}
+
+// StartWith is Start with more listen addresses and password access from more networks.
+func StartWith(ctx context.Context, opts Options) (*Server, error) {
 	bin, err := FindBinaries()
 	if err != nil {
 		return nil, err
@@ -139,7 +169,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create temporary directory: %w", err)
 	}
-	s := &Server{Dir: dir, BinDir: bin}
+	s := &Server{Dir: dir, BinDir: bin, listen: append([]string{"127.0.0.1"}, opts.ListenAddresses...)}
 	fail := func(err error) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -150,11 +180,16 @@ func Start(ctx context.Context) (*Server, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", superuser, "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("initdb in %s: %w\n%s", data, err, out))
+	}
+	if len(opts.PasswordCIDRs) > 0 {
+		if err := allowPassword(data, opts.PasswordCIDRs); err != nil {
+			return fail(err)
+		}
 	}
 	// A free port can be taken between probing it and the server binding it: retry.
 	var lastErr error
@@ -164,6 +199,12 @@ func Start(ctx context.Context) (*Server, error) {
 			return fail(err)
 		}
 		lastErr = s.run(ctx, cred, data, port)
+		if lastErr == nil && len(opts.PasswordCIDRs) > 0 {
+			if err := s.setPassword(ctx); err != nil {
+				s.kill()
+				return fail(err)
+			}
+		}
 		if lastErr == nil {
 			return s, nil
 		}
@@ -207,8 +248,8 @@ func (s *Server) run(ctx context.Context, cred *syscall.Credential, data string,
 		return fmt.Errorf("create server log: %w", err)
 	}
 	defer func() { _ = logf.Close() }()
-	cmd := exec.Command(filepath.Join(s.BinDir, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", s.Dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=32MB",
+	cmd := exec.Command(filepath.Join(s.BinDir, serverBinary), "-D", data, "-p", strconv.Itoa(port), "-k", s.Dir,
+		"-c", "listen_addresses="+strings.Join(s.listen, ","), "-c", "max_connections=200", "-c", "shared_buffers=32MB",
 		"-c", "logging_collector=off", "-c", "log_min_messages=warning")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group; the server dies with the test process if that is killed.
@@ -339,6 +380,57 @@ func (s *Server) Stop() error {
 		s.stopErr = os.RemoveAll(s.Dir)
 	})
 	return s.stopErr
+}
+
+// allowPassword lets clients from cidrs connect with a password (after initdb's local trust lines).
+func allowPassword(data string, cidrs []string) error {
+	f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open pg_hba.conf: %w", err)
+	}
+	for _, c := range cidrs {
+		if _, _, err := net.ParseCIDR(c); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("pgtest.Options.PasswordCIDRs: %q is not a CIDR: %w", c, err)
+		}
+		if _, err := fmt.Fprintf(f, "host all all %s scram-sha-256\n", c); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("write pg_hba.conf: %w", err)
+		}
+	}
+	return f.Close()
+}
+
+// setPassword gives the superuser a random password.
+func (s *Server) setPassword(ctx context.Context) error {
+	b := make([]byte, 18)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("generate a password: %w", err)
+	}
+	pw := hex.EncodeToString(b)
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return fmt.Errorf("connect to set the password: %w", err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	// ALTER ROLE takes no parameters: the password is hex, so quoting it is safe.
+	if _, err := conn.Exec(ctx, "ALTER ROLE postgres PASSWORD '"+pw+"'"); err != nil {
+		return fmt.Errorf("set the password: %w", err)
+	}
+	s.Password = pw
+	return nil
+}
+
+// URLFor is the URL of database db through host (one of the listen addresses), with the
+// password when the server has one.
+func (s *Server) URLFor(host, db string) string {
+	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(host, strconv.Itoa(s.Port)), Path: "/" + db, RawQuery: "sslmode=disable"}
+	if s.Password != "" {
+		u.User = url.UserPassword(superuser, s.Password)
+	} else {
+		u.User = url.User(superuser)
+	}
+	return u.String()
 }
 
 // CreateDatabase creates a fresh database and returns its URL, so tests can isolate data.
