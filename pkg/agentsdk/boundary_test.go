@@ -828,7 +828,7 @@ var _ = Describe("messages with images", func() {
 		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "step/end"}))
 		block := `{"type":"image","attachment":` + img + `}`
 		Expect(string(evs[2].Data)).To(HavePrefix(`{"content":[` + block + `,{"type":"text","text":"like this"}],"source":{"kind":"user"},"role":"user","id":`))
-		Expect(string(evs[3].Data)).To(HavePrefix(`{"content":[` + block + `],"source":{"kind":"user"},"role":"user","id":`), "an image-only message has no text block")
+		Expect(string(evs[3].Data)).To(HavePrefix(`{"content":[`+block+`],"source":{"kind":"user"},"role":"user","id":`), "an image-only message has no text block")
 		Expect(f.get().Status.Agent.SteerID).To(Equal("i2"))
 	})
 })
