@@ -16,7 +16,7 @@
 import { randomUUID } from 'node:crypto';
 import { importHarness } from './harness.js';
 import { loadConfig, type PluginConfig } from './config.js';
-import { emptyTail, apply, check, type LogEvent, type Tail } from './events.js';
+import { emptyTail, apply as applyEvent, check, type LogEvent, type Tail } from './events.js';
 import { SessionWatch, type AgentSession, type LastBoundary } from './kube.js';
 import { sharedStore } from './shared.js';
 import type { SqliteLogStore } from './sqlite-store.js';
@@ -51,7 +51,7 @@ class MemoryTail {
   of(events: readonly LogEvent[]): Tail {
     for (; this.n < events.length; this.n++) {
       const ev = events[this.n]!;
-      try { apply(this.t, ev, check('', ev)); } catch { this.t.nextSeq = ev.seq + 1; }
+      try { applyEvent(this.t, ev, check('', ev)); } catch { this.t.nextSeq = ev.seq + 1; }
     }
     return this.t;
   }
