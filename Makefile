@@ -76,12 +76,20 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl from Go modules into b
 harness: ## Install the real DeepSeek harness (dsh) and Node 22 from npm into bin/harness (pinned by hack/harness/package-lock.json; cached).
 	@hack/harness.sh >/dev/null
 
+.PHONY: dsh-plugin
+dsh-plugin: harness ## Build the dsh plugin (agents/dsh-plugin: npm ci from its lockfile, tsc; cached under its node_modules and dist).
+	@hack/dsh-plugin.sh >/dev/null
+
+.PHONY: test-dsh-plugin
+test-dsh-plugin: harness ## Build the dsh plugin and run its TypeScript tests (node --test, on the harness's Node 22).
+	hack/dsh-plugin.sh test >/dev/null
+
 .PHONY: postgres
 postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages).
 	@hack/ensure-postgres.sh
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets postgres harness ## Run every test suite (unit, envtest, both log stores, the real harness, e2e).
+test: manifests generate fmt vet envtest-assets postgres harness test-dsh-plugin ## Run every test suite (unit, envtest, both log stores, the real harness, the dsh plugin, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
 
