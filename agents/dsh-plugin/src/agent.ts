@@ -19,6 +19,7 @@ import { loadConfig, type PluginConfig } from './config.js';
 import { emptyTail, apply as applyEvent, check, type LogEvent, type Tail } from './events.js';
 import { SessionWatch, type AgentSession, type LastBoundary } from './kube.js';
 import { sharedStore } from './shared.js';
+import { NOTICE_OFF, NOTICE_ON } from './notices.js';
 import type { SqliteLogStore } from './sqlite-store.js';
 
 const llm = await importHarness<{ createUserMessage: (m: unknown) => unknown }>('@deepseek-ai/dsh-llm');
@@ -67,8 +68,6 @@ export function mustAsk(s: AgentSession, t: Tail): boolean {
     || (t.lastPlanModeSeq > t.lastStepStartSeq && (pm.nextSeq ?? 0) <= t.lastPlanModeSeq);
 }
 
-export const NOTICE_ON = 'The user switched this session to plan mode.';
-export const NOTICE_OFF = 'The user switched this session back to the default mode.';
 
 /**
  * The notice a between-turns commit owes the first step after it (protocol 5.3): the
