@@ -20,6 +20,7 @@ import { emptyTail, apply as applyEvent, check, type LogEvent, type Tail } from 
 import { SessionWatch, type AgentSession, type LastBoundary } from './kube.js';
 import { sharedStore } from './shared.js';
 import { NOTICE_OFF, NOTICE_ON } from './notices.js';
+import { mustAsk, owedNotice, pendingMessages } from './decide.js';
 import type { SqliteLogStore } from './sqlite-store.js';
 
 const llm = await importHarness<{ createUserMessage: (m: unknown) => unknown }>('@deepseek-ai/dsh-llm');
@@ -59,43 +60,6 @@ class MemoryTail {
 }
 
 interface Answer { key: string; reject?: string; notice?: string }
-
-/** What the plugin decides at one boundary, kept for the step's pre-step and assembly. */
-export function mustAsk(s: AgentSession, t: Tail): boolean {
-  const pm = s.status?.planMode ?? {};
-  const sel = s.spec.planMode?.active;
-  return pm.pending === true || (sel !== undefined && sel !== pm.selection)
-    || (t.lastPlanModeSeq > t.lastStepStartSeq && (pm.nextSeq ?? 0) <= t.lastPlanModeSeq);
-}
-
-
-/**
- * The notice a between-turns commit owes the first step after it (protocol 5.3): the
- * manager's status.planMode.notice for that plan/mode; before the watch has delivered it, the
- * same rule computed from the log (the last request/header described the other state).
- */
-export function owedNotice(s: AgentSession, t: Tail): string | undefined {
-  if (!(t.lastPlanModeSeq > t.lastStepStartSeq)) return undefined;
-  const pm = s.status?.planMode;
-  if (pm?.notice && pm.notice.seq === t.lastPlanModeSeq) return pm.notice.text;
-  if ((pm?.nextSeq ?? 0) > t.lastPlanModeSeq) return undefined; // the manager's status covers it: nothing owed
-  return t.told !== null && t.told !== t.active ? (t.active ? NOTICE_ON : NOTICE_OFF) : undefined;
-}
-
-/** The user messages not yet recorded, oldest first (protocol section 10). */
-export function pendingMessages(s: AgentSession, lastRecorded: string | undefined): { id: string; text: string }[] {
-  const q = s.spec.steerQueue ?? [];
-  const last = lastRecorded ?? s.status?.agent?.steerID;
-  let from = 0;
-  if (last !== undefined) {
-    const i = q.findIndex((m) => m.id === last);
-    if (i >= 0) from = i + 1;
-  }
-  const out = q.slice(from);
-  const st = s.spec.steer;
-  if (q.length === 0 && st && st.id !== last) out.push(st);
-  return out;
-}
 
 export function apply(ctx: Any): void {
   const cfg: PluginConfig = loadConfig();
@@ -229,7 +193,10 @@ export function apply(ctx: Any): void {
       const r = watch.get()!.status!.review!;
       switch (r.phase) {
         case 'Approved': return { approved: true };
-        case 'Dismissed': return { approved: false };
+        case 'Dismissed':
+          // The reviewer wants to speak: this step is the turn's last (plan mode stays on).
+          exec.concludeTurn?.();
+          return { approved: false };
         case 'KeepPlanning': throw new Error(r.message || TEXT.keepPlanning);
         case 'Expired': throw new Error(r.message || TEXT.expired);
         default: throw new Error(r.message || TEXT.notInPlanMode);

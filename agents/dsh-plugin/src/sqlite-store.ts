@@ -80,10 +80,10 @@ export class SqliteLogStore {
   /** Called after every committed append with the session and its new tail. */
   onAppend?: (sessionId: string, tail: Tail) => void;
 
-  constructor(readonly path: string) {
+  constructor(readonly path: string, opts: { busyTimeoutMs?: number } = {}) {
     const dir = dirname(path);
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`open sqlite session log ${path}: directory ${dir} does not exist; create it first`);
-    this.db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+    this.db = new DatabaseSync(path, { timeout: opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS });
     // WAL beside the manager's readers; FULL so an acknowledged append survives a power loss.
     this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;');
     this.migrate();
