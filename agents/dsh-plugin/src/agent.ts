@@ -87,6 +87,20 @@ export function apply(ctx: Any): void {
     }
   };
 
+  // Resolves at the next event the harness appends to session (session/event).
+  const eventWaiters = new Map<object, (() => void)[]>();
+  const nextEvent = (session: object) => new Promise<void>((resolve) => {
+    const list = eventWaiters.get(session) ?? [];
+    list.push(resolve);
+    eventWaiters.set(session, list);
+  });
+  ctx.on('session/event', (session: object) => {
+    const list = eventWaiters.get(session);
+    if (!list) return;
+    eventWaiters.delete(session);
+    for (const r of list) r();
+  });
+
   // Releases the store's write lock held by the protocol once the harness's next batch is
   // stored (or after a bound, should the harness write nothing).
   let releaseHeld: (() => void) | undefined;
@@ -176,7 +190,7 @@ export function apply(ctx: Any): void {
     parameters: { plan: { type: 'string', required: true, description: 'The complete plan, as markdown, starting with a # heading that names it.' } },
     output: {
       schema: { type: 'object', additionalProperties: false, properties: { approved: { type: 'boolean', required: true } } },
-      render: (r: Any) => [{ type: 'text', text: r?.approved === false ? TEXT.dismissed : TEXT.approved }],
+      render: (_args: unknown, r: Any) => [{ type: 'text', text: r?.approved === false ? TEXT.dismissed : TEXT.approved }],
     },
     execute: async (args: Any, exec: Any) => {
       const agent = exec.agent;
@@ -226,36 +240,39 @@ export function apply(ctx: Any): void {
       : await ctx.agents.create({ sessionId: sessionPkg.SessionId(id), meta: { cwd: cfg.cwd }, agentOptions, setup });
     await agent.whenIdle();
     process.stdout.write(JSON.stringify({ op: 'ready', session: id, seq: agent.session.seq }) + '\n');
-    let busy = false;
-    const pump = async () => {
-      if (busy) return;
-      busy = true;
-      try {
-        for (;;) {
-          const s = watch.get();
-          if (!s) return;
-          const msgs = pendingMessages(s, lastRecorded);
-          if (msgs.length === 0) return;
-          const turnOpen = tailOf(agent.session).turnOpen;
-          const message = (text: string) => llm.createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } });
-          if (turnOpen) {
-            for (const m of msgs) agent.steer(message(m.text));
-          } else {
-            await startTurn(agent, id, msgs.map((m) => message(m.text)));
-          }
-          lastRecorded = msgs[msgs.length - 1]!.id;
-          await ctx.sessions.flush(agent.session);
-          await watch.patchAgent({ steerID: lastRecorded });
-          process.stdout.write(JSON.stringify({ op: 'messages', ids: msgs.map((m) => m.id), turnOpen }) + '\n');
-          await agent.whenIdle();
-          await ctx.sessions.flush(agent.session);
-          process.stdout.write(JSON.stringify({ op: 'idle', seq: agent.session.seq }) + '\n');
-        }
-      } finally {
-        busy = false;
-      }
+    // Messages are taken in order, one pass at a time: an idle agent starts a turn for them
+    // (under the between-turns lock), a running one gets them as steering for its next step.
+    // status.agent.steerID is written once they are in the store (log first, status second).
+    let chain = Promise.resolve();
+    const message = (text: string) => llm.createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } });
+    const deliver = async () => {
+      const s = watch.get();
+      if (!s) return;
+      const msgs = pendingMessages(s, lastRecorded);
+      if (msgs.length === 0) return;
+      const running = agent.status === 'running';
+      if (running) for (const m of msgs) agent.steer(message(m.text));
+      else await startTurn(agent, id, msgs.map((m) => message(m.text)));
+      const last = msgs[msgs.length - 1]!;
+      lastRecorded = last.id;
+      process.stdout.write(JSON.stringify({ op: 'messages', ids: msgs.map((m) => m.id), running }) + '\n');
+      void acknowledge(last);
     };
-    watch.onChange = () => { pump().catch((e) => process.stderr.write(`planmode-agent: ${e?.stack ?? e}\n`)); };
+    const acknowledge = async (last: { id: string; text: string }) => {
+      const recorded = () => agent.session.events.some((e: Any) => e.type === 'user/message' && e.data?.source?.kind === 'user'
+        && e.data.content?.[0]?.text === last.text);
+      // Wait on the harness's own events; an idle agent will record nothing more.
+      while (!recorded() && agent.status === 'running') await Promise.race([nextEvent(agent.session), agent.whenIdle()]);
+      await ctx.sessions.flush(agent.session);
+      if (lastRecorded !== last.id) return; // a later batch acknowledges
+      await watch.patchAgent({ steerID: last.id }).catch((e: Error) => log('acknowledge message %s: %s', last.id, e.message));
+    };
+    ctx.on('agent/status', (payload: Any) => {
+      if (payload?.agent !== agent && payload?.agent?.id !== agent.id) return;
+      if (agent.status === 'idle') process.stdout.write(JSON.stringify({ op: 'idle', seq: agent.session.seq }) + '\n');
+      watch.onChange?.();
+    });
+    watch.onChange = () => { chain = chain.then(deliver).catch((e) => { process.stderr.write(`planmode-agent: ${e?.stack ?? e}\n`); }); };
     watch.onChange();
   }
 
@@ -271,9 +288,8 @@ export function apply(ctx: Any): void {
       const before = agent.session.seq as number;
       agent.followup(messages[0]);
       for (const m of messages.slice(1)) agent.steer(m);
-      for (let i = 0; i < 500 && !agent.session.events.slice(before).some((e: Any) => e.type === 'turn/start'); i++) {
-        await new Promise((r) => setImmediate(r));
-      }
+      const started = () => agent.session.events.slice(before).some((e: Any) => e.type === 'turn/start');
+      while (!started() && agent.status === 'running') await Promise.race([nextEvent(agent.session), agent.whenIdle()]);
       await ctx.sessions.flush(agent.session);
     } finally {
       release();
