@@ -251,7 +251,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		Expect(results[0]).To(ContainSubstring("add a test step"))
 		Expect(results[0]).To(ContainSubstring(`"isError":true`))
 		Expect(results[1]).To(ContainSubstring("dismissed the plan review"))
-		Expect(len(model.Requests())).To(Equal(n+2), "no request after the dismissal: the turn concluded")
+		Expect(model.Requests()).To(HaveLen(n+2), "no request after the dismissal: the turn concluded")
 		s := get()
 		Expect(s.Status.PlanMode.Active).To(BeTrue(), "plan mode stays on after a dismissal")
 		checkLog()
@@ -267,7 +267,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		idleAfter(6)
 		Eventually(func() []string {
 			s := get()
-			var ids []string
+			ids := make([]string, 0, len(s.Spec.SteerQueue))
 			for _, m := range s.Spec.SteerQueue {
 				ids = append(ids, m.ID)
 			}

@@ -220,7 +220,14 @@ export function apply(ctx: Any): void {
 
   // The runner: the agent of spec.sessionID, turns for the user's messages.
   const exit = ctx.get('appExit');
-  run().catch((e) => { process.stderr.write(`planmode-agent: ${e?.stack ?? e}\n`); exit?.(1); });
+  // A start-up failure ends the process (the pod restarts it): an agent that cannot serve its
+  // session must not sit idle looking healthy. The timer covers an app exit that hangs.
+  run().catch((e) => {
+    process.stderr.write(`planmode-agent: ${e?.message ?? e}\n`);
+    process.exitCode = 1;
+    setTimeout(() => process.exit(1), 5000).unref();
+    exit?.(1);
+  });
 
   async function run(): Promise<void> {
     await ctx.get('loader')?.await();
@@ -269,7 +276,11 @@ export function apply(ctx: Any): void {
     };
     ctx.on('agent/status', (payload: Any) => {
       if (payload?.agent !== agent && payload?.agent?.id !== agent.id) return;
-      if (agent.status === 'idle') process.stdout.write(JSON.stringify({ op: 'idle', seq: agent.session.seq }) + '\n');
+      // "idle" is printed once the turn is in the store (drivers and the benchmark read it).
+      if (agent.status === 'idle') {
+        ctx.sessions.flush(agent.session).then(() => process.stdout.write(JSON.stringify({ op: 'idle', seq: agent.session.seq }) + '\n'),
+          (e: Error) => log('flush at idle: %s', e.message));
+      }
       watch.onChange?.();
     });
     watch.onChange = () => { chain = chain.then(deliver).catch((e) => { process.stderr.write(`planmode-agent: ${e?.stack ?? e}\n`); }); };

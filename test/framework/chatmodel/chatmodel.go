@@ -18,6 +18,9 @@ import (
 // PlanSectionMarker opens the plan:policy section the tests' PlanModeConfigs render.
 const PlanSectionMarker = "You are in plan mode"
 
+// scripted names the model and the completion in every chunk.
+const scripted = "scripted"
+
 // Reply is one scripted answer.
 type Reply struct {
 	Text  string
@@ -179,7 +182,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	bw := bufio.NewWriter(w)
 	chunk := func(delta map[string]any, finish any) {
-		b, _ := json.Marshal(map[string]any{"id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+		b, _ := json.Marshal(map[string]any{"id": scripted, "object": "chat.completion.chunk", "created": 0, "model": scripted,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
 		_, _ = fmt.Fprintf(bw, "data: %s\n\n", b)
 	}
@@ -197,7 +200,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		finish = "tool_calls"
 	}
 	chunk(map[string]any{}, finish)
-	usage, _ := json.Marshal(map[string]any{"id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+	usage, _ := json.Marshal(map[string]any{"id": scripted, "object": "chat.completion.chunk", "created": 0, "model": scripted,
 		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 	_, _ = fmt.Fprintf(bw, "data: %s\n\ndata: [DONE]\n\n", usage)
 	_ = bw.Flush()
