@@ -101,6 +101,14 @@ test-harness: harness envtest-assets ## Run test/harness alone (scenarios throug
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
 
+# make bench-dsh: the real harness with the dsh plugin against the harness with its stock
+# plan-mode plugin (same scripted model, nothing pending), DSH_BENCH_FLAGS e.g. "-turns 20 -steps 20".
+DSH_BENCH_FLAGS ?= -turns 10 -steps 20
+
+.PHONY: bench-dsh
+bench-dsh: envtest-assets harness dsh-plugin ## dsh plugin benchmark: per-step time vs the stock plan-mode plugin, API requests per step (counted by a proxy in front of the API server).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/dshbench $(DSH_BENCH_FLAGS)
+
 # make bench-scale: storms with SESSIONS sessions (SESSIONS=10000 for the large run), idle
 # footprint with IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof",
 # or "-phases all" to add the two-shard storms).
