@@ -37,7 +37,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework"
-	"github.com/harness-dev/planmode-operator/test/framework/chatmodel"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 )
 
 func main() {
@@ -123,7 +123,7 @@ current-context: bench
 		Spec: agentsv1alpha1.AgentSessionSpec{SessionID: sid}}); err != nil {
 		return err
 	}
-	reply := func(i int) chatmodel.Reply {
+	reply := func(i int, _ chatmodel.Seen) chatmodel.Reply {
 		if (i+1)%steps == 0 {
 			return chatmodel.Reply{Text: "done."}
 		}

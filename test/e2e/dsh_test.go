@@ -19,7 +19,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
-	"github.com/harness-dev/planmode-operator/test/framework/chatmodel"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 )
 
 // The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of

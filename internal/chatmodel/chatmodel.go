@@ -1,7 +1,8 @@
 // Package chatmodel is a scripted OpenAI-compatible chat-completions server (SSE) for runs of
 // the real DeepSeek harness (DEEPSEEK_BASE_URL): replies by request number ("done." when none
 // is scripted), held requests, and what each request carried (the plan section, the declared
-// tools). test/e2e and the dsh benchmark share it; test/harness has its own, scenario-driven.
+// tools). test/e2e, the dsh benchmark and make run AGENT=dsh (cmd/localenv) use it; test/harness has
+// its own, scenario-driven.
 package chatmodel
 
 import (
@@ -44,7 +45,7 @@ type Model struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
 	replies  map[int]Reply
-	fallback func(n int) Reply
+	fallback func(n int, seen Seen) Reply
 	seen     []Seen
 	arrived  map[int]chan struct{}
 	release  map[int]chan struct{}
@@ -96,8 +97,9 @@ func (m *Model) Script(n int, r Reply) {
 	m.replies[n] = r
 }
 
-// Fallback sets the reply of every request with none scripted.
-func (m *Model) Fallback(f func(n int) Reply) {
+// Fallback sets the reply of every request with none scripted; f gets the request's number
+// and what it carried, and must not call the model's methods.
+func (m *Model) Fallback(f func(n int, seen Seen) Reply) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fallback = f
@@ -164,7 +166,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	m.seen = append(m.seen, seen)
 	rep, ok := m.replies[n]
 	if !ok && m.fallback != nil {
-		rep = m.fallback(n)
+		rep = m.fallback(n, seen)
 	}
 	if rep.Text == "" && len(rep.Tools) == 0 {
 		rep.Text = "done."
