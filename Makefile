@@ -177,9 +177,14 @@ verify-generated: manifests generate docs ## Fail if generated files differ from
 build: ## Build the binaries into bin/.
 	go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
+# make run AGENT=dsh: the demo agent is the real DeepSeek harness with agents/dsh-plugin, on a
+# scripted local model unless DEEPSEEK_API_KEY (and DEEPSEEK_BASE_URL) are set (docs/agents.md).
+AGENT ?= refagent
+
 .PHONY: run
-run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent; state kept in .planmode). CLUSTER_KUBECONFIG=path runs it against that cluster.
-	bin/localenv --assets "$(ENVTEST_DIR)" $(if $(CLUSTER_KUBECONFIG),--cluster-kubeconfig="$(CLUSTER_KUBECONFIG)") $(RUN_ARGS)
+run: envtest-assets build $(if $(filter dsh,$(AGENT)),dsh-plugin) ## Run the operator on an embedded default (local control plane, SQLite log, demo agent; state kept in .planmode). CLUSTER_KUBECONFIG=path runs it against that cluster; AGENT=dsh makes the real harness the demo agent.
+	bin/localenv --assets "$(ENVTEST_DIR)" $(if $(CLUSTER_KUBECONFIG),--cluster-kubeconfig="$(CLUSTER_KUBECONFIG)") \
+		$(if $(filter dsh,$(AGENT)),--agent=dsh --dsh-root="$$(hack/harness.sh 2>/dev/null | tail -1)" --dsh-overlay="$$(hack/dsh-plugin.sh overlay 2>/dev/null | tail -1)") $(RUN_ARGS)
 
 .PHONY: build-installer
 build-installer: manifests envtest-assets ## Render config/default with the hack-built kubectl into dist/install.yaml (commit it).
