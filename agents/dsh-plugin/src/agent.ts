@@ -21,6 +21,7 @@ import { SessionWatch, type AgentSession, type LastBoundary } from './kube.js';
 import { sharedStore } from './shared.js';
 import { NOTICE_OFF, NOTICE_ON } from './notices.js';
 import { mustAsk, owedNotice, pendingMessages } from './decide.js';
+import { parsePlanCommand, planPatch, planResultText } from './command.js';
 import type { SqliteLogStore } from './sqlite-store.js';
 
 const llm = await importHarness<{ createUserMessage: (m: unknown) => unknown }>('@deepseek-ai/dsh-llm');
@@ -217,6 +218,40 @@ export function apply(ctx: Any): void {
       }
     },
   }));
+
+  // /plan, /plan off, /plan TEXT typed in the harness: the user's write of the AgentSession.
+  ctx.inject(['commands'], (c: Any) => {
+    c.commands.register({
+      name: 'plan',
+      description: 'Enter or leave plan mode (through the AgentSession, as kubectl plan does)',
+      input: { hint: '[off|message]' },
+      handler: async ({ agent, rawInput }: { agent: Any; rawInput: string }) => {
+        const cmd = parsePlanCommand(rawInput ?? '');
+        // The command's own command/run and command/done are the harness's events between
+        // turns: the lock keeps the manager's commit of this very selection from taking their
+        // seqs (section 15); it is released once command/done, appended when this handler
+        // returns, is stored.
+        const release = agent && !tailOf(agent.session).turnOpen && !store.holding ? store.hold() : undefined;
+        const done = () => setImmediate(() => {
+          ctx.sessions.flush(agent.session).catch((e: Error) => log('/plan: flush: %s', e.message)).finally(() => release?.());
+        });
+        try {
+          const sid = watch.get()?.spec.sessionID;
+          if (release && sid) catchUp(agent.session, sid);
+          await SessionWatch.patchSpecAs(process.env.PLANMODE_USER_KUBECONFIG, cfg.namespace, cfg.name, (s) => planPatch(s, cmd));
+        } catch (e) {
+          done();
+          const code = (e as { code?: number }).code;
+          const why = code === 403 || code === 422
+            ? 'this identity may not change the AgentSession (an agent identity may write only status.agent): set PLANMODE_USER_KUBECONFIG to your own kubeconfig'
+            : (e as Error).message;
+          return { kind: 'error', text: `/plan: ${why}` };
+        }
+        done();
+        return { kind: 'success', text: planResultText(cmd) };
+      },
+    });
+  });
 
   // The runner: the agent of spec.sessionID, turns for the user's messages.
   const exit = ctx.get('appExit');

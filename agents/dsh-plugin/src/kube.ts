@@ -133,6 +133,27 @@ export class SessionWatch {
     );
   }
 
+  /** Reads the AgentSession and merge-patches its spec with a user's kubeconfig (/plan). */
+  static async patchSpecAs(kubeconfigPath: string | undefined, namespace: string, name: string,
+    body: (s: AgentSession) => Record<string, unknown>): Promise<void> {
+    const kc = new k8s.KubeConfig();
+    if (kubeconfigPath) kc.loadFromFile(kubeconfigPath); else kc.loadFromDefault();
+    const api = kc.makeApiClient(k8s.CustomObjectsApi);
+    const ref = { group: GROUP, version: VERSION, namespace, plural: 'agentsessions', name };
+    // The patch carries the resourceVersion it was computed from: a concurrent writer makes it
+    // conflict (409), and it is computed again from a fresh read.
+    for (let attempt = 0; ; attempt++) {
+      const s = (await api.getNamespacedCustomObject(ref)) as AgentSession;
+      try {
+        await api.patchNamespacedCustomObject({ ...ref, body: body(s), fieldManager: 'planmode-harness-user' },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+        return;
+      } catch (e) {
+        if ((e as { code?: number }).code !== 409 || attempt >= 4) throw e;
+      }
+    }
+  }
+
   stop(): void {
     this.stopped = true;
     for (const a of this.aborts) a.abort();

@@ -126,3 +126,28 @@ describe('store behaviours the plugin relies on', () => {
     assert.throws(() => new SqliteLogStore(p), /schema version 99; this plugin supports up to 1 \(upgrade the plugin\)/);
   });
 });
+
+describe('/plan typed in the harness', () => {
+  test('parses as kubectl plan does', async () => {
+    const { parsePlanCommand } = await import('../src/command.js');
+    assert.deepEqual(parsePlanCommand(' off '), { active: false });
+    assert.deepEqual(parsePlanCommand(''), { active: true });
+    assert.deepEqual(parsePlanCommand('draft the migration'), { active: true, message: 'draft the migration' });
+  });
+  test('the patch selects, queues after the recorded messages, moves a v1 steer to the front, guards the version', async () => {
+    const { planPatch } = await import('../src/command.js');
+    const s = session({ steerQueue: [{ id: 'a', text: '1' }, { id: 'b', text: '2' }], steer: { id: 'v1', text: 'old' } }, { agent: { steerID: 'a' } });
+    (s.metadata as { resourceVersion?: string }).resourceVersion = '42';
+    const p = planPatch(s, { active: true, message: 'new' }, 'n1') as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
+    assert.equal(p.metadata.resourceVersion, '42');
+    assert.deepEqual(p.spec.planMode, { active: true });
+    assert.deepEqual(p.spec.steerQueue, [{ id: 'v1', text: 'old' }, { id: 'b', text: '2' }, { id: 'n1', text: 'new' }]);
+    assert.equal(p.spec.steer, null);
+    assert.deepEqual(planPatch(s, { active: false }).spec, { planMode: { active: false } });
+  });
+  test('a full queue is refused with what to do', async () => {
+    const { planPatch, MAX_QUEUE } = await import('../src/command.js');
+    const q = Array.from({ length: MAX_QUEUE }, (_, i) => ({ id: `m${i}`, text: 'x' }));
+    assert.throws(() => planPatch(session({ steerQueue: q }), { active: true, message: 'more' }), /wait for it to take some, then send again/);
+  });
+});
