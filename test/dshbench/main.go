@@ -34,10 +34,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework"
-	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 )
 
 func main() {
@@ -130,17 +130,21 @@ current-context: bench
 		return chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "read", Args: `{"file_path":"README.md"}`}}}
 	}
 
-	// The stock plugin: test/harness's driver sends the turns, the harness writes JSONL.
-	fmt.Fprintf(os.Stderr, "dshbench: stock plan-mode plugin, %d turns of %d steps\n", turns, steps)
+	// Both harnesses run side by side and take turns, so a change in the machine's load
+	// affects both alike: the stock harness (test/harness's driver sends its turns; its first
+	// request of each turn is held until its turn comes) and the plugin's (a message per turn).
 	stockModel := chatmodel.New()
 	defer stockModel.Close()
 	stockModel.Fallback(reply)
-	stock, err := runStock(root, harnessDir, work, stockModel.URL(), turns)
+	for i := range turns {
+		r := reply(i*steps, chatmodel.Seen{})
+		r.Hold = true
+		stockModel.Script(i*steps, r)
+	}
+	stockTurn, stockDone, err := startStock(root, harnessDir, work, stockModel, turns, steps)
 	if err != nil {
 		return fmt.Errorf("stock harness: %w", err)
 	}
-
-	fmt.Fprintf(os.Stderr, "dshbench: dsh plugin, %d turns of %d steps\n", turns, steps)
 	pluginModel := chatmodel.New()
 	defer pluginModel.Close()
 	pluginModel.Fallback(reply)
@@ -149,11 +153,35 @@ current-context: bench
 		return err
 	}
 	storeURL := "sqlite://" + filepath.Join(dbDir, "log.db")
-	plugin, perTurn, err := runPlugin(ctx, c, harnessDir, overlay, work, pluginModel.URL(), kubeconfig, storeURL, ns, name, sid, turns, n)
+	pluginTurn, pluginDone, err := startPlugin(ctx, c, harnessDir, overlay, work, pluginModel.URL(), kubeconfig, storeURL, ns, name, sid, n)
 	if err != nil {
 		return fmt.Errorf("plugin harness: %w", err)
 	}
-
+	fmt.Fprintf(os.Stderr, "dshbench: %d turns of %d steps, alternating the stock plan-mode plugin and the dsh plugin\n", turns, steps)
+	var perTurn [][3]int64
+	for i := range turns {
+		if err := stockTurn(i); err != nil {
+			return fmt.Errorf("stock harness, turn %d: %w", i+1, err)
+		}
+		counted, err := pluginTurn(i)
+		if err != nil {
+			return fmt.Errorf("plugin harness, turn %d: %w", i+1, err)
+		}
+		perTurn = append(perTurn, counted)
+	}
+	stock, err := stockDone()
+	if err != nil {
+		return fmt.Errorf("stock harness: %w", err)
+	}
+	plugin, err := pluginDone()
+	if err != nil {
+		return fmt.Errorf("plugin harness: %w", err)
+	}
+	for _, v := range [][][]float64{stock, plugin} {
+		if len(v[0]) != turns {
+			return fmt.Errorf("a harness logged %d turns, want %d", len(v[0]), turns)
+		}
+	}
 	report(turns, steps, stock, plugin, perTurn)
 	return nil
 }
@@ -162,7 +190,7 @@ current-context: bench
 func report(turns, steps int, stock, plugin [][]float64, perTurn [][3]int64) {
 	ms := func(d []float64) float64 { slices.Sort(d); return d[len(d)/2] }
 	s, p := ms(stock[0]), ms(plugin[0])
-	st, pt := ms(stock[1]), ms(plugin[1])
+	pt := ms(plugin[1]) // the stock harness's turns include their wait for their turn
 	var req, bnd, ack int64
 	for _, x := range perTurn {
 		req += x[0]
@@ -170,12 +198,12 @@ func report(turns, steps int, stock, plugin [][]float64, perTurn [][3]int64) {
 		ack += x[2]
 	}
 	totalSteps := float64(turns * steps)
-	fmt.Printf("steps per turn %d, turns %d (medians over turns; per step: first to last step/start of a turn)\n", steps, turns)
-	fmt.Printf("  stock plan-mode plugin  %.2f ms/step   %.1f ms/turn\n", s, st)
-	fmt.Printf("  dsh plugin              %.2f ms/step   %.1f ms/turn   per-step ratio %.3fx\n", p, pt, p/s)
+	fmt.Printf("steps per turn %d, turns %d, alternating (medians over turns; per step: second to last step/start of a turn)\n", steps, turns)
+	fmt.Printf("  stock plan-mode plugin  %.2f ms/step\n", s)
+	fmt.Printf("  dsh plugin              %.2f ms/step   per-step ratio %.3fx   (whole turn: %.0f ms)\n", p, p/s, pt)
 	fmt.Printf("  API requests during the turns (the two watches opened at start-up aside): %d; boundary reports %d; message acknowledgements %d (one per message sent); others per step %.3f\n",
 		req, bnd, ack, float64(req-ack)/totalSteps)
-	out, _ := json.Marshal(map[string]any{"steps": steps, "turns": turns, "stockMsPerStep": s, "pluginMsPerStep": p, "ratio": p / s, "stockMsPerTurn": st, "pluginMsPerTurn": pt,
+	out, _ := json.Marshal(map[string]any{"steps": steps, "turns": turns, "stockMsPerStep": s, "pluginMsPerStep": p, "ratio": p / s, "pluginMsPerTurn": pt,
 		"apiRequests": req, "apiRequestsPerStepExcludingAcks": float64(req-ack) / totalSteps, "boundaryReports": bnd, "acks": ack})
 	fmt.Println(string(out))
 }
@@ -230,26 +258,27 @@ func harnessEnv(harnessDir, home, modelURL string) []string {
 		"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL="+modelURL, "DSH_TELEMETRY_DISABLED=1")
 }
 
-// perStep is, for each turn, the time from its first step/start to its last divided by the
+// perStep is, for each turn, the time from its second step/start to its last divided by the
 // steps between them, in ms from the log's event times: the step loop alone, without the
-// turn's start and end (turnExtra reports those).
+// turn's start and end and the first step (the stock harness's first request of a turn waits
+// for its turn; turnMs reports whole turns).
 func perStep(evs []harness.Event) []float64 {
 	var out []float64
-	var first, last int64
+	var second, last int64
 	nsteps := 0
 	for _, e := range evs {
 		switch e.Type {
 		case harness.TypeTurnStart:
 			nsteps = 0
 		case harness.TypeStepStart:
-			if nsteps == 0 {
-				first = e.Time
+			nsteps++
+			if nsteps == 2 {
+				second = e.Time
 			}
 			last = e.Time
-			nsteps++
 		case harness.TypeTurnEnd:
-			if nsteps > 1 {
-				out = append(out, float64(last-first)/float64(nsteps-1))
+			if nsteps > 2 {
+				out = append(out, float64(last-second)/float64(nsteps-2))
 			}
 		}
 	}
@@ -271,28 +300,31 @@ func turnMs(evs []harness.Event) []float64 {
 	return out
 }
 
-func runStock(root, harnessDir, work, modelURL string, turns int) ([][]float64, error) {
+// startStock starts the stock harness; turn(i) lets its turn i run and returns when it ended,
+// done waits for the process and reads its log.
+func startStock(root, harnessDir, work string, model *chatmodel.Model, turns, steps int) (turn func(int) error, done func() ([][]float64, error), err error) {
+	modelURL := model.URL()
 	home := filepath.Join(work, "stock")
 	plugins := filepath.Join(work, "stock-plugins")
 	wd := filepath.Join(home, "work")
 	for _, d := range []string{wd, plugins} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(wd, "README.md"), []byte("# bench\n"), 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.Symlink(filepath.Join(harnessDir, "node_modules"), filepath.Join(plugins, "node_modules")); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, f := range []string{"base.yml", "plain.yml", "driver.yml", "driver.mjs"} {
 		b, err := os.ReadFile(filepath.Join(root, "test", "harness", "testdata", "plugin", f))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := os.WriteFile(filepath.Join(plugins, f), bytes.ReplaceAll(b, []byte("@PLUGINS@"), []byte(plugins)), 0o600); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var stepsJSON []map[string]any
@@ -302,44 +334,78 @@ func runStock(root, harnessDir, work, modelURL string, turns int) ([][]float64, 
 	sc, _ := json.Marshal(map[string]any{"steps": stepsJSON})
 	scPath := filepath.Join(work, "stock-scenario.json")
 	if err := os.WriteFile(scPath, sc, 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := exec.Command(filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless",
 		"--patch", filepath.Join(plugins, "base.yml"), "--patch", filepath.Join(plugins, "plain.yml"), "--patch", filepath.Join(plugins, "driver.yml"))
 	cmd.Dir = wd
 	cmd.Env = append(harnessEnv(harnessDir, home, modelURL), "PLANTEST_SCENARIO="+scPath, "PLANTEST_MODEL_URL="+modelURL)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, stderr.String())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
 	}
-	logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "session.jsonl"))
-	if len(logs) != 1 {
-		return nil, fmt.Errorf("want one session log under %s, found %v", home, logs)
-	}
-	raw, err := os.ReadFile(logs[0])
-	if err != nil {
-		return nil, err
-	}
-	var evs []harness.Event
-	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		if i == 0 {
-			continue // the header
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var exitErr error
+	finished := false
+	turn = func(i int) error {
+		model.Release(i * steps)
+		if i+1 < turns {
+			select {
+			case <-model.Arrived((i + 1) * steps): // turn i ended, turn i+1 waits for its turn
+				return nil
+			case exitErr = <-exited:
+				finished = true
+				return fmt.Errorf("the stock harness exited: %v\n%s", exitErr, stderr.String())
+			case <-time.After(2 * time.Minute):
+				return errors.New("the stock harness's turn did not end in 2 minutes")
+			}
 		}
-		var e harness.Event
-		if err := json.Unmarshal(line, &e); err != nil {
+		select {
+		case exitErr = <-exited:
+			finished = true
+		case <-time.After(2 * time.Minute):
+			return errors.New("the stock harness did not finish in 2 minutes")
+		}
+		if exitErr != nil {
+			return fmt.Errorf("%w\n%s", exitErr, stderr.String())
+		}
+		return nil
+	}
+	done = func() ([][]float64, error) {
+		if !finished {
+			_ = cmd.Process.Kill()
+			<-exited
+			return nil, errors.New("the stock harness did not finish its turns")
+		}
+		logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "session.jsonl"))
+		if len(logs) != 1 {
+			return nil, fmt.Errorf("want one session log under %s, found %v", home, logs)
+		}
+		raw, err := os.ReadFile(logs[0])
+		if err != nil {
 			return nil, err
 		}
-		evs = append(evs, e)
+		var evs []harness.Event
+		for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+			if i == 0 {
+				continue // the header
+			}
+			var e harness.Event
+			if err := json.Unmarshal(line, &e); err != nil {
+				return nil, err
+			}
+			evs = append(evs, e)
+		}
+		return [][]float64{perStep(evs), turnMs(evs)}, nil
 	}
-	got := perStep(evs)
-	if len(got) != turns {
-		return nil, fmt.Errorf("the stock run logged %d turns, want %d", len(got), turns)
-	}
-	return [][]float64{got, turnMs(evs)}, nil
+	return turn, done, nil
 }
 
-func runPlugin(ctx context.Context, c client.Client, harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid string, turns int, n *counts) ([][]float64, [][3]int64, error) {
+// startPlugin starts the harness with the plugin; turn(i) sends a message and returns when
+// the turn is stored, with the API requests counted meanwhile; done reads the log.
+func startPlugin(ctx context.Context, c client.Client, harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid string, n *counts) (turn func(int) ([3]int64, error), done func() ([][]float64, error), err error) {
 	home := filepath.Join(work, "plugin")
 	wd := filepath.Join(home, "work")
 	if err := os.MkdirAll(wd, 0o755); err != nil {
@@ -361,7 +427,6 @@ func runPlugin(ctx context.Context, c client.Client, harnessDir, overlay, work, 
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	lines := make(chan string, 64)
 	var once sync.Once
 	go func() {
@@ -390,34 +455,33 @@ func runPlugin(ctx context.Context, c client.Client, harnessDir, overlay, work, 
 	if err := await("ready"); err != nil {
 		return nil, nil, err
 	}
-	var perTurn [][3]int64
-	for i := range turns {
+	turn = func(i int) ([3]int64, error) {
 		a0, b0, k0 := n.all.Load()-n.watches.Load(), n.boundaries.Load(), n.acks.Load()
 		var s agentsv1alpha1.AgentSession
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
-			return nil, nil, err
+			return [3]int64{}, err
 		}
 		s.Spec.SteerQueue = append(s.Spec.SteerQueue, agentsv1alpha1.SteerMessage{ID: fmt.Sprintf("bench-%d", i), Text: fmt.Sprintf("turn %d", i+1)})
 		if err := c.Update(ctx, &s); err != nil {
-			return nil, nil, err
+			return [3]int64{}, err
 		}
 		if err := await("idle"); err != nil {
-			return nil, nil, err
+			return [3]int64{}, err
 		}
-		perTurn = append(perTurn, [3]int64{n.all.Load() - n.watches.Load() - a0, n.boundaries.Load() - b0, n.acks.Load() - k0})
+		return [3]int64{n.all.Load() - n.watches.Load() - a0, n.boundaries.Load() - b0, n.acks.Load() - k0}, nil
 	}
-	store, err := sessionlog.Open(ctx, storeURL)
-	if err != nil {
-		return nil, nil, err
+	done = func() ([][]float64, error) {
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		store, err := sessionlog.Open(ctx, storeURL)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = store.Close() }()
+		evs, err := store.ReadFrom(ctx, sid, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		return [][]float64{perStep(evs), turnMs(evs)}, nil
 	}
-	defer func() { _ = store.Close() }()
-	evs, err := store.ReadFrom(ctx, sid, 0, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	got := perStep(evs)
-	if len(got) != turns {
-		return nil, nil, fmt.Errorf("the plugin run logged %d turns, want %d", len(got), turns)
-	}
-	return [][]float64{got, turnMs(evs)}, perTurn, nil
+	return turn, done, nil
 }

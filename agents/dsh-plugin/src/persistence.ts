@@ -33,7 +33,7 @@ export class OperatorLogPersistence extends SessionPersistence {
     const cfg = loadConfig();
     this.cwd = cfg.cwd;
     this.store = sharedStore(cfg.logStorePath);
-    this.coordinator = new PersistenceCoordinator(ctx, this, { preparedSessionCacheSize: 5, writeBatchMaxDelayMs: 20 });
+    this.coordinator = new PersistenceCoordinator(ctx, this, { preparedSessionCacheSize: 5, writeBatchMaxDelayMs: 200 });
   }
 
   locate(): undefined { return undefined; }
