@@ -58,15 +58,7 @@ func run(turns, steps int) error {
 	if turns < 1 || steps < 2 {
 		return errors.New("-turns must be at least 1 and -steps at least 2")
 	}
-	root, err := framework.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	harnessDir, err := script(root, "harness.sh")
-	if err != nil {
-		return err
-	}
-	overlay, err := script(root, "dsh-plugin.sh", "overlay")
+	root, harnessDir, overlay, err := installs()
 	if err != nil {
 		return err
 	}
@@ -82,14 +74,7 @@ func run(turns, steps int) error {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
-	scheme := k8sruntime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := newClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -99,28 +84,14 @@ func run(turns, steps int) error {
 	}
 	defer proxy.Close()
 	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, fmt.Appendf(nil, `apiVersion: v1
-kind: Config
-clusters: [{name: bench, cluster: {server: %q, insecure-skip-tls-verify: true}}]
-users: [{name: bench, user: {}}]
-contexts: [{name: bench, context: {cluster: bench, user: bench}}]
-current-context: bench
-`, proxy.URL), 0o600); err != nil {
+	if err := proxyKubeconfig(kubeconfig, proxy.URL); err != nil {
 		return err
 	}
 
 	ctx := context.Background()
 	const ns, name = "bench", "dsh"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
-		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (bench)."}}); err != nil {
-		return err
-	}
-	sid := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	if err := c.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: agentsv1alpha1.AgentSessionSpec{SessionID: sid}}); err != nil {
+	sid, err := createSession(ctx, c, ns, name)
+	if err != nil {
 		return err
 	}
 	reply := func(i int, _ chatmodel.Seen) chatmodel.Reply {
@@ -153,7 +124,7 @@ current-context: bench
 		return err
 	}
 	storeURL := "sqlite://" + filepath.Join(dbDir, "log.db")
-	pluginTurn, pluginDone, err := startPlugin(ctx, c, harnessDir, overlay, work, pluginModel.URL(), kubeconfig, storeURL, ns, name, sid, n)
+	pluginTurn, pluginDone, err := startPlugin(ctx, c, pluginRun{harnessDir, overlay, work, pluginModel.URL(), kubeconfig, storeURL, ns, name, sid}, n)
 	if err != nil {
 		return fmt.Errorf("plugin harness: %w", err)
 	}
@@ -169,18 +140,9 @@ current-context: bench
 		}
 		perTurn = append(perTurn, counted)
 	}
-	stock, err := stockDone()
+	stock, plugin, err := results(stockDone, pluginDone, turns)
 	if err != nil {
-		return fmt.Errorf("stock harness: %w", err)
-	}
-	plugin, err := pluginDone()
-	if err != nil {
-		return fmt.Errorf("plugin harness: %w", err)
-	}
-	for _, v := range [][][]float64{stock, plugin} {
-		if len(v[0]) != turns {
-			return fmt.Errorf("a harness logged %d turns, want %d", len(v[0]), turns)
-		}
+		return err
 	}
 	report(turns, steps, stock, plugin, perTurn)
 	return nil
@@ -206,6 +168,73 @@ func report(turns, steps int, stock, plugin [][]float64, perTurn [][3]int64) {
 	out, _ := json.Marshal(map[string]any{"steps": steps, "turns": turns, "stockMsPerStep": s, "pluginMsPerStep": p, "ratio": p / s, "pluginMsPerTurn": pt,
 		"apiRequests": req, "apiRequestsPerStepExcludingAcks": float64(req-ack) / totalSteps, "boundaryReports": bnd, "acks": ack})
 	fmt.Println(string(out))
+}
+
+func newClient(cfg *rest.Config) (client.Client, error) {
+	scheme := k8sruntime.NewScheme()
+	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// results reads both harnesses' figures and checks each logged every turn.
+func results(stockDone, pluginDone func() ([][]float64, error), turns int) (stock, plugin [][]float64, err error) {
+	if stock, err = stockDone(); err != nil {
+		return nil, nil, fmt.Errorf("stock harness: %w", err)
+	}
+	if plugin, err = pluginDone(); err != nil {
+		return nil, nil, fmt.Errorf("plugin harness: %w", err)
+	}
+	for _, v := range [][][]float64{stock, plugin} {
+		if len(v[0]) != turns {
+			return nil, nil, fmt.Errorf("a harness logged %d turns, want %d", len(v[0]), turns)
+		}
+	}
+	return stock, plugin, nil
+}
+
+// installs finds the repository and runs make harness's and make dsh-plugin's scripts (no-ops
+// when up to date): the harness install and the plugin's rendered overlay.
+func installs() (root, harnessDir, overlay string, err error) {
+	if root, err = framework.ModuleRoot(); err != nil {
+		return "", "", "", err
+	}
+	if harnessDir, err = script(root, "harness.sh"); err != nil {
+		return "", "", "", err
+	}
+	overlay, err = script(root, "dsh-plugin.sh", "overlay")
+	return root, harnessDir, overlay, err
+}
+
+// createSession creates the namespace, its default PlanModeConfig and the AgentSession the
+// plugin serves, and returns the session's log ID.
+func createSession(ctx context.Context, c client.Client, ns, name string) (string, error) {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return "", err
+	}
+	if err := c.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
+		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (bench)."}}); err != nil {
+		return "", err
+	}
+	sid := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	return sid, c.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: agentsv1alpha1.AgentSessionSpec{SessionID: sid}})
+}
+
+// proxyKubeconfig writes a kubeconfig for the counting proxy (plain HTTP on loopback; the
+// client library wants the skip flag set for a non-TLS server).
+func proxyKubeconfig(path, server string) error {
+	return os.WriteFile(path, fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters: [{name: bench, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: bench, user: {}}]
+contexts: [{name: bench, context: {cluster: bench, user: bench}}]
+current-context: bench
+`, server), 0o600)
 }
 
 func script(root, name string, args ...string) (string, error) {
@@ -300,31 +329,47 @@ func turnMs(evs []harness.Event) []float64 {
 	return out
 }
 
-// startStock starts the stock harness; turn(i) lets its turn i run and returns when it ended,
-// done waits for the process and reads its log.
-func startStock(root, harnessDir, work string, model *chatmodel.Model, turns, steps int) (turn func(int) error, done func() ([][]float64, error), err error) {
-	modelURL := model.URL()
-	home := filepath.Join(work, "stock")
-	plugins := filepath.Join(work, "stock-plugins")
-	wd := filepath.Join(home, "work")
+// readJSONL reads the events of a harness session log (its header line aside).
+func readJSONL(path string) ([]harness.Event, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var evs []harness.Event
+	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		if i == 0 {
+			continue // the header
+		}
+		var e harness.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+	}
+	return evs, nil
+}
+
+// stockFiles lays out the stock harness's run: its working directory, test/harness's driver
+// plugins and a scenario of turns message-and-wait pairs.
+func stockFiles(root, harnessDir, plugins, wd, scPath string, turns int) error {
 	for _, d := range []string{wd, plugins} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(wd, "README.md"), []byte("# bench\n"), 0o600); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if err := os.Symlink(filepath.Join(harnessDir, "node_modules"), filepath.Join(plugins, "node_modules")); err != nil {
-		return nil, nil, err
+		return err
 	}
 	for _, f := range []string{"base.yml", "plain.yml", "driver.yml", "driver.mjs"} {
 		b, err := os.ReadFile(filepath.Join(root, "test", "harness", "testdata", "plugin", f))
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(plugins, f), bytes.ReplaceAll(b, []byte("@PLUGINS@"), []byte(plugins)), 0o600); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	var stepsJSON []map[string]any
@@ -332,8 +377,21 @@ func startStock(root, harnessDir, work string, model *chatmodel.Model, turns, st
 		stepsJSON = append(stepsJSON, map[string]any{"followup": fmt.Sprintf("turn %d", i+1)}, map[string]any{"idle": true})
 	}
 	sc, _ := json.Marshal(map[string]any{"steps": stepsJSON})
-	scPath := filepath.Join(work, "stock-scenario.json")
 	if err := os.WriteFile(scPath, sc, 0o600); err != nil {
+		return err
+	}
+	return nil
+}
+
+// startStock starts the stock harness; turn(i) lets its turn i run and returns when it ended,
+// done waits for the process and reads its log.
+func startStock(root, harnessDir, work string, model *chatmodel.Model, turns, steps int) (turn func(int) error, done func() ([][]float64, error), err error) {
+	modelURL := model.URL()
+	home := filepath.Join(work, "stock")
+	plugins := filepath.Join(work, "stock-plugins")
+	wd := filepath.Join(home, "work")
+	scPath := filepath.Join(work, "stock-scenario.json")
+	if err := stockFiles(root, harnessDir, plugins, wd, scPath, turns); err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless",
@@ -376,36 +434,31 @@ func startStock(root, harnessDir, work string, model *chatmodel.Model, turns, st
 	done = func() ([][]float64, error) {
 		if !finished {
 			_ = cmd.Process.Kill()
-			<-exited
-			return nil, errors.New("the stock harness did not finish its turns")
+			exitErr = <-exited
+			return nil, fmt.Errorf("the stock harness did not finish its turns (%v)", exitErr)
 		}
 		logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "session.jsonl"))
 		if len(logs) != 1 {
 			return nil, fmt.Errorf("want one session log under %s, found %v", home, logs)
 		}
-		raw, err := os.ReadFile(logs[0])
+		evs, err := readJSONL(logs[0])
 		if err != nil {
 			return nil, err
-		}
-		var evs []harness.Event
-		for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-			if i == 0 {
-				continue // the header
-			}
-			var e harness.Event
-			if err := json.Unmarshal(line, &e); err != nil {
-				return nil, err
-			}
-			evs = append(evs, e)
 		}
 		return [][]float64{perStep(evs), turnMs(evs)}, nil
 	}
 	return turn, done, nil
 }
 
+// pluginRun is where the plugin's harness runs and whom it serves.
+type pluginRun struct {
+	harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid string
+}
+
 // startPlugin starts the harness with the plugin; turn(i) sends a message and returns when
 // the turn is stored, with the API requests counted meanwhile; done reads the log.
-func startPlugin(ctx context.Context, c client.Client, harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid string, n *counts) (turn func(int) ([3]int64, error), done func() ([][]float64, error), err error) {
+func startPlugin(ctx context.Context, c client.Client, p pluginRun, n *counts) (turn func(int) ([3]int64, error), done func() ([][]float64, error), err error) {
+	harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid := p.harnessDir, p.overlay, p.work, p.modelURL, p.kubeconfig, p.storeURL, p.ns, p.name, p.sid
 	home := filepath.Join(work, "plugin")
 	wd := filepath.Join(home, "work")
 	if err := os.MkdirAll(wd, 0o755); err != nil {
