@@ -62,9 +62,10 @@ export class SessionWatch {
       else this.session = obj as AgentSession;
     });
     this.run('planmodeconfigs', configs.rv, undefined, (type, obj) => {
+      // A deleted config's guidance stays: plan mode committed without its config runs with the
+      // guidance last seen (docs/protocol.md section 14).
       const c = obj as PlanModeConfig;
-      if (type === 'DELETED') this.configs.delete(c.metadata.name);
-      else this.configs.set(c.metadata.name, c);
+      if (type !== 'DELETED') this.configs.set(c.metadata.name, c);
     });
   }
 
@@ -93,7 +94,7 @@ export class SessionWatch {
       if (last === '') {
         this.list(plural, fieldSelector).then((l) => {
           if (plural === 'agentsessions') this.session = l.items[0] as AgentSession | undefined;
-          else { this.configs.clear(); for (const c of l.items as PlanModeConfig[]) this.configs.set(c.metadata.name, c); }
+          else for (const c of l.items as PlanModeConfig[]) this.configs.set(c.metadata.name, c);
           this.changed();
           this.run(plural, l.rv, fieldSelector, apply);
         }, () => setTimeout(() => this.run(plural, '', fieldSelector, apply), 1000));
