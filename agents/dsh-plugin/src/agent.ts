@@ -276,11 +276,21 @@ export function apply(ctx: Any): void {
     const selection = ctx.agentDefaultModel.currentSelection();
     const setup = (agentCtx: unknown) => { agentPkg.installModelSelection(agentCtx, { current: selection, assembled: undefined }); };
     const agentOptions = { provider: selection.provider, model: selection.model };
-    const exists = store.info(id) !== undefined;
-    const { agent } = exists
-      ? await ctx.agents.resume({ resumeSessionId: sessionPkg.SessionId(id), agentOptions, setup })
-      : await ctx.agents.create({ sessionId: sessionPkg.SessionId(id), meta: { cwd: cfg.cwd }, agentOptions, setup });
-    await agent.whenIdle();
+    // Start-up holds the store's write lock until the harness's first events (its presets, a
+    // resumed log's repair) are stored: a plan/mode the manager commits meanwhile would
+    // otherwise take a seq the harness has already given out in memory (section 15).
+    const release = store.hold();
+    let agent: Any;
+    try {
+      const exists = store.info(id) !== undefined;
+      ({ agent } = exists
+        ? await ctx.agents.resume({ resumeSessionId: sessionPkg.SessionId(id), agentOptions, setup })
+        : await ctx.agents.create({ sessionId: sessionPkg.SessionId(id), meta: { cwd: cfg.cwd }, agentOptions, setup }));
+      await agent.whenIdle();
+      await ctx.sessions.flush(agent.session);
+    } finally {
+      release();
+    }
     process.stdout.write(JSON.stringify({ op: 'ready', session: id, seq: agent.session.seq }) + '\n');
     // Messages are taken in order, one pass at a time: an idle agent starts a turn for them
     // (under the between-turns lock), a running one gets them as steering for its next step.
@@ -292,7 +302,10 @@ export function apply(ctx: Any): void {
       if (!s) return;
       const msgs = pendingMessages(s, lastRecorded);
       if (msgs.length === 0) return;
-      const running = agent.status === 'running';
+      // An open turn takes them as steering; otherwise a turn starts for them, under the
+      // between-turns lock (also when the agent is still closing its last turn: the followup
+      // then waits for the next one).
+      const running = tailOf(agent.session).turnOpen;
       if (running) for (const m of msgs) agent.steer(message(m.text));
       else await startTurn(agent, id, msgs.map((m) => message(m.text)));
       const last = msgs[msgs.length - 1]!;
