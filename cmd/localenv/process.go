@@ -29,6 +29,12 @@ type process struct {
 // as logPath.previous, so a run's log holds that run only. KUBECONFIG is set to kubeconfig, so
 // a child never falls back to the caller's KUBECONFIG.
 func startProcess(path string, args []string, logPath, kubeconfig string) (*process, error) {
+	return startProcessEnv(path, args, logPath, kubeconfig, "", nil)
+}
+
+// startProcessEnv is startProcess in working directory dir (the current one when empty) with
+// env added to the environment.
+func startProcessEnv(path string, args []string, logPath, kubeconfig, dir string, env []string) (*process, error) {
 	if _, err := os.Stat(logPath); err == nil {
 		_ = os.Rename(logPath, logPath+".previous")
 	}
@@ -38,7 +44,8 @@ func startProcess(path string, args []string, logPath, kubeconfig string) (*proc
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
+	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

@@ -38,7 +38,10 @@ func TestSamplesApply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl apply -f config/samples/: %v\n%s", err, out)
 	}
-	for _, want := range []string{"agentsession.agents.harness.dev/example created", "planmodeconfig.agents.harness.dev/default created"} {
+	for _, want := range []string{"agentsession.agents.harness.dev/example created", "planmodeconfig.agents.harness.dev/default created",
+		// config/samples/dsh_agent.yaml: the real harness as the agent of its session.
+		"agentsession.agents.harness.dev/dsh-example created", "serviceaccount/planmode-agent-dsh created",
+		"rolebinding.rbac.authorization.k8s.io/planmode-agent-dsh created", "deployment.apps/dsh-example-agent created"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("kubectl apply output lacks %q:\n%s", want, out)
 		}

