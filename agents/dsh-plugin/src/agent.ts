@@ -305,6 +305,9 @@ export function apply(ctx: Any): void {
       // An open turn takes them as steering; otherwise a turn starts for them, under the
       // between-turns lock (also when the agent is still closing its last turn: the followup
       // then waits for the next one).
+      for (const m of msgs) {
+        if (m.images > 0) log('message %s has %d image(s); this agent forwards its text only (docs/agents.md)', m.id, m.images);
+      }
       const running = tailOf(agent.session).turnOpen;
       if (running) for (const m of msgs) agent.steer(message(m.text));
       else await startTurn(agent, id, msgs.map((m) => message(m.text)));

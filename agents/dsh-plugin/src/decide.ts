@@ -27,7 +27,7 @@ export function owedNotice(s: AgentSession, t: Tail): string | undefined {
 }
 
 /** The user messages not yet recorded, oldest first (protocol section 10). */
-export function pendingMessages(s: AgentSession, lastRecorded: string | undefined): { id: string; text: string }[] {
+export function pendingMessages(s: AgentSession, lastRecorded: string | undefined): { id: string; text: string; images: number }[] {
   const q = s.spec.steerQueue ?? [];
   const last = lastRecorded ?? s.status?.agent?.steerID;
   let from = 0;
@@ -35,9 +35,9 @@ export function pendingMessages(s: AgentSession, lastRecorded: string | undefine
     const i = q.findIndex((m) => m.id === last);
     if (i >= 0) from = i + 1;
   }
-  const out = q.slice(from);
+  const out = q.slice(from).map((m) => ({ id: m.id, text: m.text ?? '', images: m.images?.length ?? 0 }));
   const st = s.spec.steer;
-  if (q.length === 0 && st && st.id !== last) out.push(st);
+  if (q.length === 0 && st && st.id !== last) out.push({ id: st.id, text: st.text ?? '', images: 0 });
   return out;
 }
 

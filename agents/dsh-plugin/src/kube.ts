@@ -16,8 +16,10 @@ export interface AgentSession {
   spec: {
     sessionID: string;
     planMode?: { active?: boolean; configRef?: { name?: string } };
-    steerQueue?: { id: string; text: string }[];
-    steer?: { id: string; text: string };
+    // text is optional beside images (kubectl plan message --image); this plugin forwards
+    // the text only (docs/agents.md).
+    steerQueue?: { id: string; text?: string; images?: { attachmentId: string; name?: string }[] }[];
+    steer?: { id: string; text?: string };
   };
   status?: {
     planMode?: { active?: boolean; pending?: boolean; selection?: boolean; nextSeq?: number; notice?: { seq: number; text: string }; lastBoundary?: LastBoundary; queuedInTurn?: number };

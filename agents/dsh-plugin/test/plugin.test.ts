@@ -62,6 +62,11 @@ describe('pendingMessages', () => {
   test('an id no longer queued was delivered and dropped: the whole queue is new', () => {
     assert.deepEqual(pendingMessages(session({ steerQueue: q }, { agent: { steerID: 'z' } }), undefined).map((m) => m.id), ['a', 'b', 'c']);
   });
+  test('a message with images keeps its text, an image-only one an empty text, and says how many images it had', () => {
+    const img = { attachmentId: 'sha256:' + '0'.repeat(64), name: 'mockup.png' };
+    const got = pendingMessages(session({ steerQueue: [{ id: 'i1', text: 'like this', images: [img] }, { id: 'i2', images: [img, img] }] }), undefined);
+    assert.deepEqual(got, [{ id: 'i1', text: 'like this', images: 1 }, { id: 'i2', text: '', images: 2 }]);
+  });
   test('v1 spec.steer when the queue is empty, once', () => {
     assert.deepEqual(pendingMessages(session({ steer: { id: 's1', text: 'x' } }), undefined).map((m) => m.id), ['s1']);
     assert.deepEqual(pendingMessages(session({ steer: { id: 's1', text: 'x' } }, { agent: { steerID: 's1' } }), undefined), []);
