@@ -276,7 +276,7 @@ var _ = Describe("SQLite store faults", func() {
 		url := "sqlite://" + path
 		w := newWorkload("sqlitefaults", 3, url, nil)
 		w.driverSkip = map[string]bool{"s0": true}
-		startManager(managerOpts{store: url, extra: []string{"--log-store-timeout=" + (3 * storeTimeout).String()}})
+		m := startManager(managerOpts{store: url, extra: []string{"--log-store-timeout=" + (3 * storeTimeout).String()}})
 		w.startAgents()
 		w.startDriver(1, 0, 150*time.Millisecond)
 		eventually(time.Minute, func(g Gomega) {
@@ -331,12 +331,18 @@ var _ = Describe("SQLite store faults", func() {
 		copyPath := filepath.Join(dir, "restore.db")
 		_, err = locker.ExecContext(suiteCtx, `VACUUM INTO ?`, copyPath)
 		Expect(err).NotTo(HaveOccurred())
+		// The manager is frozen while the copy goes in and becomes read-only: a reconcile in
+		// between would open the new file read-write, and that connection keeps writing (into
+		// the WAL beside it) after the file turns read-only, so there would be no read-only
+		// store to report.
+		m.signal(syscall.SIGSTOP)
 		for _, p := range []string{"-wal", "-shm"} {
 			_ = os.Remove(path + p)
 		}
 		Expect(os.Rename(copyPath, path)).To(Succeed())
 		setImmutable(path, true)
 		DeferCleanup(setImmutable, path, false)
+		m.signal(syscall.SIGCONT)
 		ro := time.Now()
 		x = toggleS0()
 		eventually(time.Minute, func(g Gomega) {
