@@ -112,6 +112,9 @@ export class PostgresLogStore implements LogStore {
   private held?: { client: Client; sessionId: string; createdRow: boolean };
   // Operations on the held connection run one at a time: their statements must not interleave.
   private queue: Promise<unknown> = Promise.resolve();
+  // hold() calls take the lock in turn: each waits for the one before it to be released.
+  private holds: Promise<void> = Promise.resolve();
+  private pendingHolds = 0;
 
   constructor(private readonly url: string, opts: { max?: number } = {}) {
     this.pool = new pg.Pool({ connectionString: url, max: opts.max ?? 4 });
@@ -127,7 +130,7 @@ export class PostgresLogStore implements LogStore {
   /** Resolves once the schema is ready, or rejects naming the store (its password masked). */
   async open(): Promise<this> { await this.ready; return this; }
 
-  get holding(): boolean { return this.held !== undefined; }
+  get holding(): boolean { return this.held !== undefined || this.pendingHolds > 0; }
 
   private async migrate(): Promise<void> {
     await this.inTx(async (c) => {
@@ -183,35 +186,51 @@ export class PostgresLogStore implements LogStore {
    * concurrent creator waits too; it is removed again if release comes before any append.
    */
   async hold(sessionId: string): Promise<() => Promise<void>> {
-    if (this.held) throw new Error('the session log write lock is already held by this process');
-    await this.ready;
-    const client = await this.pool.connect();
+    const before = this.holds;
+    let released!: () => void;
+    this.holds = new Promise((resolve) => { released = resolve; });
+    this.pendingHolds++;
+    let client: Client | undefined;
     try {
+      await before;
+      await this.ready;
+      client = await this.pool.connect();
       await client.query('BEGIN');
       const r = await client.query(CREATE_SESSION, [sessionId, Date.now(), null, 0]);
       await client.query(`${TAIL_QUERY} FOR UPDATE`, [sessionId]);
       this.held = { client, sessionId, createdRow: r.rowCount === 1 };
     } catch (e) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      client.release(true);
+      if (client) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        client.release(true);
+      }
+      released();
       throw e;
+    } finally {
+      this.pendingHolds--;
     }
     const h = this.held;
-    return () => this.serial(async () => {
-      if (this.held !== h) return;
+    const c = client;
+    // The store stops routing to this transaction at once; its commit waits for the
+    // operations already queued on it.
+    return () => {
+      if (this.held !== h) return Promise.resolve();
       this.held = undefined;
-      let broken: Error | undefined;
-      try {
-        if (h.createdRow) await client.query('DELETE FROM sessions WHERE session_id = $1 AND next_seq = 0', [sessionId]);
-        await client.query('COMMIT');
-      } catch (e) {
-        broken = e as Error;
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw e;
-      } finally {
-        client.release(broken);
-      }
-    });
+      return this.serial(async () => {
+        let broken: Error | undefined;
+        try {
+          if (h.createdRow) await c.query('DELETE FROM sessions WHERE session_id = $1 AND next_seq = 0', [sessionId]);
+          await c.query('COMMIT');
+        } catch (e) {
+          broken = e as Error;
+          await c.query('ROLLBACK').catch(() => undefined);
+          throw e;
+        } finally {
+          c.release(broken);
+          released();
+        }
+      });
+    };
   }
 
   async tail(sessionId: string): Promise<Tail> {

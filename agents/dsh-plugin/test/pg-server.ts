@@ -15,7 +15,7 @@ function findBinaries(): string {
   const env = process.env.PGTEST_BIN_DIR;
   if (env) {
     if (ok(env)) return env;
-    throw new Error(`PGTEST_BIN_DIR=${env} does not contain initdb and postgres: run `make postgres` or point it at their directory`);
+    throw new Error(`PGTEST_BIN_DIR=${env} does not contain initdb and postgres: run \`make postgres\` or point it at their directory`);
   }
   const root = '/usr/lib/postgresql';
   const dirs = existsSync(root) ? readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a)).map((v) => join(root, v, 'bin')) : [];
