@@ -102,6 +102,17 @@ function toEvent(r: Row): LogEvent {
   return ev;
 }
 
+/**
+ * url as pg should read it to mean what the manager's pgx reads: sslmode as libpq defines it
+ * (require encrypts without verifying the server), where pg alone takes require for
+ * verify-full.
+ */
+export function libpqSemantics(url: string): string {
+  const u = new URL(url);
+  if (u.searchParams.has('sslmode') && !u.searchParams.has('uselibpqcompat')) u.searchParams.set('uselibpqcompat', 'true');
+  return u.toString();
+}
+
 /** The store on the PostgreSQL database url names; the schema is created or migrated first. */
 export class PostgresLogStore implements LogStore {
   readonly pool: pg.Pool;
@@ -117,7 +128,9 @@ export class PostgresLogStore implements LogStore {
   private pendingHolds = 0;
 
   constructor(private readonly url: string, opts: { max?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString: url, max: opts.max ?? 4 });
+    let connectionString = url;
+    try { connectionString = libpqSemantics(url); } catch { /* pg reports the malformed URL on first use */ }
+    this.pool = new pg.Pool({ connectionString, max: opts.max ?? 4 });
     // An idle connection the server drops must not end the process; the next query reconnects.
     this.pool.on('error', () => undefined);
     this.ready = this.migrate().catch((e: Error) => {

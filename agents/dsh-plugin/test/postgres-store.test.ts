@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { MASK, redact, redactFor } from '../src/connstr.js';
 import { ConflictError, type LogEvent } from '../src/events.js';
-import { PostgresLogStore } from '../src/postgres-store.js';
+import { libpqSemantics, PostgresLogStore } from '../src/postgres-store.js';
 import { startPostgres, type PgServer } from './pg-server.js';
 
 const ev = (type: string, seq: number, data: unknown): LogEvent => ({ type, seq, time: 1, data });
@@ -35,6 +35,15 @@ describe('connection strings: pkg/connstr\'s rule', () => {
       assert.match(redactFor(msg, conn), new RegExp(MASK));
     }
   });
+});
+
+test('sslmode means what it means to the manager (libpq): require encrypts without verifying', () => {
+  // What pg's client makes of the URL (its connection parameters), without connecting.
+  const cfg = (url: string) => (new pg.Client({ connectionString: libpqSemantics(url) }) as unknown as { connectionParameters: { ssl: unknown } }).connectionParameters;
+  assert.deepEqual(cfg('postgres://u:p@db/log?sslmode=require').ssl, { rejectUnauthorized: false });
+  assert.equal(cfg('postgres://u:p@db/log?sslmode=disable').ssl, false);
+  assert.deepEqual(cfg('postgres://u:p@db/log?sslmode=verify-full').ssl, {});
+  assert.equal(libpqSemantics('postgres://u:p@db/log'), 'postgres://u:p@db/log', 'no sslmode: the URL as given');
 });
 
 describe('PostgreSQL store', () => {
