@@ -13,6 +13,13 @@ import type { AppendOptions, LogStore, Owner, SessionRow } from './log-store.js'
 /** The schema version pkg/sessionlog writes; a newer database is refused, as the Go store does. */
 export const SCHEMA_VERSION = 1;
 
+/**
+ * Bounds each connection attempt and each statement, as pkg/sessionlog's DefaultCallTimeout
+ * bounds a store call: a database that accepts connections but never answers becomes an error,
+ * not an agent blocked for ever. A connection whose statement timed out is not reused.
+ */
+export const CALL_TIMEOUT_MS = 15000;
+
 // The advisory lock that serialises schema migration between processes ("planlog"), the key
 // of postgres.go; as text, since it does not fit a JavaScript number.
 const MIGRATE_LOCK = BigInt('0x706c616e6c6f67').toString();
@@ -127,10 +134,11 @@ export class PostgresLogStore implements LogStore {
   private holds: Promise<void> = Promise.resolve();
   private pendingHolds = 0;
 
-  constructor(private readonly url: string, opts: { max?: number } = {}) {
+  constructor(private readonly url: string, opts: { max?: number; callTimeoutMs?: number } = {}) {
     let connectionString = url;
     try { connectionString = libpqSemantics(url); } catch { /* pg reports the malformed URL on first use */ }
-    this.pool = new pg.Pool({ connectionString, max: opts.max ?? 4 });
+    const timeout = opts.callTimeoutMs ?? CALL_TIMEOUT_MS;
+    this.pool = new pg.Pool({ connectionString, max: opts.max ?? 4, connectionTimeoutMillis: timeout, query_timeout: timeout });
     // An idle connection the server drops must not end the process; the next query reconnects.
     this.pool.on('error', () => undefined);
     this.ready = this.migrate().catch((e: Error) => {

@@ -4,11 +4,18 @@
 // binary is a failure naming `make postgres`, never a skip.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { accessSync, chownSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { kill } from 'node:process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 
-export interface PgServer { url: string; stop(): Promise<void> }
+export interface PgServer {
+  url: string;
+  stop(): Promise<void>;
+  /** SIGSTOPs the server and its backends (a hung database); resume undoes it. */
+  pause(): void;
+  resume(): void;
+}
 
 function findBinaries(): string {
   const ok = (d: string) => ['initdb', 'postgres'].every((b) => { try { accessSync(join(d, b), constants.X_OK); return true; } catch { return false; } });
@@ -70,8 +77,15 @@ export async function startPostgres(timeoutMs = 120_000): Promise<PgServer> {
   let gone = false;
   void exited.then(() => { gone = true; });
   const url = `postgres://postgres@127.0.0.1:${port}/postgres?sslmode=disable`;
+  // The server's backends: the processes whose parent is the postmaster (from /proc).
+  const children = () => readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try { return readFileSync(`/proc/${d}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1] === String(proc.pid); } catch { return false; }
+  }).map(Number);
+  const signalAll = (sig: NodeJS.Signals) => {
+    for (const pid of [proc.pid!, ...children()]) { try { kill(pid, sig); } catch { /* gone */ } }
+  };
   const stop = async () => {
-    if (!gone) { proc.kill('SIGINT'); await exited; }
+    if (!gone) { signalAll('SIGCONT'); proc.kill('SIGINT'); await exited; }
     rmSync(dir, { recursive: true, force: true });
   };
   const deadline = Date.now() + timeoutMs;
@@ -81,7 +95,7 @@ export async function startPostgres(timeoutMs = 120_000): Promise<PgServer> {
       await c.connect();
       await c.query('SELECT 1');
       await c.end();
-      return { url, stop };
+      return { url, stop, pause: () => signalAll('SIGSTOP'), resume: () => signalAll('SIGCONT') };
     } catch (e) {
       await c.end().catch(() => undefined);
       if (gone || Date.now() > deadline) {

@@ -154,6 +154,23 @@ describe('PostgreSQL store', () => {
     await s.close();
   });
 
+  test('a hung database is an error within the call timeout, and the store works once it answers again', { timeout: 20000 }, async () => {
+    const s = await new PostgresLogStore(server.url, { callTimeoutMs: 500 }).open();
+    opened.push(s);
+    await s.append('hung', turn(1, 0));
+    server.pause();
+    try {
+      const started = Date.now();
+      await assert.rejects(s.append('hung', turn(2, 2)), /timeout/i);
+      assert.ok(Date.now() - started < 5000, `the append failed after ${Date.now() - started} ms`);
+    } finally {
+      server.resume();
+    }
+    // Nothing of the failed append is stored, and the next one goes through.
+    assert.equal((await s.tail('hung')).nextSeq, 2);
+    assert.equal((await s.append('hung', turn(2, 2))).nextSeq, 4);
+  });
+
   test('a store that cannot be opened is named with its password masked', async () => {
     const port = new URL(server.url).port;
     const url = `postgres://postgres:s3cret@127.0.0.1:${port}/missing_db?sslmode=disable`;
