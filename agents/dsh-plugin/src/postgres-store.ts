@@ -138,7 +138,8 @@ export class PostgresLogStore implements LogStore {
     let connectionString = url;
     try { connectionString = libpqSemantics(url); } catch { /* pg reports the malformed URL on first use */ }
     const timeout = opts.callTimeoutMs ?? CALL_TIMEOUT_MS;
-    this.pool = new pg.Pool({ connectionString, max: opts.max ?? 4, connectionTimeoutMillis: timeout, query_timeout: timeout });
+    // Idle connections do not keep the harness's process alive once it is done.
+    this.pool = new pg.Pool({ connectionString, max: opts.max ?? 4, connectionTimeoutMillis: timeout, query_timeout: timeout, allowExitOnIdle: true });
     // An idle connection the server drops must not end the process; the next query reconnects.
     this.pool.on('error', () => undefined);
     this.ready = this.migrate().catch((e: Error) => {

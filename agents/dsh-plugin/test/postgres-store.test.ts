@@ -2,6 +2,7 @@
 // mirrored plan/mode, the write lock against another connection (the manager's), the owner
 // claim, the store identity, the schema version check, and no password in any message.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { MASK, redact, redactFor } from '../src/connstr.js';
@@ -169,6 +170,22 @@ describe('PostgreSQL store', () => {
     // Nothing of the failed append is stored, and the next one goes through.
     assert.equal((await s.tail('hung')).nextSeq, 2);
     assert.equal((await s.append('hung', turn(2, 2))).nextSeq, 4);
+  });
+
+  test('an open store does not keep a finished process alive', { timeout: 20000 }, async () => {
+    const script = `import { PostgresLogStore } from ${JSON.stringify(new URL('../src/postgres-store.js', import.meta.url).href)};
+const s = await new PostgresLogStore(process.argv[1]).open();
+await s.append('exit', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }]);
+console.log('appended');`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, server.url], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
+    const started = Date.now();
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    assert.equal(code, 0);
+    assert.match(out, /appended/);
+    // pg's idle connections would otherwise hold the event loop for their idle timeout (10 s).
+    assert.ok(Date.now() - started < 8000, `the process took ${Date.now() - started} ms to exit`);
   });
 
   test('a store that cannot be opened is named with its password masked', async () => {
