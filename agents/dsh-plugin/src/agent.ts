@@ -22,7 +22,7 @@ import { sharedStore } from './shared.js';
 import { NOTICE_OFF, NOTICE_ON } from './notices.js';
 import { mustAsk, owedNotice, pendingMessages } from './decide.js';
 import { parsePlanCommand, planPatch, planResultText } from './command.js';
-import type { SqliteLogStore } from './sqlite-store.js';
+import type { Awaitable, LogStore } from './log-store.js';
 
 const llm = await importHarness<{ createUserMessage: (m: unknown) => unknown }>('@deepseek-ai/dsh-llm');
 const tools = await importHarness<{ defineTool: (t: unknown) => unknown }>('@deepseek-ai/dsh-tools');
@@ -64,7 +64,7 @@ interface Answer { key: string; reject?: string; notice?: string }
 
 export function apply(ctx: Any): void {
   const cfg: PluginConfig = loadConfig();
-  const store: SqliteLogStore = sharedStore(cfg.logStorePath);
+  const store: LogStore = sharedStore(cfg.logStore);
   const watch = new SessionWatch(cfg.namespace, cfg.name);
   const answers = new WeakMap<object, Answer>();
   const tails = new WeakMap<object, MemoryTail>();
@@ -80,8 +80,8 @@ export function apply(ctx: Any): void {
 
   // Mirrors plan/mode events the manager stored past the harness's in-memory end (its seq
   // counter), so the harness's next event takes the next free seq.
-  const catchUp = (session: Any, id: string): void => {
-    const stored = store.readFrom(id, session.seq);
+  const catchUp = async (session: Any, id: string): Promise<void> => {
+    const stored = await store.readFrom(id, session.seq);
     for (const ev of stored) {
       if (ev.type !== 'plan/mode') throw new Error(`session log ${id}: seq ${ev.seq} holds ${ev.type} written by another process; one live writer per session`);
       session.append('plan/mode', { active: (ev.data as { active: boolean }).active });
@@ -105,11 +105,22 @@ export function apply(ctx: Any): void {
   // Releases the store's write lock held by the protocol once the harness's next batch is
   // stored (or after a bound, should the harness write nothing).
   let releaseHeld: (() => void) | undefined;
-  const holdUntilNextAppend = (boundMs = 2000) => {
+  // A release that fails (the database went away) ends the transaction anyway; it is logged.
+  // SQLite's release is synchronous and must stay so: the next hold() may follow at once.
+  const unlock = (release: (() => Awaitable<void>) | undefined): Promise<void> => {
+    const failed = (e: Error) => log('release the session log lock: %s', e.message);
+    try {
+      return Promise.resolve(release?.()).catch(failed);
+    } catch (e) {
+      failed(e as Error);
+      return Promise.resolve();
+    }
+  };
+  const holdUntilNextAppend = async (id: string, boundMs = 2000) => {
     if (store.holding) return;
-    const release = store.hold();
+    const release = await store.hold(id);
     const timer = setTimeout(() => done(), boundMs);
-    const done = () => { clearTimeout(timer); store.onAppend = undefined; releaseHeld = undefined; release(); };
+    const done = () => { clearTimeout(timer); store.onAppend = undefined; releaseHeld = undefined; void unlock(release); };
     releaseHeld = done;
     store.onAppend = () => queueMicrotask(done);
   };
@@ -148,28 +159,28 @@ export function apply(ctx: Any): void {
         await watch.patchAgent({ boundary: { turn, step, seq, time: new Date().toISOString() } });
       } catch (e) {
         log('boundary %s: the report was not taken (%s); the step goes on under the committed state', key, (e as Error).message);
-        return settleUnanswered(session, key);
+        return await settleUnanswered(session, key);
       }
     }
     await watch.waitFor(() => answersReport(watch.get()?.status?.planMode?.lastBoundary, turn, step, seq), Math.max(0, deadline - Date.now()), signal);
     const a = watch.get()?.status?.planMode?.lastBoundary;
     if (!answersReport(a, turn, step, seq) || a!.result === 'Dismissed' || (a!.result === 'Failed' && a!.reason === 'LogStoreUnavailable')) {
-      return settleUnanswered(session, key);
+      return await settleUnanswered(session, key);
     }
     if (a!.result === 'Failed') return { key, reject: a!.message ?? `the manager failed the step proposal (${a!.reason})` };
-    if (a!.active !== undefined && a!.active !== tailOf(session).active) catchUp(session, s.spec.sessionID);
+    if (a!.active !== undefined && a!.active !== tailOf(session).active) await catchUp(session, s.spec.sessionID);
     return { key, notice: a!.notice };
   }
 
   // No answer in time: the step goes on under the committed state. The manager may still act
   // on the report; the lock keeps its plan/mode from landing between here and the step's
   // first batch, and one already stored is taken now (protocol 5.1, the race of sequence F).
-  function settleUnanswered(session: Any, key: string): Answer {
+  async function settleUnanswered(session: Any, key: string): Promise<Answer> {
     const s = watch.get();
     if (!s) return { key };
-    holdUntilNextAppend();
+    await holdUntilNextAppend(s.spec.sessionID);
     const before = tailOf(session).active;
-    catchUp(session, s.spec.sessionID);
+    await catchUp(session, s.spec.sessionID);
     const after = tailOf(session);
     if (after.active !== before && after.told !== null && after.told !== after.active) return { key, notice: after.active ? NOTICE_ON : NOTICE_OFF };
     return { key };
@@ -231,13 +242,13 @@ export function apply(ctx: Any): void {
         // turns: the lock keeps the manager's commit of this very selection from taking their
         // seqs (section 15); it is released once command/done, appended when this handler
         // returns, is stored.
-        const release = agent && !tailOf(agent.session).turnOpen && !store.holding ? store.hold() : undefined;
+        const sid = watch.get()?.spec.sessionID;
+        const release = agent && sid && !tailOf(agent.session).turnOpen && !store.holding ? await store.hold(sid) : undefined;
         const done = () => setImmediate(() => {
-          ctx.sessions.flush(agent.session).catch((e: Error) => log('/plan: flush: %s', e.message)).finally(() => release?.());
+          ctx.sessions.flush(agent.session).catch((e: Error) => log('/plan: flush: %s', e.message)).finally(() => unlock(release));
         });
         try {
-          const sid = watch.get()?.spec.sessionID;
-          if (release && sid) catchUp(agent.session, sid);
+          if (release && sid) await catchUp(agent.session, sid);
           await SessionWatch.patchSpecAs(process.env.PLANMODE_USER_KUBECONFIG, cfg.namespace, cfg.name, (s) => planPatch(s, cmd));
         } catch (e) {
           done();
@@ -269,7 +280,7 @@ export function apply(ctx: Any): void {
     await watch.start();
     const s0 = watch.get()!;
     const id = s0.spec.sessionID;
-    const owner = store.claimOwner(id, { namespace: s0.metadata.namespace, name: s0.metadata.name, uid: s0.metadata.uid });
+    const owner = await store.claimOwner(id, { namespace: s0.metadata.namespace, name: s0.metadata.name, uid: s0.metadata.uid });
     if (owner.namespace !== s0.metadata.namespace || owner.name !== s0.metadata.name) {
       throw new Error(`session log ${id} belongs to AgentSession ${owner.namespace}/${owner.name}; give this AgentSession another spec.sessionID`);
     }
@@ -279,17 +290,17 @@ export function apply(ctx: Any): void {
     // Start-up holds the store's write lock until the harness's first events (its presets, a
     // resumed log's repair) are stored: a plan/mode the manager commits meanwhile would
     // otherwise take a seq the harness has already given out in memory (section 15).
-    const release = store.hold();
+    const release = await store.hold(id);
     let agent: Any;
     try {
-      const exists = store.info(id) !== undefined;
+      const exists = (await store.info(id)) !== undefined;
       ({ agent } = exists
         ? await ctx.agents.resume({ resumeSessionId: sessionPkg.SessionId(id), agentOptions, setup })
         : await ctx.agents.create({ sessionId: sessionPkg.SessionId(id), meta: { cwd: cfg.cwd }, agentOptions, setup }));
       await agent.whenIdle();
       await ctx.sessions.flush(agent.session);
     } finally {
-      release();
+      await unlock(release);
     }
     process.stdout.write(JSON.stringify({ op: 'ready', session: id, seq: agent.session.seq }) + '\n');
     // Messages are taken in order, one pass at a time: an idle agent starts a turn for them
@@ -344,9 +355,9 @@ export function apply(ctx: Any): void {
   // open, so its selection goes to the turn's first boundary instead.
   async function startTurn(agent: Any, id: string, messages: unknown[]): Promise<void> {
     if (releaseHeld) releaseHeld();
-    const release = store.hold();
+    const release = await store.hold(id);
     try {
-      catchUp(agent.session, id);
+      await catchUp(agent.session, id);
       const before = agent.session.seq as number;
       agent.followup(messages[0]);
       for (const m of messages.slice(1)) agent.steer(m);
@@ -354,7 +365,7 @@ export function apply(ctx: Any): void {
       while (!started() && agent.status === 'running') await Promise.race([nextEvent(agent.session), agent.whenIdle()]);
       await ctx.sessions.flush(agent.session);
     } finally {
-      release();
+      await unlock(release);
     }
   }
 

@@ -1,11 +1,13 @@
 // The plugin's settings, from the environment of the agent's container (the pod spec sets
 // them; docs/agents.md lists them). Bad values are refused with the variable and the fix.
 
+import { redact } from './connstr.js';
+
 export interface PluginConfig {
   namespace: string;
   name: string;
-  /** Path of the SQLite session log the manager uses too. */
-  logStorePath: string;
+  /** The session log the manager uses too. */
+  logStore: LogStoreLocation;
   /** The boundary wait (docs/protocol.md 5.1). */
   boundaryWaitMs: number;
   /** How long exit_plan_mode waits for a review decision. */
@@ -14,16 +16,29 @@ export interface PluginConfig {
   cwd: string;
 }
 
+/**
+ * Where the log store is: a SQLite file (sqlite:///path, or a bare path) or a PostgreSQL
+ * database (postgres:// or postgresql://, as the manager's --log-store takes them). shown is
+ * the location with its password masked (pkg/connstr's rule), for logs and errors.
+ */
+export type LogStoreLocation = { kind: 'sqlite'; path: string; shown: string } | { kind: 'postgres'; url: string; shown: string };
+
+export function logStoreOf(url: string): LogStoreLocation {
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    const shown = redact(url);
+    try { new URL(url); } catch { throw new Error(`PLANMODE_LOG_STORE=${shown}: not a valid PostgreSQL URL; use postgres://user:password@host:5432/db?sslmode=require`); }
+    return { kind: 'postgres', url, shown };
+  }
+  return { kind: 'sqlite', path: sqlitePathOf(url), shown: url };
+}
+
 export function sqlitePathOf(url: string): string {
   if (url.startsWith('sqlite://')) {
     const rest = url.slice('sqlite://'.length);
     const q = rest.indexOf('?');
     return decodeURIComponent(q >= 0 ? rest.slice(0, q) : rest);
   }
-  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    throw new Error('PLANMODE_LOG_STORE: this plugin version writes the SQLite log store only; PostgreSQL (pg) is not implemented yet. Point it at the manager\'s sqlite:// store.');
-  }
-  if (url.includes('://')) throw new Error(`PLANMODE_LOG_STORE: unsupported URL scheme in ${url.split('://')[0]}://…; use sqlite:///path/to/log.db`);
+  if (url.includes('://')) throw new Error(`PLANMODE_LOG_STORE: unsupported URL scheme in ${url.split('://')[0]}://…; use sqlite:///path/to/log.db or postgres://user:password@host:5432/db`);
   return url;
 }
 
@@ -42,7 +57,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): PluginConfig {
   const store = env.PLANMODE_LOG_STORE ?? '';
   if (store === '') throw new Error('PLANMODE_LOG_STORE is not set: set it to the manager\'s session log, e.g. sqlite:///var/lib/planmode/log.db');
   return {
-    namespace: m[1]!, name: m[3]!, logStorePath: sqlitePathOf(store),
+    namespace: m[1]!, name: m[3]!, logStore: logStoreOf(store),
     boundaryWaitMs: ms(env, 'PLANMODE_BOUNDARY_WAIT_MS', 2000),
     reviewWaitMs: ms(env, 'PLANMODE_REVIEW_WAIT_MS', 30 * 60 * 1000),
     cwd: env.PLANMODE_CWD || process.cwd(),

@@ -3,12 +3,13 @@
 // overlay (agents/dsh-plugin/overlay.yml); the harness's PersistenceCoordinator does the
 // buffering, serialization and crash repair, this class the durable primitives. Every append
 // is compare-and-swap on the stored next seq; a plan/mode the manager wrote at a seq the
-// harness then mirrored in memory is recognised as already stored (sqlite-store.ts).
+// harness then mirrored in memory is recognised as already stored (sqlite-store.ts,
+// postgres-store.ts; the URL's scheme picks one).
 import { importHarness } from './harness.js';
 import { loadConfig } from './config.js';
 import { sharedStore } from './shared.js';
 import type { LogEvent } from './events.js';
-import type { SqliteLogStore } from './sqlite-store.js';
+import type { LogStore } from './log-store.js';
 
 interface Header { version: number; id: string; createdAt: number; cwd?: string; parentSession?: string; seedLength?: number; delegationDepth?: number }
 
@@ -24,7 +25,7 @@ export class OperatorLogPersistence extends SessionPersistence {
   static inject = ['sessions'];
   readonly name = 'planmode-session-log';
   readonly supportsRawArtifacts = false;
-  readonly store: SqliteLogStore;
+  readonly store: LogStore;
   private readonly cwd: string;
   private readonly coordinator: Record<string, (...a: unknown[]) => Promise<unknown>>;
 
@@ -32,7 +33,7 @@ export class OperatorLogPersistence extends SessionPersistence {
     super(ctx);
     const cfg = loadConfig();
     this.cwd = cfg.cwd;
-    this.store = sharedStore(cfg.logStorePath);
+    this.store = sharedStore(cfg.logStore);
     this.coordinator = new PersistenceCoordinator(ctx, this, { preparedSessionCacheSize: 5, writeBatchMaxDelayMs: 200 });
   }
 
@@ -44,8 +45,8 @@ export class OperatorLogPersistence extends SessionPersistence {
   inspect(id: string, signal?: AbortSignal) { return this.coordinator.inspect!(id, signal); }
   readFrom(id: string, fromSeq: number, signal?: AbortSignal) { return this.coordinator.readFrom!(id, fromSeq, signal); }
 
-  private meta(id: string): Header | undefined {
-    const row = this.store.info(id);
+  private async meta(id: string): Promise<Header | undefined> {
+    const row = await this.store.info(id);
     if (!row) return undefined;
     return { version: FORMAT_VERSION, id, createdAt: row.createdAt, cwd: this.cwd, ...(row.parentSession ? { parentSession: row.parentSession } : {}),
       ...(row.seedLength ? { seedLength: row.seedLength } : {}), delegationDepth: 0 };
@@ -53,41 +54,46 @@ export class OperatorLogPersistence extends SessionPersistence {
 
   // The revision names the store and the stored length: an append (by the harness or the
   // manager) changes it, and the log is append-only.
-  private revision(id: string) {
-    return base.SessionPersistenceRevision(`${this.store.identity()}:${this.store.tail(id).nextSeq}`);
+  private async revision(id: string) {
+    return base.SessionPersistenceRevision(`${await this.store.identity()}:${(await this.store.tail(id)).nextSeq}`);
   }
 
   async loadStored(id: string) {
-    const meta = this.meta(id);
+    const meta = await this.meta(id);
     if (!meta) return undefined;
-    const events = this.store.readFrom(id, 0);
-    return { meta, events, revision: base.SessionPersistenceRevision(`${this.store.identity()}:${events.length}`) };
+    const events = await this.store.readFrom(id, 0);
+    return { meta, events, revision: base.SessionPersistenceRevision(`${await this.store.identity()}:${events.length}`) };
   }
 
   async readStoredRevision(id: string) {
-    return this.store.info(id) ? this.revision(id) : undefined;
+    return (await this.store.info(id)) ? this.revision(id) : undefined;
   }
 
   async loadStoredFrom(id: string, fromSeq: number) {
-    const meta = this.meta(id);
+    const meta = await this.meta(id);
     if (!meta) return undefined;
-    return { meta, events: this.store.readFrom(id, fromSeq) };
+    return { meta, events: await this.store.readFrom(id, fromSeq) };
   }
 
   async appendBatch(meta: Header, events: readonly LogEvent[], isMaterialized: boolean) {
-    this.store.append(meta.id, events, {
+    await this.store.append(meta.id, events, {
       adoptStoredPlanMode: true,
       ...(isMaterialized ? {} : { header: { createdAt: meta.createdAt, ...(meta.parentSession ? { parentSession: meta.parentSession } : {}), ...(meta.seedLength ? { seedLength: meta.seedLength } : {}) } }),
     });
   }
 
-  // A SQLite transaction leaves no torn tail: only the closers of an interrupted turn.
+  // A store transaction leaves no torn tail: only the closers of an interrupted turn.
   async commitRepair(meta: Header, _torn: unknown, closers: readonly LogEvent[]) {
-    if (closers.length > 0) this.store.append(meta.id, closers);
+    if (closers.length > 0) await this.store.append(meta.id, closers);
   }
 
   async list() {
-    return this.store.list().map((r) => this.meta(r.id)!);
+    const out: Header[] = [];
+    for (const r of await this.store.list()) {
+      const m = await this.meta(r.id);
+      if (m) out.push(m);
+    }
+    return out;
   }
 
   async close() { /* the shared store lives as long as the process */ }

@@ -1,20 +1,28 @@
-// The one store per log file in this process: the persistence backend and the protocol
-// plugin must share its connection, so the protocol's write lock (SqliteLogStore.hold) covers
-// the backend's appends.
+// The one store per log store in this process: the persistence backend and the protocol
+// plugin must share its connection, so the protocol's write lock (LogStore.hold) covers the
+// backend's appends. The URL's scheme picks the backend.
+import type { LogStoreLocation } from './config.js';
+import type { LogStore } from './log-store.js';
+import { PostgresLogStore } from './postgres-store.js';
 import { SqliteLogStore } from './sqlite-store.js';
 
-const stores = new Map<string, SqliteLogStore>();
+const stores = new Map<string, LogStore>();
 
-export function sharedStore(path: string): SqliteLogStore {
-  let s = stores.get(path);
+const keyOf = (loc: LogStoreLocation) => (loc.kind === 'sqlite' ? `sqlite:${loc.path}` : loc.url);
+
+export function sharedStore(loc: LogStoreLocation): LogStore {
+  const key = keyOf(loc);
+  let s = stores.get(key);
   if (!s) {
-    s = new SqliteLogStore(path);
-    stores.set(path, s);
+    s = loc.kind === 'sqlite' ? new SqliteLogStore(loc.path) : new PostgresLogStore(loc.url);
+    stores.set(key, s);
   }
   return s;
 }
 
-export function closeSharedStore(path: string): void {
-  stores.get(path)?.close();
-  stores.delete(path);
+export async function closeSharedStore(loc: LogStoreLocation): Promise<void> {
+  const key = keyOf(loc);
+  const s = stores.get(key);
+  stores.delete(key);
+  await s?.close();
 }

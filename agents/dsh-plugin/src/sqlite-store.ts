@@ -7,6 +7,7 @@ import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { apply, check, ConflictError, emptyTail, ValidationError, type Facts, type LogEvent, type Tail } from './events.js';
+import type { AppendOptions, LogStore, Owner, SessionRow } from './log-store.js';
 
 /** The schema version pkg/sessionlog writes; a newer file is refused, as the Go store does. */
 export const SCHEMA_VERSION = 1;
@@ -54,26 +55,12 @@ CREATE TABLE IF NOT EXISTS store_identity (id TEXT NOT NULL);
 
 const TAIL_COLS = 'next_seq, active, last_plan_mode_seq, told, turn_open, turn, last_step_start_seq, step, step_open';
 
-/** The header columns the store keeps (the harness's cwd and version are the reader's). */
-export interface SessionRow { id: string; createdAt: number; parentSession?: string; seedLength: number }
-
-export interface Owner { namespace: string; name: string; uid: string }
-
-export interface AppendOptions {
-  /** Header of a session this append creates (default: created now, no parent). */
-  header?: { createdAt?: number; parentSession?: string; seedLength?: number };
-  /**
-   * Events of the batch below the stored next seq that are plan/mode events equal to the
-   * stored ones are taken as already written (the manager wrote them, the harness mirrored
-   * them in memory) instead of a conflict; anything else there is still a conflict.
-   */
-  adoptStoredPlanMode?: boolean;
-}
+export type { AppendOptions, Owner, SessionRow } from './log-store.js';
 
 type Row = Record<string, unknown>;
 const num = (v: unknown) => Number(v as number | bigint);
 
-export class SqliteLogStore {
+export class SqliteLogStore implements LogStore {
   readonly db: DatabaseSync;
   private readonly st: { tail: StatementSync; insert: StatementSync; update: StatementSync; read: StatementSync; create: StatementSync };
   private held = false;
@@ -126,10 +113,10 @@ export class SqliteLogStore {
   /**
    * Takes the store's write lock and keeps it until the returned release is called: every
    * append in between joins that one transaction, and another process's writer (the manager)
-   * waits. The between-turns design (docs/protocol.md section 15) holds it from the agent's
-   * catch-up read to its turn/start.
+   * waits, for every session (SQLite has one writer). The between-turns design
+   * (docs/protocol.md section 15) holds it from the agent's catch-up read to its turn/start.
    */
-  hold(): () => void {
+  hold(_sessionId?: string): () => void {
     if (this.held) throw new Error('the session log write lock is already held by this process');
     this.db.exec('BEGIN IMMEDIATE');
     this.held = true;

@@ -79,7 +79,7 @@ describe('settings', () => {
     const c = loadConfig(env);
     assert.equal(c.namespace, 'team-a');
     assert.equal(c.name, 'dev');
-    assert.equal(c.logStorePath, '/var/lib/planmode/log.db');
+    assert.deepEqual(c.logStore, { kind: 'sqlite', path: '/var/lib/planmode/log.db', shown: env.PLANMODE_LOG_STORE });
     assert.equal(c.boundaryWaitMs, 2000);
   });
   test('bad values name the variable and the fix', () => {
@@ -87,6 +87,17 @@ describe('settings', () => {
     assert.throws(() => loadConfig({ ...env, PLANMODE_LOG_STORE: '' }), /PLANMODE_LOG_STORE is not set/);
     assert.throws(() => loadConfig({ ...env, PLANMODE_BOUNDARY_WAIT_MS: 'soon' }), /PLANMODE_BOUNDARY_WAIT_MS="soon": expected a non-negative number/);
     assert.throws(() => sqlitePathOf('mysql://x'), /unsupported URL scheme in mysql/);
+  });
+  test('a PostgreSQL URL picks the PostgreSQL store; its password shows nowhere', () => {
+    for (const url of ['postgres://planmode:s3cret@db:5432/log?sslmode=require', 'postgresql://planmode@db/log?password=s3cret']) {
+      const c = loadConfig({ ...env, PLANMODE_LOG_STORE: url });
+      assert.equal(c.logStore.kind, 'postgres');
+      assert.equal(c.logStore.kind === 'postgres' && c.logStore.url, url);
+      assert.doesNotMatch(c.logStore.shown, /s3cret/);
+      assert.match(c.logStore.shown, /xxxxx/);
+    }
+    assert.throws(() => loadConfig({ ...env, PLANMODE_LOG_STORE: 'postgres://u:s3cret@[::1:bad/log' }), (e: Error) =>
+      /PLANMODE_LOG_STORE=postgres:\/\/u:xxxxx@.*not a valid PostgreSQL URL/.test(e.message) && !e.message.includes('s3cret'));
   });
 });
 

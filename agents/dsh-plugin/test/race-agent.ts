@@ -1,18 +1,20 @@
 // The agent side of the between-turns race test (test/dshagent/race_test.go): it runs turns
 // the way the plugin starts them (docs/protocol.md section 15) while the Go test commits idle
-// toggles into the same SQLite file as the manager does. With the lock (the default) the
+// toggles into the same store as the manager does (a SQLite file, or a PostgreSQL database). With the lock (the default) the
 // catch-up read and the turn/start are one step against the manager's writes; --no-lock shows
 // what the harness met without it. The gap between them stands for the harness's own (its
 // followup is picked up by the agent loop, and the batch flushed, asynchronously).
-// Usage: node race-agent.js DB SESSION [--no-lock]; stops when stdin closes; prints a summary.
+// Usage: node race-agent.js STORE SESSION [--no-lock], STORE a SQLite file or a postgres://
+// URL; stops when stdin closes; prints a summary.
+import { logStoreOf } from '../src/config.js';
 import { ConflictError, type LogEvent } from '../src/events.js';
-import { SqliteLogStore } from '../src/sqlite-store.js';
+import { sharedStore } from '../src/shared.js';
 import { NOTICE_OFF, NOTICE_ON } from '../src/notices.js';
 
 const [db, id, flag] = process.argv.slice(2);
-if (!db || !id) throw new Error('usage: race-agent DB SESSION [--no-lock]');
+if (!db || !id) throw new Error('usage: race-agent STORE SESSION [--no-lock]');
 const lock = flag !== '--no-lock';
-const store = new SqliteLogStore(db);
+const store = sharedStore(logStoreOf(db));
 let stop = false;
 process.stdin.on('end', () => { stop = true; }).resume();
 
@@ -22,10 +24,10 @@ const ev = (type: string, data: unknown, extra: Partial<LogEvent> = {}): LogEven
 const gap = () => new Promise((r) => setTimeout(r, Math.random() < 0.5 ? 0 : 1));
 
 while (!stop) {
-  const release = lock ? store.hold() : () => undefined;
+  const release = lock ? await store.hold(id) : () => undefined;
   try {
     // Catch up: mirror what the manager stored past our end; only plan/mode may be there.
-    for (const e of store.readFrom(id, seq)) {
+    for (const e of await store.readFrom(id, seq)) {
       if (e.type !== 'plan/mode') throw new Error(`seq ${e.seq} holds ${e.type}: another writer`);
       active = (e.data as { active: boolean }).active;
       seq = e.seq + 1;
@@ -34,7 +36,7 @@ while (!stop) {
     await gap();
     const start = seq;
     try {
-      store.append(id, [ev('turn/start', { turn: turn + 1 })]);
+      await store.append(id, [ev('turn/start', { turn: turn + 1 })]);
     } catch (e) {
       if (!(e instanceof ConflictError)) throw e;
       conflicts++;
@@ -43,7 +45,7 @@ while (!stop) {
     }
     turn++;
   } finally {
-    release();
+    await release();
   }
   // The rest of the turn: the manager never writes into an open turn between boundaries.
   const batch: LogEvent[] = [ev('step/start', { turn, step: 1 }),
@@ -55,9 +57,14 @@ while (!stop) {
   batch.push(ev('request/header', { header: { config: { provider: 'deepseek', model: 'm' }, system: active ? 'You are in plan mode.' : 'default', tools: [] }, reason: told === null ? 'initial' : 'change' }));
   told = active;
   batch.push(ev('step/end', { turn, step: 1 }), ev('turn/end', { turn, reason: { kind: 'completed' } }));
-  store.append(id, batch);
+  await store.append(id, batch);
   turns++;
   await gap();
 }
-store.close();
+// The toggles committed after the last turn started: mirrored as the next turn would.
+for (const e of await store.readFrom(id, seq)) {
+  if (e.type !== 'plan/mode') throw new Error(`seq ${e.seq} holds ${e.type}: another writer`);
+  mirrored++;
+}
+await store.close();
 process.stdout.write(JSON.stringify({ turns, conflicts, mirrored, lock }) + '\n');
