@@ -61,7 +61,7 @@ var (
 	restCfg    *rest.Config
 	k8s        client.Client
 	clientset  *kubernetes.Clientset
-	images     map[string]string // MANAGER_IMAGE, REFAGENT_IMAGE, PROBE_IMAGE
+	images     map[string]string // MANAGER_IMAGE, REFAGENT_IMAGE, PROBE_IMAGE, DSH_AGENT_IMAGE
 	pg         *pgtest.Server
 )
 
@@ -85,7 +85,7 @@ var _ = BeforeSuite(func() {
 	kubeconfig = filepath.Join(clusterDir, "pki", "admin.kubeconfig")
 	Expect(kubeconfig).To(BeAnExistingFile(), "no test cluster in %s: run `make test-cluster` (builds, starts and loads it)", clusterDir)
 	images = readEnvFile(filepath.Join(clusterDir, "images.env"))
-	for _, k := range []string{"MANAGER_IMAGE", "REFAGENT_IMAGE", "PROBE_IMAGE"} {
+	for _, k := range []string{"MANAGER_IMAGE", "REFAGENT_IMAGE", "PROBE_IMAGE", "DSH_AGENT_IMAGE"} {
 		Expect(images).To(HaveKey(k), "%s/images.env names no %s: run `make test-cluster` (hack/cluster/images.sh loads the images)", clusterDir, k)
 	}
 
