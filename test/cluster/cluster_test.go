@@ -273,6 +273,11 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 			g.Expect(podLog(pod)).To(ContainSubstring(`"op":"ready"`))
 		}).WithTimeout(podDone).WithPolling(time.Second).Should(Succeed())
 
+		for _, pid := range containerPIDs(agentNS, pod.Name) {
+			status := string(must(os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))))
+			Expect(status).To(MatchRegexp(`(?m)^Uid:\s+65532\s+65532\s+65532\s+65532$`), "the harness runs as the image's user 65532")
+		}
+
 		By("kubectl plan message starts a turn; the model answers through the bridge")
 		const msg = "look at the repository and plan a change (in-cluster)"
 		kubeOK("plan", "message", "dsh", msg, "-n", agentNS)
@@ -375,7 +380,7 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 
 	It("hands the leader lease to the other replica once it expires when the leader hangs without releasing it", func() {
 		leader, survivor, duration := leaderAndSurvivor()
-		pids := containerPIDs(leader)
+		pids := containerPIDs(systemNS, leader)
 		Expect(pids).NotTo(BeEmpty())
 
 		By("freezing the leader's process with SIGSTOP: it neither renews nor releases the lease")
@@ -795,10 +800,10 @@ func holderPod() string {
 
 // containerPIDs are the host PIDs of the pod's first container, from its cgroup (the kubelet's
 // cgroupfs driver: kubepods[/qos]/pod<uid>/<container id>).
-func containerPIDs(podName string) []int {
+func containerPIDs(namespace, podName string) []int {
 	GinkgoHelper()
 	var pod corev1.Pod
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: podName}, &pod)).To(Succeed())
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: podName}, &pod)).To(Succeed())
 	Expect(pod.Status.ContainerStatuses).NotTo(BeEmpty())
 	_, cid, ok := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
 	Expect(ok).To(BeTrue())

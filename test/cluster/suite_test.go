@@ -4,10 +4,11 @@
 // cluster (hack/cluster): the manager image (FROM scratch, from hack/static-build.sh) deployed from
 // dist/install.yaml through test/cluster/overlay (cert-manager replaced by a serving Secret and
 // caBundle the suite generates), the webhooks reached through their Service over TLS, RBAC
-// exercised with real service-account tokens, the reference agent as a pod, leader election
-// between two replicas, --metrics-secure scraped from a pod, Pod Security restricted enforced by
-// namespace labels, a PostgreSQL log store on the host reached through the cluster's own bridge,
-// and the SQLite store on a volume.
+// exercised with real service-account tokens, the reference agent and the real harness (dsh with
+// agents/dsh-plugin, on a scripted model the suite serves on the node address) as pods, leader
+// election between two replicas, --metrics-secure scraped from a pod, Pod Security restricted
+// enforced by namespace labels, a PostgreSQL log store on the host reached through the cluster's
+// own bridge, and the SQLite store on a volume.
 //
 // Run it with `make test-cluster` (builds and starts the cluster, loads the images); it fails,
 // naming that target, when the cluster is not up.
