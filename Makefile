@@ -214,7 +214,7 @@ cluster-up: cluster-build ## Start the test cluster under CLUSTER_DIR (admin kub
 	@CLUSTER_DIR="$(CLUSTER_DIR)" hack/cluster/up.sh >/dev/null
 
 .PHONY: cluster-images
-cluster-images: ## Build the manager, reference-agent and probe images FROM scratch and load them into the running test cluster.
+cluster-images: dsh-plugin ## Build the manager, reference-agent, probe and dsh-agent (the real harness with agents/dsh-plugin) images FROM scratch and load them into the running test cluster.
 	@CLUSTER_DIR="$(CLUSTER_DIR)" hack/cluster/images.sh >/dev/null
 
 .PHONY: cluster-down

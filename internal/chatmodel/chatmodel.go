@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,6 +58,21 @@ func New() *Model {
 	m := &Model{replies: map[int]Reply{}, arrived: map[int]chan struct{}{}, release: map[int]chan struct{}{}}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	return m
+}
+
+// NewOn starts a model listening on addr (host:port, port 0 for any): for agents that reach it
+// from elsewhere than loopback, such as pods on a test cluster's bridge.
+func NewOn(addr string) (*Model, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("chatmodel: listen on %s: %w", addr, err)
+	}
+	m := &Model{replies: map[int]Reply{}, arrived: map[int]chan struct{}{}, release: map[int]chan struct{}{}}
+	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
+	_ = m.srv.Listener.Close()
+	m.srv.Listener = l
+	m.srv.Start()
+	return m, nil
 }
 
 // URL is the base URL for DEEPSEEK_BASE_URL.

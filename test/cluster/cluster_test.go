@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
@@ -50,6 +52,8 @@ const (
 	// (controller-runtime's default period, 2 s: up to 4.4 s between looks), so up to one look
 	// late on each end; plus a second for this test's polling and the API round trips.
 	takeoverSlack = 2*4400*time.Millisecond + time.Second
+	// dshAnswer is the scripted model's reply to the harness in the agent pod.
+	dshAnswer = "scripted answer from the test process"
 	// storeSecret holds the log-store URL the agent pods read (PLANMODE_LOG_STORE).
 	storeSecret = "planmode-log-store"
 )
@@ -243,6 +247,70 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 			WithTimeout(settle).WithPolling(poll).Should(BeFalse())
 	})
 
+	It("runs the real harness (dsh with agents/dsh-plugin) as an agent pod: kubectl plan message starts a turn, its events land in the PostgreSQL log", func() {
+		By("serving a scripted model on the cluster's node address " + nodeIP)
+		model, err := chatmodel.NewOn(net.JoinHostPort(nodeIP, "0"))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(model.Close)
+		model.Fallback(func(int, chatmodel.Seen) chatmodel.Reply { return chatmodel.Reply{Text: dshAnswer} })
+
+		sid := newSession("dsh", "planmode-agent-dsh", nil)
+		pod := dshAgentPod("dsh", "planmode-agent-dsh", model.URL())
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func() {
+			if CurrentSpecReport().Failed() {
+				fmt.Fprintf(GinkgoWriter, "---- %s ----\n%s\n", pod.Name, podLog(pod))
+			}
+			_ = k8s.Delete(ctx, pod, client.GracePeriodSeconds(0))
+		})
+		By("the harness starts in the pod, as uid 65532 under Pod Security restricted, and reports ready")
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+				StopTrying("the harness exited").Wrap(fmt.Errorf("%s", podLog(pod))).Now()
+			}
+			g.Expect(podLog(pod)).To(ContainSubstring(`"op":"ready"`))
+		}).WithTimeout(podDone).WithPolling(time.Second).Should(Succeed())
+
+		for _, pid := range containerPIDs(agentNS, pod.Name) {
+			status := string(must(os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))))
+			Expect(status).To(MatchRegexp(`(?m)^Uid:\s+65532\s+65532\s+65532\s+65532$`), "the harness runs as the image's user 65532")
+		}
+
+		By("kubectl plan message starts a turn; the model answers through the bridge")
+		const msg = "look at the repository and plan a change (in-cluster)"
+		kubeOK("plan", "message", "dsh", msg, "-n", agentNS)
+		Eventually(func(g Gomega) {
+			t, err := hostStore.Tail(ctx, sid)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(t.Turn).To(BeNumerically(">=", 1))
+			g.Expect(t.TurnOpen).To(BeFalse())
+		}).WithTimeout(podDone).WithPolling(poll).Should(Succeed())
+		reqs := model.Requests()
+		Expect(reqs).NotTo(BeEmpty(), "the harness never called the model")
+		Expect(reqs[0].System).To(ContainSubstring("Read, think and propose a plan; do not edit files."),
+			"the first request carries plan:policy with the namespace's PlanModeConfig section")
+		Expect(reqs[0].Tools).To(ContainElement("exit_plan_mode"))
+
+		By("the log holds the plugin's events for the turn, and the invariants hold")
+		evs := must(hostStore.ReadFrom(ctx, sid, 0, 0))
+		types := make([]string, 0, len(evs))
+		answered, asked := false, false
+		for _, e := range evs {
+			types = append(types, e.Type)
+			asked = asked || (e.Type == "user/message" && strings.Contains(string(e.Data), msg))
+			answered = answered || strings.Contains(string(e.Data), dshAnswer)
+		}
+		Expect(types).To(ContainElements("plan/mode", "turn/start", "user/message", "step/start", "turn/end"))
+		Expect(asked).To(BeTrue(), "the user's message is in the log: %v", types)
+		Expect(answered).To(BeTrue(), "the model's answer is in the log: %v", types)
+		s := getSession("dsh")
+		Expect(s.Status.PlanMode.Active).To(BeTrue(), "kubectl plan message turned plan mode on")
+		Expect(s.Status.Agent).NotTo(BeNil(), "the plugin reported through the status subresource with its own token")
+		Expect(must(invariant.CheckStore(ctx, hostStore, sid, nil, invariant.FinalFrom(s)))).To(BeEmpty(), "invariant violations in session %s", sid)
+	})
+
 	It("holds the status-ownership rules with real service-account tokens", func() {
 		newSession("owned", "planmode-agent-owned", nil)
 		Eventually(func() int64 { return getSession("owned").Status.ObservedGeneration }).
@@ -312,7 +380,7 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 
 	It("hands the leader lease to the other replica once it expires when the leader hangs without releasing it", func() {
 		leader, survivor, duration := leaderAndSurvivor()
-		pids := containerPIDs(leader)
+		pids := containerPIDs(systemNS, leader)
 		Expect(pids).NotTo(BeEmpty())
 
 		By("freezing the leader's process with SIGSTOP: it neither renews nor releases the lease")
@@ -558,6 +626,37 @@ func agentPod(name, sa string, script *string, args ...string) *corev1.Pod {
 	return pod
 }
 
+// dshAgentPod makes a pod (created by the caller) running the real harness with the project's
+// plugin (the image hack/cluster/images.sh builds) as the agent of session name, as sa, on the
+// log store from the namespace's Secret and the model at modelURL. The root file system is read
+// only: the harness's home, its working directory and /tmp are empty volumes.
+func dshAgentPod(name, sa, modelURL string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "dsh-agent-" + name},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: sa,
+			RestartPolicy:      corev1.RestartPolicyNever,
+			SecurityContext:    podSecurity(),
+			Containers: []corev1.Container{{
+				Name: "dsh", Image: images["DSH_AGENT_IMAGE"], ImagePullPolicy: corev1.PullIfNotPresent,
+				Env: []corev1.EnvVar{
+					{Name: "PLANMODE_SESSION", Value: agentNS + "/" + name},
+					{Name: storeenv.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: storeSecret}, Key: "url"}}},
+					{Name: "DEEPSEEK_API_KEY", Value: "sk-scripted"},
+					{Name: "DEEPSEEK_BASE_URL", Value: modelURL},
+				},
+				SecurityContext: restricted(),
+			}},
+		},
+	}
+	for _, m := range []struct{ volume, path string }{{"home", "/home/nonroot"}, {"workspace", "/workspace"}, {"tmp", "/tmp"}} {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: m.volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: m.volume, MountPath: m.path})
+	}
+	return pod
+}
+
 // probePod creates a probe pod: one HTTPS GET, printing the status.
 func probePod(name, sa string, args ...string) *corev1.Pod {
 	GinkgoHelper()
@@ -701,10 +800,10 @@ func holderPod() string {
 
 // containerPIDs are the host PIDs of the pod's first container, from its cgroup (the kubelet's
 // cgroupfs driver: kubepods[/qos]/pod<uid>/<container id>).
-func containerPIDs(podName string) []int {
+func containerPIDs(namespace, podName string) []int {
 	GinkgoHelper()
 	var pod corev1.Pod
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: podName}, &pod)).To(Succeed())
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: podName}, &pod)).To(Succeed())
 	Expect(pod.Status.ContainerStatuses).NotTo(BeEmpty())
 	_, cid, ok := strings.Cut(pod.Status.ContainerStatuses[0].ContainerID, "://")
 	Expect(ok).To(BeTrue())

@@ -4,10 +4,11 @@
 // cluster (hack/cluster): the manager image (FROM scratch, from hack/static-build.sh) deployed from
 // dist/install.yaml through test/cluster/overlay (cert-manager replaced by a serving Secret and
 // caBundle the suite generates), the webhooks reached through their Service over TLS, RBAC
-// exercised with real service-account tokens, the reference agent as a pod, leader election
-// between two replicas, --metrics-secure scraped from a pod, Pod Security restricted enforced by
-// namespace labels, a PostgreSQL log store on the host reached through the cluster's own bridge,
-// and the SQLite store on a volume.
+// exercised with real service-account tokens, the reference agent and the real harness (dsh with
+// agents/dsh-plugin, on a scripted model the suite serves on the node address) as pods, leader
+// election between two replicas, --metrics-secure scraped from a pod, Pod Security restricted
+// enforced by namespace labels, a PostgreSQL log store on the host reached through the cluster's
+// own bridge, and the SQLite store on a volume.
 //
 // Run it with `make test-cluster` (builds and starts the cluster, loads the images); it fails,
 // naming that target, when the cluster is not up.
@@ -61,7 +62,7 @@ var (
 	restCfg    *rest.Config
 	k8s        client.Client
 	clientset  *kubernetes.Clientset
-	images     map[string]string // MANAGER_IMAGE, REFAGENT_IMAGE, PROBE_IMAGE
+	images     map[string]string // MANAGER_IMAGE, REFAGENT_IMAGE, PROBE_IMAGE, DSH_AGENT_IMAGE
 	pg         *pgtest.Server
 )
 
@@ -85,7 +86,7 @@ var _ = BeforeSuite(func() {
 	kubeconfig = filepath.Join(clusterDir, "pki", "admin.kubeconfig")
 	Expect(kubeconfig).To(BeAnExistingFile(), "no test cluster in %s: run `make test-cluster` (builds, starts and loads it)", clusterDir)
 	images = readEnvFile(filepath.Join(clusterDir, "images.env"))
-	for _, k := range []string{"MANAGER_IMAGE", "REFAGENT_IMAGE", "PROBE_IMAGE"} {
+	for _, k := range []string{"MANAGER_IMAGE", "REFAGENT_IMAGE", "PROBE_IMAGE", "DSH_AGENT_IMAGE"} {
 		Expect(images).To(HaveKey(k), "%s/images.env names no %s: run `make test-cluster` (hack/cluster/images.sh loads the images)", clusterDir, k)
 	}
 
