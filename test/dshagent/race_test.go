@@ -27,7 +27,6 @@ import (
 // overrides it).
 const raceToggles = 1000
 
-
 type raceSummary struct {
 	Turns     int  `json:"turns"`
 	Conflicts int  `json:"conflicts"`
