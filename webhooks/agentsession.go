@@ -78,6 +78,9 @@ type AgentSessionValidator struct {
 	// Sessions reads AgentSessions from the manager's cache, indexed by SessionIDIndex, for the
 	// one-log-per-session check at create. Nil skips that check (tests of pure rules).
 	Sessions client.Reader
+	// RequireAgentBinding refuses sessions without spec.agent, two sessions naming one agent
+	// service account, and status.agent writes to unbound sessions.
+	RequireAgentBinding bool
 }
 
 var _ admission.Validator[*agentsv1alpha1.AgentSession] = &AgentSessionValidator{}
@@ -102,7 +105,12 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 		return nil, err
 	}
 	errs = append(errs, fork...)
-	warnings := unboundWarning(obj)
+	binding, err := v.validateAgentBinding(ctx, nil, obj)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, binding...)
+	warnings := v.unboundWarning(obj)
 	if obj.Spec.Review != nil {
 		warnings = append(warnings, "spec.review is set at creation, before any plan was posted: it applies only if the agent later posts a review with this reviewID")
 		if err := v.checkApproval(ctx, req, obj); err != nil {
@@ -134,6 +142,11 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 	errs := validateSpecFields(&obj.Spec)
 	errs = append(errs, validateReviewTransition(oldObj, obj)...)
 	errs = append(errs, validateSteerTransition(oldObj, obj)...)
+	binding, err := v.validateAgentBinding(ctx, oldObj, obj)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, binding...)
 	warnings := reviewDigestWarning(oldObj, obj)
 	if r := obj.Spec.Review; r != nil && r.Feedback != "" && r.Decision != agentsv1alpha1.ReviewKeepPlanning && reviewChanged(oldObj, obj) {
 		if r.Decision == agentsv1alpha1.ReviewApprove {

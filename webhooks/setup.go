@@ -56,6 +56,8 @@ type Options struct {
 	ManagerUsernames          []string
 	AgentGroups               []string
 	AgentServiceAccountPrefix string
+	// RequireAgentBinding: see AgentSessionValidator.RequireAgentBinding.
+	RequireAgentBinding bool
 	// DisableReviewApprovalCheck skips the SubjectAccessReview for spec.review (tests only).
 	DisableReviewApprovalCheck bool
 }
@@ -94,6 +96,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Group whose members are agent identities, limited to status.agent (repeatable).")
 	fs.StringVar(&o.AgentServiceAccountPrefix, "webhook-agent-serviceaccount-prefix", o.AgentServiceAccountPrefix,
 		"Service accounts named this, or this followed by '-', are agent identities (empty disables).")
+	fs.BoolVar(&o.RequireAgentBinding, "webhook-require-agent-binding", o.RequireAgentBinding,
+		"Every AgentSession must name its agent's service account (spec.agent), no two sessions of a namespace the same one, "+
+			"and only that service account may write the session's status.agent. Off: an unbound session takes status.agent from any agent identity of its namespace.")
 }
 
 // NewServer prepares the serving certificate (loading or generating it) and returns the webhook
@@ -142,11 +147,14 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	ctrl.Log.WithName("webhooks").Info("admission identities", "managerUsernames", ids.ManagerUsernames,
-		"agentGroups", ids.AgentGroups, "agentServiceAccountPrefix", ids.AgentServiceAccountPrefix)
+		"agentGroups", ids.AgentGroups, "agentServiceAccountPrefix", ids.AgentServiceAccountPrefix, "requireAgentBinding", o.RequireAgentBinding)
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, SessionIDIndex, IndexSessionID); err != nil {
 		return fmt.Errorf("index AgentSessions by spec.sessionID: %w", err)
 	}
-	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetCache()}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, AgentServiceAccountIndex, IndexAgentServiceAccount); err != nil {
+		return fmt.Errorf("index AgentSessions by spec.agent.serviceAccountName: %w", err)
+	}
+	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetCache(), RequireAgentBinding: o.RequireAgentBinding}
 	if !o.DisableReviewApprovalCheck {
 		v.Access = SubjectAccessReviewer{Client: mgr.GetClient()}
 	}

@@ -53,6 +53,7 @@ var (
 	testEnv    *envtest.Environment
 	cfg        *rest.Config
 	adminC     client.Client
+	suiteCache client.Reader // the webhook manager's cache, with the production indexes
 	scheme     = runtime.NewScheme()
 	suiteCtx   context.Context
 	cancelMgr  context.CancelFunc
@@ -94,6 +95,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupWithManager(mgr, opts)).To(Succeed())
+	suiteCache = mgr.GetCache()
 
 	suiteCtx, cancelMgr = context.WithCancel(context.Background())
 	go func() {

@@ -29,6 +29,62 @@ func IndexSessionID(o client.Object) []string {
 	return nil
 }
 
+// AgentServiceAccountIndex is the cache index of AgentSessions by spec.agent.serviceAccountName
+// (namespaced: list with client.InNamespace).
+const AgentServiceAccountIndex = "spec.agent.serviceAccountName"
+
+// IndexAgentServiceAccount returns the values an AgentSession is indexed under in
+// AgentServiceAccountIndex.
+func IndexAgentServiceAccount(o client.Object) []string {
+	if s, ok := o.(*agentsv1alpha1.AgentSession); ok && s.Spec.Agent != nil {
+		return []string{s.Spec.Agent.ServiceAccountName}
+	}
+	return nil
+}
+
+// validateAgentBinding, when the operator requires bound agents, keeps one agent identity to
+// one session: a session must name its agent's service account, and no other live session of
+// the namespace may name the same one (else each agent could write the other's status.agent).
+// A session stored before the requirement keeps its spec (ratcheting): only a spec.agent that
+// is added or changed is checked, and one that is removed is refused. The manager's cache
+// answers, as for spec.sessionID.
+func (v *AgentSessionValidator) validateAgentBinding(ctx context.Context, oldObj, obj *agentsv1alpha1.AgentSession) (field.ErrorList, error) {
+	if !v.RequireAgentBinding {
+		return nil, nil
+	}
+	p := field.NewPath("spec", "agent")
+	b := obj.Spec.Agent
+	if b == nil {
+		if oldObj != nil && oldObj.Spec.Agent == nil {
+			return nil, nil
+		}
+		return field.ErrorList{field.Required(p, "this operator lets only a session's bound agent write its status.agent: "+
+			"set spec.agent.serviceAccountName to the service account the agent pod runs as")}, nil
+	}
+	if oldObj != nil && oldObj.Spec.Agent != nil && oldObj.Spec.Agent.ServiceAccountName == b.ServiceAccountName {
+		return nil, nil
+	}
+	if v.Sessions == nil {
+		return nil, nil
+	}
+	var list agentsv1alpha1.AgentSessionList
+	if err := v.Sessions.List(ctx, &list, client.InNamespace(obj.Namespace), client.MatchingFields{AgentServiceAccountIndex: b.ServiceAccountName}); err != nil {
+		logf.FromContext(ctx).Error(err, "list AgentSessions by spec.agent.serviceAccountName", "serviceAccountName", b.ServiceAccountName)
+		return nil, apierrors.NewServiceUnavailable("could not check that spec.agent.serviceAccountName is not bound to another session; retry: " + err.Error())
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.Name == obj.Name || other.DeletionTimestamp != nil {
+			continue // the same session, or one on its way out
+		}
+		return field.ErrorList{field.Invalid(p.Child("serviceAccountName"), b.ServiceAccountName, fmt.Sprintf(
+			"is already the agent of AgentSession %q: an agent identity writes the status of one session only; "+
+				"run this session's agent as a service account of its own (kubectl create serviceaccount %s-<name>)",
+			other.Name, DefaultAgentServiceAccountPrefix))}, nil
+	}
+	return nil, nil
+}
+
 // validateSessionIDFree refuses a new session whose spec.sessionID another AgentSession, in any
 // namespace, already names: its log would be that session's. The manager's cache answers (never
 // the log store, so admission does not depend on it); the store's owner record, which the
@@ -172,6 +228,12 @@ func (v *AgentSessionValidator) validateAgentWriter(req admission.Request, oldOb
 			obj.Name, b.ServiceAccountName, u.Username))}
 	}
 	if agent, _ := v.Identities.IsAgent(u); agent {
+		if v.RequireAgentBinding {
+			return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
+				"session %q names no agent (spec.agent) and this operator lets only a session's bound agent write its status.agent: "+
+					"bind it to the agent pod's service account with kubectl patch agentsession %s -n %s --type merge -p '{\"spec\":{\"agent\":{\"serviceAccountName\":\"<service account>\"}}}'",
+				obj.Name, obj.Name, obj.Namespace))}
+		}
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
@@ -236,8 +298,8 @@ func validateReviewTimeout(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorLis
 }
 
 // unboundWarning: an unbound session accepts status.agent from any agent of its namespace.
-func unboundWarning(obj *agentsv1alpha1.AgentSession) admission.Warnings {
-	if obj.Spec.Agent != nil {
+func (v *AgentSessionValidator) unboundWarning(obj *agentsv1alpha1.AgentSession) admission.Warnings {
+	if obj.Spec.Agent != nil || v.RequireAgentBinding {
 		return nil
 	}
 	return admission.Warnings{fmt.Sprintf("spec.agent is unset: any agent identity in namespace %q may write this session's status.agent; "+

@@ -6,10 +6,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
@@ -179,6 +183,79 @@ var _ = Describe("AgentSession tenancy", func() {
 		Expect(st.Code).To(BeEquivalentTo(http.StatusForbidden))
 		Expect(st.Message).To(ContainSubstring(`status.agent: Forbidden: "` + ci + `" is not an agent identity`))
 		Expect(get(ctx, s).ResourceVersion).To(Equal(before.ResourceVersion))
+	})
+
+	It("with --webhook-require-agent-binding, binds one agent identity to one session, naming spec.agent and the fix", func() {
+		// The suite's webhook runs without the requirement (its other specs write unbound
+		// sessions), so this validator is a second one on the same manager cache and indexes,
+		// called as the webhook server calls it; test/cluster runs it through the deployed
+		// webhook, where config/default turns it on.
+		strict := &AgentSessionValidator{RequireAgentBinding: true, Sessions: suiteCache, Identities: Identities{
+			ManagerUsernames: []string{managerUser}, AgentGroups: []string{DefaultAgentGroup}, AgentServiceAccountPrefix: DefaultAgentServiceAccountPrefix,
+		}}
+		request := func(user string, sub string) context.Context {
+			return admission.NewContextWithRequest(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UserInfo: authenticationv1.UserInfo{Username: user}, SubResource: sub,
+			}})
+		}
+		session := func(name, sa string) *agentsv1alpha1.AgentSession {
+			s := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name},
+				Spec: agentsv1alpha1.AgentSessionSpec{SessionID: name, Steer: &agentsv1alpha1.SteerMessage{ID: "m1", Text: "look at the tests first"}}}
+			if sa != "" {
+				s.Spec.Agent = &agentsv1alpha1.AgentBinding{ServiceAccountName: sa}
+			}
+			return s
+		}
+
+		By("a session that names no agent is refused at create")
+		_, err := strict.ValidateCreate(request(editorUser, ""), session(uniqueName("unbound"), ""))
+		Expect(err).To(MatchError(ContainSubstring(`spec.agent: Required value: this operator lets only a session's bound agent write its status.agent: ` +
+			`set spec.agent.serviceAccountName to the service account the agent pod runs as`)))
+
+		By("a second session naming an agent service account already bound in the namespace is refused")
+		sa := uniqueName("planmode-agent-x")
+		first := session(uniqueName("first"), sa)
+		Expect(adminC.Create(ctx, first)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := strict.ValidateCreate(request(editorUser, ""), session("second", sa))
+			g.Expect(err).To(MatchError(ContainSubstring(`spec.agent.serviceAccountName: Invalid value: "` + sa + `": is already the agent of AgentSession "` +
+				first.Name + `": an agent identity writes the status of one session only; ` +
+				`run this session's agent as a service account of its own (kubectl create serviceaccount planmode-agent-<name>)`)))
+		}).Should(Succeed())
+		_, err = strict.ValidateCreate(request(editorUser, ""), session("second", uniqueName("planmode-agent-y")))
+		Expect(err).NotTo(HaveOccurred(), "a service account of its own is accepted")
+		_, err = strict.ValidateCreate(request(editorUser, ""), session(first.Name, sa))
+		Expect(err).NotTo(HaveOccurred(), "a create retried under the same name is the same session")
+
+		By("a session stored unbound keeps its spec (ratcheting), but may not drop a binding, and takes no status.agent from an agent")
+		old := newSession(ctx) // stored by the suite's webhook, which does not require a binding
+		toggled := old.DeepCopy()
+		toggled.Spec.PlanMode.Active = ptr.To(true)
+		_, err = strict.ValidateUpdate(request(editorUser, ""), old, toggled)
+		Expect(err).NotTo(HaveOccurred())
+		unbind := first.DeepCopy()
+		unbind.Spec.Agent = nil
+		_, err = strict.ValidateUpdate(request(editorUser, ""), first, unbind)
+		Expect(err).To(MatchError(ContainSubstring("spec.agent: Required value")))
+		old.Spec.Steer = &agentsv1alpha1.SteerMessage{ID: "m1", Text: "look at the tests first"}
+		reported := old.DeepCopy()
+		reported.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: "m1"}
+		_, err = strict.ValidateUpdate(request(agentUser, "status"), old, reported)
+		Expect(err).To(MatchError(ContainSubstring(`status.agent: Forbidden: session "` + old.Name +
+			`" names no agent (spec.agent) and this operator lets only a session's bound agent write its status.agent: ` +
+			`bind it to the agent pod's service account with kubectl patch agentsession ` + old.Name + ` -n ` + testNS +
+			` --type merge -p '{"spec":{"agent":{"serviceAccountName":"<service account>"}}}'`)))
+
+		By("the bound agent writes its own session's status.agent, and not another's")
+		reported = first.DeepCopy()
+		reported.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: "m1"}
+		_, err = strict.ValidateUpdate(request(serviceAccountUsername(testNS, sa), "status"), first, reported)
+		Expect(err).NotTo(HaveOccurred())
+		other := session("other", uniqueName("planmode-agent-z"))
+		reportedOther := other.DeepCopy()
+		reportedOther.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: "m1"}
+		_, err = strict.ValidateUpdate(request(serviceAccountUsername(testNS, sa), "status"), other, reportedOther)
+		Expect(err).To(MatchError(ContainSubstring(`status.agent: Forbidden: session "other" is bound to its agent's service account`)))
 	})
 
 	It("validates spec.reviewTimeout with its field path and the fix; negative and zero are refused", func() {

@@ -45,8 +45,9 @@ type AgentSessionSpec struct {
 	// Agent binds the session to the one agent identity that may write its status.agent. When
 	// set, only that ServiceAccount (in this namespace) and the manager can report boundaries,
 	// post plans or record steer ids for this session; any other agent identity is refused.
-	// Unset: any agent identity of this namespace may (kept for sessions created before the
-	// binding existed; the webhook warns). See docs/admission.md.
+	// Required, and unique per namespace, when the manager runs with
+	// --webhook-require-agent-binding (as config/default installs it). Otherwise unset lets any
+	// agent identity of this namespace write it (the webhook warns). See docs/admission.md.
 	// +optional
 	Agent *AgentBinding `json:"agent,omitempty"`
 
