@@ -311,7 +311,7 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 		Expect(must(invariant.CheckStore(ctx, hostStore, sid, nil, invariant.FinalFrom(s)))).To(BeEmpty(), "invariant violations in session %s", sid)
 	})
 
-	It("holds the status-ownership rules with real service-account tokens", func() {
+	It("holds the status-ownership and agent-binding rules with real service-account tokens", func() {
 		newSession("owned", "planmode-agent-owned", nil)
 		Eventually(func() int64 { return getSession("owned").Status.ObservedGeneration }).
 			WithTimeout(settle).WithPolling(poll).Should(BeNumerically(">", 0))
@@ -334,6 +334,20 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 			client.RawPatch(types.MergePatchType, []byte(`{"status":{"agent":{"steerID":"not-delivered"}}}`)))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.agent.serviceAccountName"))
+
+		By("the installed webhook requires each session to name its agent, one session per agent service account")
+		unbound := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "unbound"},
+			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: fmt.Sprintf("cluster-unbound-%d", time.Now().UnixNano())}}
+		err = k8s.Create(ctx, unbound)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.agent: Required value"))
+		twin := unbound.DeepCopy()
+		twin.Name, twin.Spec.Agent = "owned-twin", &agentsv1alpha1.AgentBinding{ServiceAccountName: "planmode-agent-owned"}
+		Eventually(func(g Gomega) {
+			err := k8s.Create(ctx, twin.DeepCopy(), client.DryRunAll)
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(`spec.agent.serviceAccountName: Invalid value: "planmode-agent-owned": is already the agent of AgentSession "owned"`))
+		}).WithTimeout(settle).WithPolling(poll).Should(Succeed())
 
 		s := getSession("owned")
 		Expect(s.Status.PlanMode.Active).To(BeFalse(), "the refused writes changed nothing")
