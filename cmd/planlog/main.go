@@ -49,7 +49,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&storeURL, "store", "", "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
 
-	// resolve names the store; readers open it read-only, so a mistyped path creates nothing.
+	// resolve names the store; readers open it read-only, so a mistyped path or URL creates nothing.
 	resolve := func(cmd *cobra.Command) (string, error) {
 		if storeURL == "" {
 			storeURL, _ = storeenv.Lookup(cmd.ErrOrStderr())
