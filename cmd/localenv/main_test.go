@@ -33,7 +33,8 @@ import (
 	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
-// binDir holds the manager, refagent and kubectl-plan binaries built once for the package.
+// binDir holds the manager, refagent and kubectl-plan binaries, and localenv itself, built once
+// for the package.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -54,7 +55,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/manager", "./cmd/refagent", "./cmd/kubectl-plan")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/manager", "./cmd/refagent", "./cmd/kubectl-plan", "./cmd/localenv")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)

@@ -5,7 +5,7 @@
 //	planlog tail   --store URL --session ID
 //
 // URL is a session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...);
-// --store defaults to $PLANLOG_STORE.
+// --store defaults to $PLANMODE_LOG_STORE, the variable every binary reads (internal/storeenv).
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// storeEnv supplies --store when the flag is not given (the older PLANLOG_STORE still works, with a warning).
+// storeEnv supplies --store when the flag is not given (the deprecated PLANLOG_STORE still works, with a warning).
 const storeEnv = storeenv.Name
 
 func main() {
@@ -49,7 +49,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&storeURL, "store", "", "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
 
-	// resolve names the store; readers open it read-only, so a mistyped path creates nothing.
+	// resolve names the store; readers open it read-only, so a mistyped path or URL creates nothing.
 	resolve := func(cmd *cobra.Command) (string, error) {
 		if storeURL == "" {
 			storeURL, _ = storeenv.Lookup(cmd.ErrOrStderr())

@@ -58,7 +58,8 @@ context (make run records it there; record yours once with kubectl plan use-stor
   postgres://user:password@host:5432/db?sslmode=disable
 
 The store is only read: a SQLite file is opened read-only and a wrong path is an error, never a
-new empty file.
+new empty file; a PostgreSQL database without the log is an error too, never given a schema,
+and a role with only SELECT grants can read it.
 
 The session is looked up by the AgentSession's spec.sessionID, so this also needs "get" on
 agentsessions.agents.harness.dev.`,

@@ -59,11 +59,19 @@ func open(ctx context.Context, url string, opts ...Option) (Store, error) {
 			return nil, err
 		}
 		return OpenSQLite(ctx, path)
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+	case isPostgresURL(url):
 		return OpenPostgres(ctx, url, opts...)
 	default:
-		return nil, fmt.Errorf("open session log %q: unknown store URL; use sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host:port/db", connstr.Redact(url))
+		return nil, unknownStoreURL(url)
 	}
+}
+
+func isPostgresURL(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+func unknownStoreURL(url string) error {
+	return fmt.Errorf("open session log %q: unknown store URL; use sqlite:///abs/path.db, sqlite://relative/path.db or postgres://user@host:port/db", connstr.Redact(url))
 }
 
 // Option tunes how Open connects.

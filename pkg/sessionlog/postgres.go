@@ -312,12 +312,16 @@ func pgSurface(ev *harness.Event) any {
 }
 
 func (s *postgresStore) ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error) {
+	return pgReadFrom(ctx, s.pool, sessionID, fromSeq, limit)
+}
+
+func pgReadFrom(ctx context.Context, pool *pgxpool.Pool, sessionID string, fromSeq int64, limit int) ([]harness.Event, error) {
 	if fromSeq < 0 {
 		fromSeq = 0
 	}
 	var out []harness.Event
 	// One snapshot, so the rows and the next seq they are checked against agree.
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		t, err := pgLoadTail(ctx, tx, sessionID)
 		if err != nil {
 			return err
@@ -360,9 +364,15 @@ func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSe
 }
 
 func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
+	return pgInfo(ctx, s.pool, sessionID)
+}
+
+func pgInfo(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sessionID string) (SessionInfo, error) {
 	info := SessionInfo{ID: sessionID}
 	var parent *string
-	err := s.pool.QueryRow(ctx, `SELECT created_at, parent, seed_length FROM sessions WHERE session_id = $1`, sessionID).
+	err := q.QueryRow(ctx, `SELECT created_at, parent, seed_length FROM sessions WHERE session_id = $1`, sessionID).
 		Scan(&info.CreatedAt, &parent, &info.SeedLength)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SessionInfo{}, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)

@@ -13,21 +13,34 @@ import (
 )
 
 // OpenReadOnly opens an existing store for tools that only read it (kubectl plan log and
-// status, planlog export, plancheck). A SQLite file is opened with SQLite's mode=ro and must
-// exist: a mistyped path is an error naming it, never a new empty database, and no schema is
-// created or migrated. A PostgreSQL URL opens as Open does (its reads run in read-only
-// transactions; the database's own grants decide the rest).
+// status, planlog export, plancheck). Nothing is created, migrated or written, so pointing a
+// reader at the wrong store changes nothing there, and a role that may only read can use it:
+// a SQLite file is opened with SQLite's mode=ro and must exist (a mistyped path is an error
+// naming it, never a new empty database); a PostgreSQL database must hold the schema at a
+// version this binary reads, and every read runs in a read-only transaction. Writes through
+// the returned Store are refused.
 func OpenReadOnly(ctx context.Context, url string) (Store, error) {
-	if !strings.HasPrefix(url, "sqlite://") {
-		return Open(ctx, url)
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultCallTimeout)
 		defer cancel()
 	}
-	s, err := openReadOnlySQLite(ctx, url)
+	var (
+		s   Store
+		err error
+	)
+	switch {
+	case strings.HasPrefix(url, "sqlite://"):
+		s, err = openReadOnlySQLite(ctx, url)
+	case isPostgresURL(url):
+		s, err = openReadOnlyPostgres(ctx, url)
+	default:
+		err = unknownStoreURL(url)
+	}
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = &TimeoutError{Op: "Open", Timeout: DefaultCallTimeout, Err: err}
+		}
 		return nil, connstr.Error(err, url)
 	}
 	return withDeadlines(s, DefaultCallTimeout), nil

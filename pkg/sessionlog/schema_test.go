@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A database written by a newer binary is refused on open, not misread.
+// A database written by a newer binary is refused on open, read-write or read-only, not misread.
 func TestSchemaVersionNewerRefused(t *testing.T) {
 	ctx := context.Background()
 	t.Run("sqlite", func(t *testing.T) {
@@ -26,6 +26,9 @@ func TestSchemaVersionNewerRefused(t *testing.T) {
 		if _, err := Open(ctx, url); err == nil || !strings.Contains(err.Error(), "schema version 99") {
 			t.Fatalf("open of a newer schema: err = %v", err)
 		}
+		if _, err := OpenReadOnly(ctx, url); err == nil || !strings.Contains(err.Error(), "schema version 99") || !strings.Contains(err.Error(), "upgrade the binary") {
+			t.Fatalf("read-only open of a newer schema: err = %v", err)
+		}
 	})
 	t.Run("postgres", func(t *testing.T) {
 		url := postgresDB(t)
@@ -39,6 +42,9 @@ func TestSchemaVersionNewerRefused(t *testing.T) {
 		_ = s.Close()
 		if _, err := Open(ctx, url); err == nil || !strings.Contains(err.Error(), "schema version 99") {
 			t.Fatalf("open of a newer schema: err = %v", err)
+		}
+		if _, err := OpenReadOnly(ctx, url); err == nil || !strings.Contains(err.Error(), "schema version 99") || !strings.Contains(err.Error(), "upgrade the binary") {
+			t.Fatalf("read-only open of a newer schema: err = %v", err)
 		}
 	})
 }

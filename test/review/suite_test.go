@@ -205,7 +205,13 @@ func kplan(user string, args ...string) result {
 // run runs `kubectl ARGS... -n team-a --as USER`.
 func run(user string, args ...string) result {
 	GinkgoHelper()
-	args = append(args, "-n", ns, "--as", user)
+	return runKubectl(append(args, "-n", ns, "--as", user)...)
+}
+
+// runKubectl runs `kubectl ARGS...` as given, with the suite's kubeconfig (an admin, who may
+// impersonate) and kubectl-plan on PATH.
+func runKubectl(args ...string) result {
+	GinkgoHelper()
 	c, stop := context.WithTimeout(ctx, 60*time.Second)
 	defer stop()
 	cmd := exec.CommandContext(c, kubectl, args...)
