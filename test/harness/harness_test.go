@@ -42,7 +42,7 @@ const captureDirEnv = "PLANTEST_CAPTURE_DIR"
 
 // TestRealHarness runs every scenario twice, once per encoding the harness persists a log in
 // (plain JSONL, and its default: zstd frames with packed chunk rows), and holds both logs to
-// the same checks.
+// the same checks, through the library and through the commands a user runs.
 func TestRealHarness(t *testing.T) {
 	for _, sc := range loadScenarios(t) {
 		t.Run(sc.Name, func(t *testing.T) {
@@ -109,6 +109,9 @@ func checkLiveLog(t *testing.T, l *liveLog) {
 	if !slices.Equal(kinds, pinned) {
 		t.Errorf("checker verdict %v, pinned %v", kinds, pinned)
 	}
+
+	// 1-3 again through the commands: planlog import (no flags), export, tail; plancheck.
+	checkCommands(t, l, exported.Bytes(), tail, pinned)
 
 	// 4. Resume: the harness resumes the operator's export; its next request carries
 	// the plan section iff plan mode is committed.
