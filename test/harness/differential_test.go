@@ -1,10 +1,8 @@
 package harness_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -82,10 +80,6 @@ type differentialCase struct {
 
 func TestDifferential(t *testing.T) {
 	t.Parallel()
-	scenarios := map[string]scenario{}
-	for _, sc := range loadScenarios(t) {
-		scenarios[sc.Name] = sc
-	}
 	op := startOperator(t)
 	for _, tc := range []differentialCase{{
 		// /plan while step 1's request is in flight; /plan off then /plan during step 2.
@@ -167,26 +161,9 @@ func TestDifferential(t *testing.T) {
 			"plan/mode=true · plan/mode=false · turn/start · step/start · prompt · step/end · turn/end",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc, ok := scenarios[tc.scenario]
-			if !ok {
-				t.Fatalf("scenario %s is missing", tc.scenario)
-			}
-			run := runDsh(t, dshOptions{Overlays: []string{"plain.yml", "driver.yml"}, Env: []string{"PLANTEST_SCENARIO=" + sc.Path}, Model: newScriptedModel(t, sc.Model)})
-			raw, err := os.ReadFile(run.Log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var hevs []harness.Event
-			for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-				if i == 0 {
-					continue
-				}
-				var ev harness.Event
-				if err := json.Unmarshal(line, &ev); err != nil {
-					t.Fatal(err)
-				}
-				hevs = append(hevs, ev)
-			}
+			// The scenario's plain log from this run of the suite (TestRealHarness checks the
+			// same run).
+			hevs := parseEvents(t, scenarioLog(t, tc.scenario, plainLog).Raw)
 			c := op.session(t, tc.name, nil)
 			tc.operator(t, op, c, tc.name)
 			oevs, err := op.store.ReadFrom(context.Background(), op.ns+"."+tc.name, 0, 0)

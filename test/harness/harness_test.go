@@ -9,7 +9,6 @@ package harness_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,63 +40,85 @@ var pinnedVerdicts = map[string][]invariant.Kind{
 // into (testdata for the unit tests of pkg/sessionlog and cmd/planlog comes from there).
 const captureDirEnv = "PLANTEST_CAPTURE_DIR"
 
+// TestRealHarness runs every scenario twice, once per encoding the harness persists a log in
+// (plain JSONL, and its default: zstd frames with packed chunk rows), and holds both logs to
+// the same checks, through the library and through the commands a user runs.
 func TestRealHarness(t *testing.T) {
 	for _, sc := range loadScenarios(t) {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			model := newScriptedModel(t, sc.Model)
-			run := runDsh(t, dshOptions{Overlays: []string{"plain.yml", "driver.yml"}, Env: []string{"PLANTEST_SCENARIO=" + sc.Path}, Model: model})
-			raw, err := os.ReadFile(run.Log)
-			if err != nil {
-				t.Fatal(err)
+			for _, enc := range encodings {
+				t.Run(string(enc), func(t *testing.T) {
+					t.Parallel()
+					checkLiveLog(t, scenarioLog(t, sc.Name, enc))
+				})
 			}
-			capture(t, sc.Name+".jsonl", raw)
-			store := openStore(t)
-			ctx := context.Background()
-
-			// 1. Import: the real log imports as it is, and exports byte for byte.
-			info, tail, err := sessionlog.Import(ctx, store, bytes.NewReader(raw), sessionlog.ImportOptions{})
-			if err != nil {
-				t.Fatalf("import of the harness's log: %v", err)
-			}
-			var hdr sessionlog.Header
-			if err := json.Unmarshal(raw[:bytes.IndexByte(raw, '\n')], &hdr); err != nil {
-				t.Fatal(err)
-			}
-			var exported bytes.Buffer
-			if err := sessionlog.ExportJSONL(ctx, store, info.ID, &exported, sessionlog.ExportOptions{Cwd: hdr.Cwd}); err != nil {
-				t.Fatal(err)
-			}
-			if d := firstDiff(exported.Bytes(), raw); d != "" {
-				t.Fatalf("export differs from the harness's log: %s", d)
-			}
-			events, err := store.ReadFrom(ctx, info.ID, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-
-			// 2. Fold: the operator's tail equals what the harness said at the end.
-			checkFold(t, run, tail, events)
-
-			// 3. Checker.
-			violations := invariant.Check(invariant.Input{Events: events})
-			kinds := make([]invariant.Kind, 0, len(violations))
-			for _, v := range violations {
-				kinds = append(kinds, v.Kind)
-				t.Logf("checker: %s", v)
-			}
-			if want := pinnedVerdicts[sc.Name]; !slices.Equal(kinds, want) {
-				t.Errorf("checker verdict %v, pinned %v", kinds, want)
-			}
-
-			// 4. Resume: the harness resumes the operator's export; its next request carries
-			// the plan section iff plan mode is committed.
-			checkResume(t, store, info.ID, tail.Active)
-
-			// 5. Shapes: the SDK writes each event type as the harness does.
-			checkShapes(t, events)
 		})
 	}
+}
+
+func checkLiveLog(t *testing.T, l *liveLog) {
+	store := openStore(t)
+	ctx := context.Background()
+	hdr := l.header(t)
+	pinned := pinnedVerdicts[l.Scenario.Name]
+
+	// 1. Import: the real log imports as it is, without options, and exports byte for byte:
+	// a plain log as the log itself, a compressed one as the harness's own storage rows.
+	info, tail, err := sessionlog.Import(ctx, store, bytes.NewReader(l.Raw), sessionlog.ImportOptions{})
+	if err != nil {
+		t.Fatalf("import of the harness's %s: %v", l.File, err)
+	}
+	var exported bytes.Buffer
+	if err := sessionlog.ExportJSONL(ctx, store, info.ID, &exported, sessionlog.ExportOptions{Cwd: hdr.Cwd}); err != nil {
+		t.Fatal(err)
+	}
+	switch l.Encoding {
+	case plainLog:
+		if d := firstDiff(exported.Bytes(), l.Raw); d != "" {
+			t.Fatalf("export differs from the harness's log: %s", d)
+		}
+	case zstdLog:
+		frames, packed := checkStorageRows(t, l, exported.Bytes())
+		t.Logf("%s: %d zstd frames, %d packed chunk rows", l.File, frames, packed)
+		// What the compressed path is about: several frames (one per flushed batch), and
+		// packed rows wherever the model streamed a run of three or more deltas (a text of
+		// three words or more; F's and G's answers are two words, so their logs have none).
+		if frames < 2 {
+			t.Errorf("%s holds %d zstd frame(s); the harness writes one per flushed batch", l.File, frames)
+		}
+		if want := streamsChunkRun(l.Scenario); (packed > 0) != want {
+			t.Errorf("%s holds %d packed chunk rows; the model streamed a run of three or more deltas: %v", l.File, packed, want)
+		}
+	}
+	events, err := store.ReadFrom(ctx, info.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 2. Fold: the operator's tail equals what the harness said at the end.
+	checkFold(t, l, tail, events)
+
+	// 3. Checker.
+	violations := invariant.Check(invariant.Input{Events: events})
+	kinds := make([]invariant.Kind, 0, len(violations))
+	for _, v := range violations {
+		kinds = append(kinds, v.Kind)
+		t.Logf("checker: %s", v)
+	}
+	if !slices.Equal(kinds, pinned) {
+		t.Errorf("checker verdict %v, pinned %v", kinds, pinned)
+	}
+
+	// 1-3 again through the commands: planlog import (no flags), export, tail; plancheck.
+	checkCommands(t, l, exported.Bytes(), tail, pinned)
+
+	// 4. Resume: the harness resumes the operator's export; its next request carries
+	// the plan section iff plan mode is committed.
+	checkResume(t, store, info.ID, tail.Active)
+
+	// 5. Shapes: the SDK writes each event type as the harness does.
+	checkShapes(t, events)
 }
 
 func openStore(t *testing.T) sessionlog.Store {
@@ -127,9 +148,9 @@ func firstDiff(got, want []byte) string {
 // checkFold compares the operator's tail with the harness's own account: get() at the end
 // (committed state, nothing pending), the session's next seq, the state its last
 // request/header described, and the turn count.
-func checkFold(t *testing.T, run *dshRun, tail harness.Tail, events []harness.Event) {
+func checkFold(t *testing.T, l *liveLog, tail harness.Tail, events []harness.Event) {
 	t.Helper()
-	done := run.last("done")
+	done := l.last("done")
 	if done.Get == nil {
 		t.Fatalf("the driver's done line has no plan state: %+v", done)
 	}

@@ -1,10 +1,8 @@
 package harness_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,10 +33,6 @@ import (
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
-// TestResumeReferenceAgentExport drives sessions with the reference agent through the real
-// manager (real kube-apiserver and etcd), exports them with planlog's export, and has the real
-// harness resume each: it reads the plan state the operator committed, and the next request
-// carries the plan section iff plan mode is committed.
 // operatorEnv is the operator, for real: a control plane (kube-apiserver and etcd), the
 // manager's reconciler and admission webhooks, a SQLite session log, and a namespace with a PlanModeConfig whose
 // section opens with the harness's plan-section marker.
@@ -152,11 +146,20 @@ func (o *operatorEnv) toggle(t *testing.T, name string, active bool) {
 	}
 }
 
+// TestResumeReferenceAgentExport drives sessions with the reference agent through the real
+// manager (real kube-apiserver and etcd), checks that every event it wrote has a shape the real
+// harness wrote for the same variant in this run's live log of scenario A, exports each session
+// (sessionlog.ExportJSONL, what planlog export runs) and has the real harness resume it: it
+// reads the plan state the operator committed, and the next request carries the plan section
+// iff plan mode is committed.
 func TestResumeReferenceAgentExport(t *testing.T) {
 	t.Parallel()
 	op := startOperator(t)
 	ctx := context.Background()
 	store := op.store
+	// The live plain log of scenario A from this run of the suite (TestRealHarness checks the
+	// same run): its shapes per variant, and the call config its first request/header carried.
+	ref, model := referenceShapes(t, scenarioLog(t, "A_idle_review_approve", plainLog))
 	for _, tc := range []struct {
 		name string
 		// offAfter switches plan mode off between the turns (the manager commits it idle).
@@ -168,7 +171,7 @@ func TestResumeReferenceAgentExport(t *testing.T) {
 			waitFor(t, c, "the manager commits the selection", func(s *v1alpha1.AgentSession) bool {
 				return !s.Status.PlanMode.Pending && s.Status.PlanMode.Selection != nil && *s.Status.PlanMode.Selection
 			})
-			runScript(t, c, "turn explore the repo\nstep\ntool read\nstep\nend\n")
+			runScript(t, c, model, "turn explore the repo\nstep\ntool read\nstep\nend\n")
 			if tc.offAfter {
 				op.toggle(t, tc.name, false)
 				waitFor(t, c, "the manager commits plan mode off between turns", func(s *v1alpha1.AgentSession) bool {
@@ -189,7 +192,7 @@ func TestResumeReferenceAgentExport(t *testing.T) {
 			if vs := invariant.Check(invariant.Input{Events: evs}); len(vs) > 0 {
 				t.Fatalf("the reference agent's log breaks invariants: %v", vs)
 			}
-			checkShapesAgainst(t, evs, referenceShapes(t))
+			checkShapesAgainst(t, evs, ref)
 			checkResume(t, store, id, tail.Active)
 		})
 	}
@@ -205,43 +208,44 @@ func waitFor(t *testing.T, c *agentsdk.Client, what string, cond func(*v1alpha1.
 	}
 }
 
-func runScript(t *testing.T, c *agentsdk.Client, script string) {
+// runScript runs script with the reference agent, its requests configured with model.
+func runScript(t *testing.T, c *agentsdk.Client, model harness.LLMCallConfig, script string) {
 	t.Helper()
 	s, err := refagent.ParseScript(strings.NewReader(script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := refagent.Run(context.Background(), refagent.Options{Client: c, Script: s, BoundaryTimeout: 30 * time.Second}); err != nil {
+	if _, err := refagent.Run(context.Background(), refagent.Options{Client: c, Script: s, BoundaryTimeout: 30 * time.Second, Model: model}); err != nil {
 		t.Fatalf("reference agent: %v", err)
 	}
 }
 
-// referenceShapes are the shapes, per variant, of the real harness's log of scenario A as
-// test/harness captured it (pkg/sessionlog/testdata/harness). The scenario tests compare the
-// SDK's builders with a live run; this compares what the reference agent actually wrote.
-func referenceShapes(t *testing.T) map[string]shape {
+// referenceShapes are the shapes, per variant, of the events in a live harness log (every
+// distinct shape the harness wrote for the variant), and the call config of its first
+// request/header: the reference agent runs with that config, so the request headers it
+// writes carry the same config keys (maxTokens and reasoningEffort included).
+func referenceShapes(t *testing.T, l *liveLog) (map[string][]shape, harness.LLMCallConfig) {
 	t.Helper()
-	raw, err := os.ReadFile("../../pkg/sessionlog/testdata/harness/A_idle_review_approve.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []harness.Event
-	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		if i == 0 {
-			continue
-		}
-		var ev harness.Event
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev)
-	}
+	evs := parseEvents(t, l.Raw)
 	tools := toolNames(evs)
-	out := map[string]shape{}
+	out := map[string][]shape{}
+	var model *harness.LLMCallConfig
 	for _, ev := range evs {
-		out[variantForShapes(ev, tools)] = toolAgnostic(shapeOf(ev))
+		v := variantForShapes(ev, tools)
+		s := shapeOf(ev)
+		if !slices.ContainsFunc(out[v], func(o shape) bool { return len(o.diff(s)) == 0 }) {
+			out[v] = append(out[v], s)
+		}
+		if ev.Type == harness.TypeRequestHeader && model == nil {
+			var h harness.RequestHeader
+			mustDecode(t, ev, &h)
+			model = &h.Header.Config
+		}
 	}
-	return out
+	if model == nil || model.MaxTokens == 0 || model.ReasoningEffort == "" {
+		t.Fatalf("scenario %s: the harness's first request/header has call config %+v; the comparison needs one with maxTokens and reasoningEffort", l.Scenario.Name, model)
+	}
+	return out, *model
 }
 
 // variantForShapes is variant with tool results grouped: the reference agent's tools are
@@ -254,36 +258,61 @@ func variantForShapes(ev harness.Event, tools map[int64]string) string {
 	return v
 }
 
-// toolAgnostic drops a tool result's meta (a tool's own extra data, such as the read tool's
-// lines), which the harness writes only for its own tools.
-func toolAgnostic(s shape) shape {
-	for p := range s {
-		if p == "data.meta" || strings.HasPrefix(p, "data.meta.") {
-			delete(s, p)
-		}
-	}
-	return s
+// legitimatelyAbsent are the paths (with everything below them) of the harness's shape of a
+// variant that the reference agent does not write, and why. Everything else must be equal:
+// the same keys, nesting and value kinds (docs/harness-oracle.md, "Shapes").
+var legitimatelyAbsent = map[string]string{
+	// A tool's private presentation payload: rc.8's tool/result carries `meta` only "if the
+	// tool attaches one" (dsh-session's types), as its read tool does (the file's lines). The
+	// reference agent's tools are stand-ins that read nothing and attach none.
+	"tool/result:tool": "data.meta",
+	// The config fields the provider adapter filled in rather than the caller proposed
+	// (EpochHeader.adapterDefaults, optional in rc.8's types): the harness's DeepSeek adapter
+	// supplies maxTokens and reasoningEffort. The reference agent has no provider adapter; it
+	// proposes its whole config (here the same maxTokens and reasoningEffort), so nothing is
+	// an adapter's default.
+	"request/header:initial": "data.header.adapterDefaults",
+	"request/header:change":  "data.header.adapterDefaults",
 }
 
-// checkShapesAgainst requires every event the reference agent wrote to have the reference
-// shape of its variant, and names the variants it could not compare.
-func checkShapesAgainst(t *testing.T, evs []harness.Event, ref map[string]shape) {
+// without is s less path p and everything below it.
+func without(s shape, p string) shape {
+	out := shape{}
+	for k, v := range s {
+		if k != p && !strings.HasPrefix(k, p+".") && !strings.HasPrefix(k, p+"[]") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkShapesAgainst requires every event the reference agent wrote to have exactly a shape
+// the harness wrote for its variant (less the variant's legitimatelyAbsent path), and names
+// the variants it could not compare.
+func checkShapesAgainst(t *testing.T, evs []harness.Event, ref map[string][]shape) {
 	t.Helper()
 	tools := toolNames(evs)
 	compared := map[string]int{}
 	for _, ev := range evs {
 		v := variantForShapes(ev, tools)
-		want, ok := ref[v]
+		wants, ok := ref[v]
 		if !ok {
 			t.Errorf("seq %d: the reference agent wrote %s, which the harness's log has no example of", ev.Seq, v)
 			continue
 		}
 		compared[v]++
-		d := want.diff(toolAgnostic(shapeOf(ev)))
-		if ev.Type == harness.TypeRequestHeader {
-			// The call config's maxTokens and reasoningEffort and the adapter defaults are
-			// written when the agent's model config has them; the reference agent's has not.
-			d = want.extra(toolAgnostic(shapeOf(ev)))
+		got := shapeOf(ev)
+		var d []string
+		for i, want := range wants {
+			if p, ok := legitimatelyAbsent[v]; ok {
+				if _, there := want[p]; !there {
+					t.Fatalf("the harness's %s has no %s: legitimatelyAbsent is out of date", v, p)
+				}
+				want = without(want, p)
+			}
+			if dd := want.diff(got); i == 0 || len(dd) < len(d) {
+				d = dd
+			}
 		}
 		if len(d) > 0 {
 			t.Errorf("seq %d %s: the reference agent's shape differs from the harness's: %v", ev.Seq, v, d)

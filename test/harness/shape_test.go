@@ -74,18 +74,6 @@ func walkShape(s shape, path string, v any) {
 	}
 }
 
-// extra lists the paths of b that a lacks or has with another kind (b's shape is a's with
-// some optional fields left out when this is empty).
-func (a shape) extra(b shape) []string {
-	var out []string
-	for _, d := range a.diff(b) {
-		if !strings.HasPrefix(d, "-") {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // diff lists the paths where two shapes differ ("+path kind": only in b, "-path kind": only
 // in a, "~path a->b": another kind).
 func (a shape) diff(b shape) []string {
