@@ -159,8 +159,13 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		v.Access = SubjectAccessReviewer{Client: mgr.GetClient()}
 	}
 	srv := mgr.GetWebhookServer()
-	srv.Register(PlanModeConfigPath, (&admission.Webhook{Handler: NewPlanModeConfigHandler(mgr.GetScheme())}).WithRecoverPanic(true))
-	srv.Register(AgentSessionPath, admission.WithValidator[*agentsv1alpha1.AgentSession](mgr.GetScheme(), v).WithRecoverPanic(true))
+	log := ctrl.Log.WithName("webhooks")
+	srv.Register(PlanModeConfigPath, (&admission.Webhook{
+		Handler: logRefusals(NewPlanModeConfigHandler(mgr.GetScheme()), log.WithValues("webhook", "PlanModeConfig")),
+	}).WithRecoverPanic(true))
+	srv.Register(AgentSessionPath, (&admission.Webhook{
+		Handler: logRefusals(admission.WithValidator[*agentsv1alpha1.AgentSession](mgr.GetScheme(), v).Handler, log.WithValues("webhook", "AgentSession")),
+	}).WithRecoverPanic(true))
 	return nil
 }
 
