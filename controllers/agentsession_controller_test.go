@@ -67,7 +67,7 @@ func reconcilerSpecs(be func() *backend) {
 			expectWrites(&mgr.statusWrites, before, "nothing changed: no write")
 			Expect(a.planModes()).To(HaveLen(3))
 			Expect(mgr.otherWrites.Load()).To(BeZero(), "the manager writes nothing but status")
-			Expect(eventReasons(a.key)).To(ContainElement("Normal/" + EventReasonCommitted))
+			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Normal/" + EventReasonCommitted))
 		})
 
 		It("names the session in its transition Events without a resourceVersion, so repeats join one series", func() {
