@@ -1,0 +1,568 @@
+package main
+
+// The phase with a selection pending: the real manager binary answers the boundaries of the
+// harness with the dsh plugin and of a Go SDK agent (pkg/agentsdk, stepped as test/bench steps
+// it), each on its own AgentSession, in the same run, alternating boundary by boundary.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+)
+
+// pendingWait is both agents' boundary wait in this phase: long enough that every boundary is
+// answered (an unanswered one fails the run rather than lowering a figure).
+const pendingWait = 30 * time.Second
+
+// ackTiming is one boundary report of a session and its answer, as the bench's watch saw them.
+type ackTiming struct {
+	turn, step, seq    int64
+	reported, answered time.Time
+	result             agentsv1alpha1.BoundaryResult
+	active             bool
+}
+
+func (a *ackTiming) latency() time.Duration { return a.answered.Sub(a.reported) }
+
+// ackWatch is one watch of the phase's namespace: the latest object of each session, and each
+// session's boundary reports with the receipt times of the event that carried the report
+// (status.agent.boundary naming a new (turn, step, seq)) and of the one that carried its
+// answer (status.planMode.lastBoundary for the same (turn, step, seq)).
+type ackWatch struct {
+	mu      sync.Mutex
+	cur     map[string]*agentsv1alpha1.AgentSession
+	reports map[string][]*ackTiming
+	changed chan struct{}
+	err     error
+}
+
+func startAckWatch(ctx context.Context, cfg *rest.Config, ns string) (*ackWatch, error) {
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: schemeOf()})
+	if err != nil {
+		return nil, err
+	}
+	w, err := wc.Watch(ctx, &agentsv1alpha1.AgentSessionList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	a := &ackWatch{cur: map[string]*agentsv1alpha1.AgentSession{}, reports: map[string][]*ackTiming{}, changed: make(chan struct{})}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				a.fail(ctx.Err())
+				return
+			case ev, ok := <-w.ResultChan():
+				now := time.Now()
+				if !ok {
+					a.fail(errors.New("the bench's watch of the AgentSessions closed"))
+					return
+				}
+				if ev.Type == watch.Error {
+					a.fail(fmt.Errorf("the bench's watch of the AgentSessions: %v", ev.Object))
+					return
+				}
+				if s, ok := ev.Object.(*agentsv1alpha1.AgentSession); ok {
+					a.observe(s, now)
+				}
+			}
+		}
+	}()
+	return a, nil
+}
+
+func (a *ackWatch) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+func (a *ackWatch) observe(s *agentsv1alpha1.AgentSession, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cur[s.Name] = s
+	rs := a.reports[s.Name]
+	if s.Status.Agent != nil && s.Status.Agent.Boundary != nil {
+		b := s.Status.Agent.Boundary
+		if n := len(rs); n == 0 || rs[n-1].turn != b.Turn || rs[n-1].step != b.Step || rs[n-1].seq != b.Seq {
+			rs = append(rs, &ackTiming{turn: b.Turn, step: b.Step, seq: b.Seq, reported: now})
+			a.reports[s.Name] = rs
+		}
+	}
+	if lb := s.Status.PlanMode.LastBoundary; lb != nil {
+		for _, r := range rs {
+			if r.answered.IsZero() && r.turn == lb.Turn && r.step == lb.Step && r.seq == lb.Seq {
+				r.answered, r.result, r.active = now, lb.Result, lb.Active
+			}
+		}
+	}
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// waitFor waits until cond holds for the session's latest object and its reports.
+func (a *ackWatch) waitFor(name string, timeout time.Duration, what string, cond func(s *agentsv1alpha1.AgentSession, reports []*ackTiming) bool) error {
+	deadline := time.After(timeout)
+	for {
+		a.mu.Lock()
+		s, rs, changed, err := a.cur[name], a.reports[name], a.changed, a.err
+		ok := s != nil && cond(s, rs)
+		a.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return fmt.Errorf("session %s: %s: not seen in %s", name, what, timeout)
+		}
+	}
+}
+
+func (a *ackWatch) snapshot(name string) (*agentsv1alpha1.AgentSession, []*ackTiming) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur[name], slices.Clone(a.reports[name])
+}
+
+// answeredCount is the number of the session's reports answered so far.
+func answeredCount(rs []*ackTiming) int {
+	n := 0
+	for _, r := range rs {
+		if !r.answered.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+// pendingRun is what the phase needs from the run: the control plane and the installs.
+type pendingRun struct {
+	env                         *envtest.Environment
+	cfg                         *rest.Config
+	c                           client.Client
+	root, harnessDir, overlay   string
+	work                        string
+	boundaries                  int
+	previousNS, previousSession string // the nothing-pending phase's session, deleted first
+}
+
+// pendingResult is the phase's figures.
+type pendingResult struct {
+	plugin, sdk []*ackTiming    // watch-observed report -> answer
+	sdkCall     []time.Duration // the SDK's Boundary call, as test/bench times it
+}
+
+// runPending builds and starts the manager, the two agents and the watch, runs the K
+// boundaries alternating the agents, and returns the timings.
+func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	k := p.boundaries
+	// The nothing-pending phase's session has no agent any more; the manager need not take it on.
+	_ = p.c.Delete(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: p.previousNS, Name: p.previousSession}})
+
+	fmt.Fprintln(os.Stderr, "dshbench: building the manager (go build ./cmd/manager)")
+	binDir := filepath.Join(p.work, "bin")
+	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/manager")
+	build.Dir = p.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
+	}
+	admin, err := p.env.AddUser(envtest.User{Name: "dshbench-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(p.work, "admin.kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return nil, err
+	}
+	dbDir := filepath.Join(p.work, "pending-store")
+	if err := os.MkdirAll(dbDir, 0o755); err != nil {
+		return nil, err
+	}
+	storeURL := "sqlite://" + filepath.Join(dbDir, "log.db")
+
+	const ns, pluginName, sdkName = "bench-pending", "dsh", "sdk"
+	if err := p.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return nil, err
+	}
+	if err := p.c.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsv1alpha1.DefaultPlanModeConfigName},
+		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (bench)."}}); err != nil {
+		return nil, err
+	}
+	stamp := time.Now().UnixNano()
+	sids := map[string]string{pluginName: fmt.Sprintf("bench-dsh-%d", stamp), sdkName: fmt.Sprintf("bench-sdk-%d", stamp)}
+	for _, name := range []string{pluginName, sdkName} {
+		if err := p.c.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: sids[name]}}); err != nil {
+			return nil, err
+		}
+	}
+	aw, err := startAckWatch(ctx, p.cfg, ns)
+	if err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintln(os.Stderr, "dshbench: starting the manager (--webhook-port=-1, events on, the agents' SQLite log)")
+	stopManager, err := startManager(filepath.Join(binDir, "manager"), kubeconfig, storeURL, filepath.Join(p.work, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer stopManager()
+	for _, name := range []string{pluginName, sdkName} {
+		if err := aw.waitFor(name, time.Minute, "taken on by the manager", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
+			return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
+		}); err != nil {
+			return nil, fmt.Errorf("%w\nmanager log:\n%s", err, tailOf(filepath.Join(p.work, "manager.log")))
+		}
+	}
+
+	store, err := sessionlog.Open(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = store.Close() }()
+	sdkCfg := rest.CopyConfig(p.cfg)
+	sdkCfg.QPS, sdkCfg.Burst = -1, 0 // as test/bench: no client-side rate limit
+	sdk, err := agentsdk.New(ctx, agentsdk.Options{Config: sdkCfg, Namespace: ns, Name: sdkName, Store: store})
+	if err != nil {
+		return nil, err
+	}
+	defer sdk.Close()
+
+	// The plugin's model holds each of the turn's first k requests: the toggle is made while
+	// request i is held (its step's boundary is behind it), so the next step's boundary,
+	// after the release, finds the selection pending.
+	model := chatmodel.New()
+	defer model.Close()
+	for i := range k {
+		model.Script(i, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"file_path":"README.md"}`}}})
+	}
+	model.Fallback(func(int, chatmodel.Seen) chatmodel.Reply { return chatmodel.Reply{Text: "done."} })
+	fmt.Fprintln(os.Stderr, "dshbench: starting the harness with the dsh plugin for the pending phase")
+	cmd, await, err := launchPlugin(pluginRun{harnessDir: p.harnessDir, overlay: p.overlay, work: p.work, modelURL: model.URL(), kubeconfig: kubeconfig,
+		storeURL: storeURL, ns: ns, name: pluginName, sid: sids[pluginName],
+		env: []string{fmt.Sprintf("PLANMODE_BOUNDARY_WAIT_MS=%d", pendingWait.Milliseconds())}}, "plugin-pending")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	// Both turns open: the plugin's on a message (its first request arrives and is held), the
+	// SDK's with its first step.
+	if err := sendMessage(ctx, p.c, ns, pluginName, "pending-1", "toggle away"); err != nil {
+		return nil, err
+	}
+	if err := arrived(model, 0); err != nil {
+		return nil, err
+	}
+	turn, err := sdk.StartTurn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sdkStep(ctx, sdk, turn, 1, false); err != nil {
+		return nil, err
+	}
+
+	res := &pendingResult{}
+	active := map[string]bool{}
+	for _, name := range []string{pluginName, sdkName} {
+		s, _ := aw.snapshot(name)
+		active[name] = s.Status.PlanMode.Active
+	}
+	// toggle flips the session's selection and waits until the manager has marked it pending.
+	toggle := func(name string) (bool, error) {
+		want := !active[name]
+		obj := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := p.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"planMode":{"active":%t}}}`, want))); err != nil {
+			return want, err
+		}
+		return want, aw.waitFor(name, pendingWait, "the selection pending", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
+			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+		})
+	}
+	// answered waits for the watch to show the i-th answer of the session, Admitted with want.
+	answered := func(name string, i int, want bool) (*ackTiming, error) {
+		if err := aw.waitFor(name, pendingWait, fmt.Sprintf("answer %d", i), func(_ *agentsv1alpha1.AgentSession, rs []*ackTiming) bool {
+			return answeredCount(rs) >= i
+		}); err != nil {
+			return nil, err
+		}
+		_, rs := aw.snapshot(name)
+		if len(rs) != i {
+			return nil, fmt.Errorf("session %s: %d boundary reports after %d toggles, want one each", name, len(rs), i)
+		}
+		r := rs[i-1]
+		if r.result != agentsv1alpha1.BoundaryAdmitted || r.active != want {
+			return nil, fmt.Errorf("session %s: boundary %d/%d answered %s active=%v, want Admitted active=%v", name, r.turn, r.step, r.result, r.active, want)
+		}
+		active[name] = want
+		return r, nil
+	}
+	pluginBoundary := func(i int) error {
+		want, err := toggle(pluginName)
+		if err != nil {
+			return err
+		}
+		// The bench's watch has seen it pending; give the plugin's own watch a moment too
+		// (outside the measured interval), then let the step end: the next boundary asks.
+		time.Sleep(50 * time.Millisecond)
+		model.Release(i - 1)
+		if i < k {
+			if err := arrived(model, i); err != nil {
+				return err
+			}
+		}
+		r, err := answered(pluginName, i, want)
+		if err != nil {
+			return err
+		}
+		res.plugin = append(res.plugin, r)
+		return nil
+	}
+	sdkBoundary := func(i int) error {
+		want, err := toggle(sdkName)
+		if err != nil {
+			return err
+		}
+		wctx, wcancel := context.WithTimeout(ctx, pendingWait)
+		err = sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool {
+			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+		})
+		wcancel()
+		if err != nil {
+			return err
+		}
+		d, err := sdkStep(ctx, sdk, turn, int64(i+1), true)
+		if err != nil {
+			return err
+		}
+		r, err := answered(sdkName, i, want)
+		if err != nil {
+			return err
+		}
+		res.sdk = append(res.sdk, r)
+		res.sdkCall = append(res.sdkCall, d)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "dshbench: %d boundaries with a selection pending, alternating the dsh plugin and the Go SDK\n", k)
+	for i := 1; i <= k; i++ {
+		order := []func(int) error{pluginBoundary, sdkBoundary}
+		if i%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, f := range order {
+			if err := f(i); err != nil {
+				return nil, fmt.Errorf("boundary %d: %w", i, err)
+			}
+		}
+	}
+	if err := await("idle"); err != nil {
+		return nil, fmt.Errorf("the plugin's turn did not end: %w", err)
+	}
+	if err := sdk.EndTurn(ctx, turn, harness.TurnCompleted); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// sdkStep runs one step through the SDK as test/bench's step does; with asked, the boundary
+// must ask the manager and be answered, and its duration is returned.
+func sdkStep(ctx context.Context, c *agentsdk.Client, turn, step int64, asked bool) (time.Duration, error) {
+	start := time.Now()
+	res, err := c.Boundary(ctx, turn, step, pendingWait)
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if asked && (!res.Asked || res.Unanswered) {
+		return 0, fmt.Errorf("SDK turn %d step %d: the boundary was not answered by the manager (asked %v, unanswered %v)", turn, step, res.Asked, res.Unanswered)
+	}
+	var msgs []harness.Event
+	if step == 1 {
+		msgs = append(msgs, agentsdk.UserText("task"))
+	}
+	hdr := refagent.Header(res, harness.LLMCallConfig{Provider: "reference", Model: "bench"}, refagent.DefaultSystem)
+	if err := c.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr}); err != nil {
+		return 0, err
+	}
+	return d, c.EndStep(ctx, turn, step)
+}
+
+func arrived(m *chatmodel.Model, n int) error {
+	select {
+	case <-m.Arrived(n):
+		return nil
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("the plugin's model request %d did not arrive in 2 minutes", n)
+	}
+}
+
+// sendMessage appends a user message to the session's steer queue.
+func sendMessage(ctx context.Context, c client.Client, ns, name, id, text string) error {
+	var s agentsv1alpha1.AgentSession
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+		return err
+	}
+	s.Spec.SteerQueue = append(s.Spec.SteerQueue, agentsv1alpha1.SteerMessage{ID: id, Text: text})
+	return c.Update(ctx, &s)
+}
+
+// startManager runs the manager binary as test/e2e does (webhooks off, events on, metrics off)
+// against the admin kubeconfig and the agents' store, waits for its /readyz, and returns what
+// stops it.
+func startManager(bin, kubeconfig, storeURL, logPath string) (func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hp := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+		"--webhook-port=-1", "--events=on", "--graceful-shutdown-timeout=2s")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PLANMODE_LOG_STORE="+storeURL)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(exited) }()
+	stop := func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("the manager exited:\n%s", tailOf(logPath))
+		default:
+		}
+		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", hp)); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return stop, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("the manager was not ready in a minute:\n%s", tailOf(logPath))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tailOf is the last 4 KiB of a file, for error messages.
+func tailOf(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return string(b)
+}
+
+// percentile is test/bench's: the value at rank p*(n-1), rounded.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1)+0.5)]
+}
+
+func latencies(rs []*ackTiming) []time.Duration {
+	out := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		out[i] = r.latency()
+	}
+	return out
+}
+
+// reportPending prints the phase's figures, then the same as one JSON line.
+func reportPending(k int, r *pendingResult) {
+	msf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	pl, sd := latencies(r.plugin), latencies(r.sdk)
+	pm, pp := percentile(pl, 0.5), percentile(pl, 0.99)
+	sm, sp := percentile(sd, 0.5), percentile(sd, 0.99)
+	cm, cp := percentile(r.sdkCall, 0.5), percentile(r.sdkCall, 0.99)
+	fmt.Printf("with a selection pending: %d boundaries each, alternating the dsh plugin and the Go SDK (pkg/agentsdk), both on the real manager binary (go build ./cmd/manager; --webhook-port=-1, events on) and one SQLite log\n", k)
+	fmt.Println("  each boundary: the user's toggle during a turn, marked pending by the manager, applied at the agent's next step boundary")
+	fmt.Println("  ack latency: from the watch event in which status.agent.boundary names the step's (turn, step, seq) to the one in which")
+	fmt.Println("  status.planMode.lastBoundary answers it, both received by one watch in the bench (the same for both agents)")
+	fmt.Printf("  dsh plugin                   median %.2f ms   p99 %.2f ms   (%d samples)\n", msf(pm), msf(pp), len(pl))
+	fmt.Printf("  Go SDK                       median %.2f ms   p99 %.2f ms   (%d samples)\n", msf(sm), msf(sp), len(sd))
+	fmt.Printf("  ratio plugin/SDK             median %.3fx   p99 %.3fx\n", msf(pm)/msf(sm), msf(pp)/msf(sp))
+	fmt.Printf("  Go SDK, its Boundary call as test/bench times it (report write to answer seen by the agent's watch): median %.2f ms   p99 %.2f ms\n", msf(cm), msf(cp))
+	if len(pl) <= 50 {
+		fmt.Println("  (p99 as test/bench takes it, the value at rank 0.99*(n-1) rounded: with 50 samples or fewer, the largest)")
+	}
+	each := func(ds []time.Duration) []float64 {
+		out := make([]float64, len(ds))
+		for i, d := range ds {
+			out[i] = msf(d)
+		}
+		return out
+	}
+	out, _ := json.Marshal(map[string]any{"pendingBoundaries": k, "pluginAckMedianMs": msf(pm), "pluginAckP99Ms": msf(pp),
+		"sdkAckMedianMs": msf(sm), "sdkAckP99Ms": msf(sp), "ratioMedian": msf(pm) / msf(sm), "ratioP99": msf(pp) / msf(sp),
+		"sdkBoundaryCallMedianMs": msf(cm), "sdkBoundaryCallP99Ms": msf(cp),
+		"pluginAckMs": each(pl), "sdkAckMs": each(sd), "sdkBoundaryCallMs": each(r.sdkCall),
+		"definition": "watch-observed: event with status.agent.boundary=(turn,step,seq) to event with status.planMode.lastBoundary answering it"})
+	fmt.Println(string(out))
+}
