@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/chatmodel"
@@ -193,6 +195,7 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	k := p.boundaries
+	logf.SetLogger(logr.Discard()) // the SDK's client logs through controller-runtime's logger
 	// The nothing-pending phase's session has no agent any more; the manager need not take it on.
 	_ = p.c.Delete(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: p.previousNS, Name: p.previousSession}})
 
