@@ -8,9 +8,12 @@
 // binary (go build ./cmd/manager) answers the boundaries of the harness with the plugin and of a
 // Go SDK agent (pkg/agentsdk), each on its own AgentSession and the same SQLite log, K toggles
 // each made during a turn and applied at the agent's next step boundary, alternating the two.
-// Its ack latency is the same for both: from the watch event that carries the agent's report
-// (status.agent.boundary) to the one that carries the manager's answer
-// (status.planMode.lastBoundary), both received by one watch in the bench (pending.go).
+// Its ack latency is taken the same way for both, at the agent's edge: each agent reaches the
+// API server only through a loopback proxy (edge.go), which times the arrival of the agent's
+// report request (status.agent.boundary) to its passing the agent the event of the agent's own
+// watch that carries the manager's answer (status.planMode.lastBoundary). The API side's view
+// (the two events as one watch in the bench receives them) and the SDK's Boundary call as
+// test/bench times it are printed beside it (pending.go).
 // Run it with make bench-dsh.
 package main
 

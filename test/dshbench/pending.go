@@ -185,8 +185,9 @@ type pendingRun struct {
 
 // pendingResult is the phase's figures.
 type pendingResult struct {
-	plugin, sdk []*ackTiming    // watch-observed report -> answer
-	sdkCall     []time.Duration // the SDK's Boundary call, as test/bench times it
+	pluginEdge, sdkEdge []ackTiming     // at each agent's edge (edgeProxy): report request -> answer on its watch
+	plugin, sdk         []*ackTiming    // the bench's watch: report event -> answer event
+	sdkCall             []time.Duration // the SDK's Boundary call, as test/bench times it
 }
 
 // runPending builds and starts the manager, the two agents and the watch, runs the K
@@ -259,13 +260,28 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 		}
 	}
 
+	// Each agent reaches the API server through its own edge proxy only.
+	pluginEdge, err := newEdgeProxy(p.cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pluginEdge.Close()
+	sdkEdge, err := newEdgeProxy(p.cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer sdkEdge.Close()
+	pluginKubeconfig := filepath.Join(p.work, "plugin-edge.kubeconfig")
+	if err := proxyKubeconfig(pluginKubeconfig, pluginEdge.srv.URL); err != nil {
+		return nil, err
+	}
+
 	store, err := sessionlog.Open(ctx, storeURL)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = store.Close() }()
-	sdkCfg := rest.CopyConfig(p.cfg)
-	sdkCfg.QPS, sdkCfg.Burst = -1, 0 // as test/bench: no client-side rate limit
+	sdkCfg := &rest.Config{Host: sdkEdge.srv.URL, QPS: -1} // as test/bench: no client-side rate limit
 	sdk, err := agentsdk.New(ctx, agentsdk.Options{Config: sdkCfg, Namespace: ns, Name: sdkName, Store: store})
 	if err != nil {
 		return nil, err
@@ -282,7 +298,7 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 	}
 	model.Fallback(func(int, chatmodel.Seen) chatmodel.Reply { return chatmodel.Reply{Text: "done."} })
 	fmt.Fprintln(os.Stderr, "dshbench: starting the harness with the dsh plugin for the pending phase")
-	cmd, await, err := launchPlugin(pluginRun{harnessDir: p.harnessDir, overlay: p.overlay, work: p.work, modelURL: model.URL(), kubeconfig: kubeconfig,
+	cmd, await, err := launchPlugin(pluginRun{harnessDir: p.harnessDir, overlay: p.overlay, work: p.work, modelURL: model.URL(), kubeconfig: pluginKubeconfig,
 		storeURL: storeURL, ns: ns, name: pluginName, sid: sids[pluginName],
 		env: []string{fmt.Sprintf("PLANMODE_BOUNDARY_WAIT_MS=%d", pendingWait.Milliseconds())}}, "plugin-pending")
 	if err != nil {
@@ -323,8 +339,9 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
 		})
 	}
-	// answered waits for the watch to show the i-th answer of the session, Admitted with want.
-	answered := func(name string, i int, want bool) (*ackTiming, error) {
+	// answered waits for the watch to show the i-th answer of the session, Admitted with want,
+	// and for the agent's edge proxy to have passed it on.
+	answered := func(name string, edge *edgeProxy, i int, want bool) (*ackTiming, error) {
 		if err := aw.waitFor(name, pendingWait, fmt.Sprintf("answer %d", i), func(_ *agentsv1alpha1.AgentSession, rs []*ackTiming) bool {
 			return answeredCount(rs) >= i
 		}); err != nil {
@@ -339,6 +356,18 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 			return nil, fmt.Errorf("session %s: boundary %d/%d answered %s active=%v, want Admitted active=%v", name, r.turn, r.step, r.result, r.active, want)
 		}
 		active[name] = want
+		for deadline := time.Now().Add(pendingWait); ; time.Sleep(5 * time.Millisecond) {
+			ts := edge.timings()
+			if len(ts) > i || len(ts) == i && !ts[i-1].answered.IsZero() {
+				if len(ts) != i {
+					return nil, fmt.Errorf("session %s: the agent sent %d boundary reports after %d toggles", name, len(ts), i)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("session %s: the answer to boundary %d did not reach the agent's watch in %s", name, i, pendingWait)
+			}
+		}
 		return r, nil
 	}
 	pluginBoundary := func(i int) error {
@@ -355,7 +384,7 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 				return err
 			}
 		}
-		r, err := answered(pluginName, i, want)
+		r, err := answered(pluginName, pluginEdge, i, want)
 		if err != nil {
 			return err
 		}
@@ -379,7 +408,7 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 		if err != nil {
 			return err
 		}
-		r, err := answered(sdkName, i, want)
+		r, err := answered(sdkName, sdkEdge, i, want)
 		if err != nil {
 			return err
 		}
@@ -405,6 +434,7 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 	if err := sdk.EndTurn(ctx, turn, harness.TurnCompleted); err != nil {
 		return nil, err
 	}
+	res.pluginEdge, res.sdkEdge = pluginEdge.timings(), sdkEdge.timings()
 	return res, nil
 }
 
@@ -540,21 +570,6 @@ func latencies(rs []*ackTiming) []time.Duration {
 // reportPending prints the phase's figures, then the same as one JSON line.
 func reportPending(k int, r *pendingResult) {
 	msf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	pl, sd := latencies(r.plugin), latencies(r.sdk)
-	pm, pp := percentile(pl, 0.5), percentile(pl, 0.99)
-	sm, sp := percentile(sd, 0.5), percentile(sd, 0.99)
-	cm, cp := percentile(r.sdkCall, 0.5), percentile(r.sdkCall, 0.99)
-	fmt.Printf("with a selection pending: %d boundaries each, alternating the dsh plugin and the Go SDK (pkg/agentsdk), both on the real manager binary (go build ./cmd/manager; --webhook-port=-1, events on) and one SQLite log\n", k)
-	fmt.Println("  each boundary: the user's toggle during a turn, marked pending by the manager, applied at the agent's next step boundary")
-	fmt.Println("  ack latency: from the watch event in which status.agent.boundary names the step's (turn, step, seq) to the one in which")
-	fmt.Println("  status.planMode.lastBoundary answers it, both received by one watch in the bench (the same for both agents)")
-	fmt.Printf("  dsh plugin                   median %.2f ms   p99 %.2f ms   (%d samples)\n", msf(pm), msf(pp), len(pl))
-	fmt.Printf("  Go SDK                       median %.2f ms   p99 %.2f ms   (%d samples)\n", msf(sm), msf(sp), len(sd))
-	fmt.Printf("  ratio plugin/SDK             median %.3fx   p99 %.3fx\n", msf(pm)/msf(sm), msf(pp)/msf(sp))
-	fmt.Printf("  Go SDK, its Boundary call as test/bench times it (report write to answer seen by the agent's watch): median %.2f ms   p99 %.2f ms\n", msf(cm), msf(cp))
-	if len(pl) <= 50 {
-		fmt.Println("  (p99 as test/bench takes it, the value at rank 0.99*(n-1) rounded: with 50 samples or fewer, the largest)")
-	}
 	each := func(ds []time.Duration) []float64 {
 		out := make([]float64, len(ds))
 		for i, d := range ds {
@@ -562,10 +577,39 @@ func reportPending(k int, r *pendingResult) {
 		}
 		return out
 	}
-	out, _ := json.Marshal(map[string]any{"pendingBoundaries": k, "pluginAckMedianMs": msf(pm), "pluginAckP99Ms": msf(pp),
-		"sdkAckMedianMs": msf(sm), "sdkAckP99Ms": msf(sp), "ratioMedian": msf(pm) / msf(sm), "ratioP99": msf(pp) / msf(sp),
-		"sdkBoundaryCallMedianMs": msf(cm), "sdkBoundaryCallP99Ms": msf(cp),
-		"pluginAckMs": each(pl), "sdkAckMs": each(sd), "sdkBoundaryCallMs": each(r.sdkCall),
-		"definition": "watch-observed: event with status.agent.boundary=(turn,step,seq) to event with status.planMode.lastBoundary answering it"})
+	type fig struct{ median, p99 time.Duration }
+	figOf := func(ds []time.Duration) fig { return fig{percentile(ds, 0.5), percentile(ds, 0.99)} }
+	edgeLat := func(ts []ackTiming) []time.Duration {
+		out := make([]time.Duration, len(ts))
+		for i := range ts {
+			out[i] = ts[i].latency()
+		}
+		return out
+	}
+	pe, se := edgeLat(r.pluginEdge), edgeLat(r.sdkEdge)
+	pw, sw := latencies(r.plugin), latencies(r.sdk)
+	pE, sE, pW, sW, sC := figOf(pe), figOf(se), figOf(pw), figOf(sw), figOf(r.sdkCall)
+	pair := func(label string, p, s fig, np, ns int) {
+		fmt.Printf("  %s\n", label)
+		fmt.Printf("    dsh plugin         median %7.2f ms   p99 %7.2f ms   (%d samples)\n", msf(p.median), msf(p.p99), np)
+		fmt.Printf("    Go SDK             median %7.2f ms   p99 %7.2f ms   (%d samples)\n", msf(s.median), msf(s.p99), ns)
+		fmt.Printf("    ratio plugin/SDK   median %.3fx   p99 %.3fx\n", msf(p.median)/msf(s.median), msf(p.p99)/msf(s.p99))
+	}
+	fmt.Printf("with a selection pending: %d boundaries each, alternating the dsh plugin and the Go SDK (pkg/agentsdk, stepped as test/bench does), both answered by the real manager binary (go build ./cmd/manager; --webhook-port=-1, events on) on one SQLite log\n", k)
+	fmt.Println("  each boundary: the user's toggle during a turn, marked pending by the manager, applied at the agent's next step boundary")
+	pair("ack latency, at the agent's edge (the figure): from the arrival of the agent's report request (its status.agent.boundary patch) at a loopback proxy in front of the agent to the proxy passing the agent the event of its own watch whose status.planMode.lastBoundary answers that (turn, step, seq); one such proxy per agent", pE, sE, len(pe), len(se))
+	pair("ack latency, API side: from the event in which status.agent.boundary names the step to the one in which status.planMode.lastBoundary answers it, both received by one watch in the bench", pW, sW, len(pw), len(sw))
+	fmt.Printf("  Go SDK, its Boundary call as test/bench times it (in process: tail read, report, answer through the SDK's cache): median %.2f ms   p99 %.2f ms\n", msf(sC.median), msf(sC.p99))
+	if k <= 50 {
+		fmt.Println("  (p99 as test/bench takes it, the value at rank 0.99*(n-1) rounded: with 50 samples or fewer, the largest)")
+	}
+	out, _ := json.Marshal(map[string]any{"pendingBoundaries": k,
+		"pluginAckMedianMs": msf(pE.median), "pluginAckP99Ms": msf(pE.p99), "sdkAckMedianMs": msf(sE.median), "sdkAckP99Ms": msf(sE.p99),
+		"ratioMedian": msf(pE.median) / msf(sE.median), "ratioP99": msf(pE.p99) / msf(sE.p99),
+		"pluginAckMs": each(pe), "sdkAckMs": each(se),
+		"apiSide": map[string]any{"pluginMedianMs": msf(pW.median), "pluginP99Ms": msf(pW.p99), "sdkMedianMs": msf(sW.median), "sdkP99Ms": msf(sW.p99),
+			"ratioMedian": msf(pW.median) / msf(sW.median), "pluginMs": each(pw), "sdkMs": each(sw)},
+		"sdkBoundaryCallMedianMs": msf(sC.median), "sdkBoundaryCallP99Ms": msf(sC.p99), "sdkBoundaryCallMs": each(r.sdkCall),
+		"definition": "agent edge: from the report request's arrival at the agent's proxy to the proxy passing the agent the watch event with the matching status.planMode.lastBoundary"})
 	fmt.Println(string(out))
 }
