@@ -159,16 +159,8 @@ func run(turns, steps, pending int) error {
 		return err
 	}
 	report(turns, steps, stock, plugin, perTurn)
-	if pending == 0 {
-		return nil
-	}
-	res, err := runPending(ctx, pendingRun{env: env, cfg: cfg, c: c, root: root, harnessDir: harnessDir, overlay: overlay, work: work,
+	return measurePending(ctx, pendingRun{env: env, cfg: cfg, c: c, root: root, harnessDir: harnessDir, overlay: overlay, work: work,
 		boundaries: pending, previousNS: ns, previousSession: name})
-	if err != nil {
-		return fmt.Errorf("the phase with a selection pending: %w", err)
-	}
-	reportPending(pending, res)
-	return nil
 }
 
 // report prints the figures, then the same as one JSON line.

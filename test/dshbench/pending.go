@@ -190,235 +190,60 @@ type pendingResult struct {
 	sdkCall             []time.Duration // the SDK's Boundary call, as test/bench times it
 }
 
+// The phase's namespace and its two sessions.
+const pendingNS, pluginSession, sdkSession = "bench-pending", "dsh", "sdk"
+
+// pendingPhase is the phase's state: what it started (closers, run last first), the watch, the
+// agents and the timings so far.
+type pendingPhase struct {
+	ctx                  context.Context
+	p                    pendingRun
+	closers              []func()
+	aw                   *ackWatch
+	kubeconfig, storeURL string // the admin's (the manager's), and the log of all three
+	sids                 map[string]string
+	active               map[string]bool // each session's committed state
+	res                  pendingResult
+
+	pluginEdge, sdkEdge *edgeProxy
+	model               *chatmodel.Model // the plugin's
+	await               func(op string) error
+	sdk                 *agentsdk.Client
+	turn                int64 // the SDK's open turn
+}
+
+// measurePending runs the phase with a selection pending and prints its figures (p.boundaries
+// 0 skips it).
+func measurePending(ctx context.Context, p pendingRun) error {
+	if p.boundaries == 0 {
+		return nil
+	}
+	res, err := runPending(ctx, p)
+	if err != nil {
+		return fmt.Errorf("the phase with a selection pending: %w", err)
+	}
+	reportPending(p.boundaries, res)
+	return nil
+}
+
 // runPending builds and starts the manager, the two agents and the watch, runs the K
 // boundaries alternating the agents, and returns the timings.
 func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	k := p.boundaries
 	logf.SetLogger(logr.Discard()) // the SDK's client logs through controller-runtime's logger
-	// The nothing-pending phase's session has no agent any more; the manager need not take it on.
-	_ = p.c.Delete(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: p.previousNS, Name: p.previousSession}})
-
-	fmt.Fprintln(os.Stderr, "dshbench: building the manager (go build ./cmd/manager)")
-	binDir := filepath.Join(p.work, "bin")
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/manager")
-	build.Dir = p.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
-	}
-	admin, err := p.env.AddUser(envtest.User{Name: "dshbench-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	ph := &pendingPhase{ctx: ctx, p: p, active: map[string]bool{}}
+	defer ph.close()
+	if err := ph.startManager(); err != nil {
 		return nil, err
 	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
+	if err := ph.startAgents(); err != nil {
 		return nil, err
 	}
-	kubeconfig := filepath.Join(p.work, "admin.kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		return nil, err
-	}
-	dbDir := filepath.Join(p.work, "pending-store")
-	if err := os.MkdirAll(dbDir, 0o755); err != nil {
-		return nil, err
-	}
-	storeURL := "sqlite://" + filepath.Join(dbDir, "log.db")
-
-	const ns, pluginName, sdkName = "bench-pending", "dsh", "sdk"
-	if err := p.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return nil, err
-	}
-	if err := p.c.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsv1alpha1.DefaultPlanModeConfigName},
-		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (bench)."}}); err != nil {
-		return nil, err
-	}
-	stamp := time.Now().UnixNano()
-	sids := map[string]string{pluginName: fmt.Sprintf("bench-dsh-%d", stamp), sdkName: fmt.Sprintf("bench-sdk-%d", stamp)}
-	for _, name := range []string{pluginName, sdkName} {
-		if err := p.c.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: sids[name]}}); err != nil {
-			return nil, err
-		}
-	}
-	aw, err := startAckWatch(ctx, p.cfg, ns)
-	if err != nil {
-		return nil, err
-	}
-
-	fmt.Fprintln(os.Stderr, "dshbench: starting the manager (--webhook-port=-1, events on, the agents' SQLite log)")
-	stopManager, err := startManager(filepath.Join(binDir, "manager"), kubeconfig, storeURL, filepath.Join(p.work, "manager.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer stopManager()
-	for _, name := range []string{pluginName, sdkName} {
-		if err := aw.waitFor(name, time.Minute, "taken on by the manager", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
-			return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
-		}); err != nil {
-			return nil, fmt.Errorf("%w\nmanager log:\n%s", err, tailOf(filepath.Join(p.work, "manager.log")))
-		}
-	}
-
-	// Each agent reaches the API server through its own edge proxy only.
-	pluginEdge, err := newEdgeProxy(p.cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer pluginEdge.Close()
-	sdkEdge, err := newEdgeProxy(p.cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer sdkEdge.Close()
-	pluginKubeconfig := filepath.Join(p.work, "plugin-edge.kubeconfig")
-	if err := proxyKubeconfig(pluginKubeconfig, pluginEdge.srv.URL); err != nil {
-		return nil, err
-	}
-
-	store, err := sessionlog.Open(ctx, storeURL)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = store.Close() }()
-	sdkCfg := &rest.Config{Host: sdkEdge.srv.URL, QPS: -1} // as test/bench: no client-side rate limit
-	sdk, err := agentsdk.New(ctx, agentsdk.Options{Config: sdkCfg, Namespace: ns, Name: sdkName, Store: store})
-	if err != nil {
-		return nil, err
-	}
-	defer sdk.Close()
-
-	// The plugin's model holds each of the turn's first k requests: the toggle is made while
-	// request i is held (its step's boundary is behind it), so the next step's boundary,
-	// after the release, finds the selection pending.
-	model := chatmodel.New()
-	defer model.Close()
-	for i := range k {
-		model.Script(i, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"file_path":"README.md"}`}}})
-	}
-	model.Fallback(func(int, chatmodel.Seen) chatmodel.Reply { return chatmodel.Reply{Text: "done."} })
-	fmt.Fprintln(os.Stderr, "dshbench: starting the harness with the dsh plugin for the pending phase")
-	cmd, await, err := launchPlugin(pluginRun{harnessDir: p.harnessDir, overlay: p.overlay, work: p.work, modelURL: model.URL(), kubeconfig: pluginKubeconfig,
-		storeURL: storeURL, ns: ns, name: pluginName, sid: sids[pluginName],
-		env: []string{fmt.Sprintf("PLANMODE_BOUNDARY_WAIT_MS=%d", pendingWait.Milliseconds())}}, "plugin-pending")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-
-	// Both turns open: the plugin's on a message (its first request arrives and is held), the
-	// SDK's with its first step.
-	if err := sendMessage(ctx, p.c, ns, pluginName, "pending-1", "toggle away"); err != nil {
-		return nil, err
-	}
-	if err := arrived(model, 0); err != nil {
-		return nil, err
-	}
-	turn, err := sdk.StartTurn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := sdkStep(ctx, sdk, turn, 1, false); err != nil {
-		return nil, err
-	}
-
-	res := &pendingResult{}
-	active := map[string]bool{}
-	for _, name := range []string{pluginName, sdkName} {
-		s, _ := aw.snapshot(name)
-		active[name] = s.Status.PlanMode.Active
-	}
-	// toggle flips the session's selection and waits until the manager has marked it pending.
-	toggle := func(name string) (bool, error) {
-		want := !active[name]
-		obj := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		if err := p.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"planMode":{"active":%t}}}`, want))); err != nil {
-			return want, err
-		}
-		return want, aw.waitFor(name, pendingWait, "the selection pending", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
-			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
-		})
-	}
-	// answered waits for the watch to show the i-th answer of the session, Admitted with want,
-	// and for the agent's edge proxy to have passed it on.
-	answered := func(name string, edge *edgeProxy, i int, want bool) (*ackTiming, error) {
-		if err := aw.waitFor(name, pendingWait, fmt.Sprintf("answer %d", i), func(_ *agentsv1alpha1.AgentSession, rs []*ackTiming) bool {
-			return answeredCount(rs) >= i
-		}); err != nil {
-			return nil, err
-		}
-		_, rs := aw.snapshot(name)
-		if len(rs) != i {
-			return nil, fmt.Errorf("session %s: %d boundary reports after %d toggles, want one each", name, len(rs), i)
-		}
-		r := rs[i-1]
-		if r.result != agentsv1alpha1.BoundaryAdmitted || r.active != want {
-			return nil, fmt.Errorf("session %s: boundary %d/%d answered %s active=%v, want Admitted active=%v", name, r.turn, r.step, r.result, r.active, want)
-		}
-		active[name] = want
-		for deadline := time.Now().Add(pendingWait); ; time.Sleep(5 * time.Millisecond) {
-			ts := edge.timings()
-			if len(ts) > i || len(ts) == i && !ts[i-1].answered.IsZero() {
-				if len(ts) != i {
-					return nil, fmt.Errorf("session %s: the agent sent %d boundary reports after %d toggles", name, len(ts), i)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("session %s: the answer to boundary %d did not reach the agent's watch in %s", name, i, pendingWait)
-			}
-		}
-		return r, nil
-	}
-	pluginBoundary := func(i int) error {
-		want, err := toggle(pluginName)
-		if err != nil {
-			return err
-		}
-		// The bench's watch has seen it pending; give the plugin's own watch a moment too
-		// (outside the measured interval), then let the step end: the next boundary asks.
-		time.Sleep(50 * time.Millisecond)
-		model.Release(i - 1)
-		if i < k {
-			if err := arrived(model, i); err != nil {
-				return err
-			}
-		}
-		r, err := answered(pluginName, pluginEdge, i, want)
-		if err != nil {
-			return err
-		}
-		res.plugin = append(res.plugin, r)
-		return nil
-	}
-	sdkBoundary := func(i int) error {
-		want, err := toggle(sdkName)
-		if err != nil {
-			return err
-		}
-		wctx, wcancel := context.WithTimeout(ctx, pendingWait)
-		err = sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool {
-			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
-		})
-		wcancel()
-		if err != nil {
-			return err
-		}
-		d, err := sdkStep(ctx, sdk, turn, int64(i+1), true)
-		if err != nil {
-			return err
-		}
-		r, err := answered(sdkName, sdkEdge, i, want)
-		if err != nil {
-			return err
-		}
-		res.sdk = append(res.sdk, r)
-		res.sdkCall = append(res.sdkCall, d)
-		return nil
-	}
+	k := p.boundaries
 	fmt.Fprintf(os.Stderr, "dshbench: %d boundaries with a selection pending, alternating the dsh plugin and the Go SDK\n", k)
 	for i := 1; i <= k; i++ {
-		order := []func(int) error{pluginBoundary, sdkBoundary}
+		order := []func(int) error{ph.pluginBoundary, ph.sdkBoundary}
 		if i%2 == 0 {
 			slices.Reverse(order)
 		}
@@ -428,14 +253,254 @@ func runPending(ctx context.Context, p pendingRun) (*pendingResult, error) {
 			}
 		}
 	}
-	if err := await("idle"); err != nil {
+	if err := ph.await("idle"); err != nil {
 		return nil, fmt.Errorf("the plugin's turn did not end: %w", err)
 	}
-	if err := sdk.EndTurn(ctx, turn, harness.TurnCompleted); err != nil {
+	if err := ph.sdk.EndTurn(ctx, ph.turn, harness.TurnCompleted); err != nil {
 		return nil, err
 	}
-	res.pluginEdge, res.sdkEdge = pluginEdge.timings(), sdkEdge.timings()
-	return res, nil
+	ph.res.pluginEdge, ph.res.sdkEdge = ph.pluginEdge.timings(), ph.sdkEdge.timings()
+	return &ph.res, nil
+}
+
+func (ph *pendingPhase) close() {
+	for i := len(ph.closers) - 1; i >= 0; i-- {
+		ph.closers[i]()
+	}
+}
+
+// startManager builds the manager binary, creates the phase's namespace and sessions, starts
+// the watch and the manager, and waits until the manager has taken both sessions on.
+func (ph *pendingPhase) startManager() error {
+	ctx, p := ph.ctx, ph.p
+	// The nothing-pending phase's session has no agent any more; the manager need not take it on.
+	_ = p.c.Delete(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: p.previousNS, Name: p.previousSession}})
+
+	fmt.Fprintln(os.Stderr, "dshbench: building the manager (go build ./cmd/manager)")
+	binDir := filepath.Join(p.work, "bin")
+	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/manager")
+	build.Dir = p.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
+	}
+	admin, err := p.env.AddUser(envtest.User{Name: "dshbench-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	ph.kubeconfig = filepath.Join(p.work, "admin.kubeconfig")
+	if err := os.WriteFile(ph.kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	dbDir := filepath.Join(p.work, "pending-store")
+	if err := os.MkdirAll(dbDir, 0o755); err != nil {
+		return err
+	}
+	ph.storeURL = "sqlite://" + filepath.Join(dbDir, "log.db")
+	if err := ph.createSessions(); err != nil {
+		return err
+	}
+	if ph.aw, err = startAckWatch(ctx, p.cfg, pendingNS); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(os.Stderr, "dshbench: starting the manager (--webhook-port=-1, events on, the agents' SQLite log)")
+	logPath := filepath.Join(p.work, "manager.log")
+	stop, err := startManager(filepath.Join(binDir, "manager"), ph.kubeconfig, ph.storeURL, logPath)
+	if err != nil {
+		return err
+	}
+	ph.closers = append(ph.closers, stop)
+	for _, name := range []string{pluginSession, sdkSession} {
+		if err := ph.aw.waitFor(name, time.Minute, "taken on by the manager", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
+			return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation
+		}); err != nil {
+			return fmt.Errorf("%w\nmanager log:\n%s", err, tailOf(logPath))
+		}
+		s, _ := ph.aw.snapshot(name)
+		ph.active[name] = s.Status.PlanMode.Active
+	}
+	return nil
+}
+
+// createSessions creates the phase's namespace, its default PlanModeConfig and both sessions.
+func (ph *pendingPhase) createSessions() error {
+	ctx, c := ph.ctx, ph.p.c
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pendingNS}}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: pendingNS, Name: agentsv1alpha1.DefaultPlanModeConfigName},
+		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (bench)."}}); err != nil {
+		return err
+	}
+	stamp := time.Now().UnixNano()
+	ph.sids = map[string]string{pluginSession: fmt.Sprintf("bench-dsh-%d", stamp), sdkSession: fmt.Sprintf("bench-sdk-%d", stamp)}
+	for _, name := range []string{pluginSession, sdkSession} {
+		if err := c.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: pendingNS, Name: name},
+			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: ph.sids[name]}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startAgents starts each agent behind its own edge proxy (its only way to the API server) and
+// opens a turn on each: the plugin's on a message (its first model request arrives and is
+// held), the SDK's with its first step.
+func (ph *pendingPhase) startAgents() error {
+	ctx, p := ph.ctx, ph.p
+	var err error
+	if ph.pluginEdge, err = newEdgeProxy(p.cfg); err != nil {
+		return err
+	}
+	ph.closers = append(ph.closers, ph.pluginEdge.Close)
+	if ph.sdkEdge, err = newEdgeProxy(p.cfg); err != nil {
+		return err
+	}
+	ph.closers = append(ph.closers, ph.sdkEdge.Close)
+
+	store, err := sessionlog.Open(ctx, ph.storeURL)
+	if err != nil {
+		return err
+	}
+	ph.closers = append(ph.closers, func() { _ = store.Close() })
+	sdkCfg := &rest.Config{Host: ph.sdkEdge.srv.URL, QPS: -1} // as test/bench: no client-side rate limit
+	if ph.sdk, err = agentsdk.New(ctx, agentsdk.Options{Config: sdkCfg, Namespace: pendingNS, Name: sdkSession, Store: store}); err != nil {
+		return err
+	}
+	ph.closers = append(ph.closers, ph.sdk.Close)
+
+	// The plugin's model holds each of the turn's first k requests: the toggle is made while
+	// request i is held (its step's boundary is behind it), so the next step's boundary,
+	// after the release, finds the selection pending.
+	ph.model = chatmodel.New()
+	ph.closers = append(ph.closers, ph.model.Close)
+	for i := range p.boundaries {
+		ph.model.Script(i, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"file_path":"README.md"}`}}})
+	}
+	ph.model.Fallback(func(int, chatmodel.Seen) chatmodel.Reply { return chatmodel.Reply{Text: "done."} })
+	kubeconfig := filepath.Join(p.work, "plugin-edge.kubeconfig")
+	if err := proxyKubeconfig(kubeconfig, ph.pluginEdge.srv.URL); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "dshbench: starting the harness with the dsh plugin for the pending phase")
+	cmd, await, err := launchPlugin(pluginRun{harnessDir: p.harnessDir, overlay: p.overlay, work: p.work, modelURL: ph.model.URL(), kubeconfig: kubeconfig,
+		storeURL: ph.storeURL, ns: pendingNS, name: pluginSession, sid: ph.sids[pluginSession],
+		env: []string{fmt.Sprintf("PLANMODE_BOUNDARY_WAIT_MS=%d", pendingWait.Milliseconds())}}, "plugin-pending")
+	if err != nil {
+		return err
+	}
+	ph.closers = append(ph.closers, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ph.await = await
+
+	if err := sendMessage(ctx, p.c, pendingNS, pluginSession, "pending-1", "toggle away"); err != nil {
+		return err
+	}
+	if err := arrived(ph.model, 0); err != nil {
+		return err
+	}
+	if ph.turn, err = ph.sdk.StartTurn(ctx); err != nil {
+		return err
+	}
+	_, err = sdkStep(ctx, ph.sdk, ph.turn, 1, false)
+	return err
+}
+
+// toggle flips the session's selection and waits until the manager has marked it pending.
+func (ph *pendingPhase) toggle(name string) (bool, error) {
+	want := !ph.active[name]
+	obj := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: pendingNS, Name: name}}
+	if err := ph.p.c.Patch(ph.ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"planMode":{"active":%t}}}`, want))); err != nil {
+		return want, err
+	}
+	return want, ph.aw.waitFor(name, pendingWait, "the selection pending", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
+		return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+	})
+}
+
+// answered waits for the bench's watch to show the i-th answer of the session, Admitted with
+// want, and for the agent's edge proxy to have passed it on.
+func (ph *pendingPhase) answered(name string, edge *edgeProxy, i int, want bool) (*ackTiming, error) {
+	if err := ph.aw.waitFor(name, pendingWait, fmt.Sprintf("answer %d", i), func(_ *agentsv1alpha1.AgentSession, rs []*ackTiming) bool {
+		return answeredCount(rs) >= i
+	}); err != nil {
+		return nil, err
+	}
+	_, rs := ph.aw.snapshot(name)
+	if len(rs) != i {
+		return nil, fmt.Errorf("session %s: %d boundary reports after %d toggles, want one each", name, len(rs), i)
+	}
+	r := rs[i-1]
+	if r.result != agentsv1alpha1.BoundaryAdmitted || r.active != want {
+		return nil, fmt.Errorf("session %s: boundary %d/%d answered %s active=%v, want Admitted active=%v", name, r.turn, r.step, r.result, r.active, want)
+	}
+	ph.active[name] = want
+	for deadline := time.Now().Add(pendingWait); ; time.Sleep(5 * time.Millisecond) {
+		ts := edge.timings()
+		if len(ts) > i {
+			return nil, fmt.Errorf("session %s: the agent sent %d boundary reports after %d toggles", name, len(ts), i)
+		}
+		if len(ts) == i && !ts[i-1].answered.IsZero() {
+			return r, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("session %s: the answer to boundary %d did not reach the agent's watch in %s", name, i, pendingWait)
+		}
+	}
+}
+
+// pluginBoundary is the plugin's i-th boundary with a selection pending.
+func (ph *pendingPhase) pluginBoundary(i int) error {
+	want, err := ph.toggle(pluginSession)
+	if err != nil {
+		return err
+	}
+	// The bench's watch has seen it pending; give the plugin's own watch a moment too
+	// (outside the measured interval), then let the step end: the next boundary asks.
+	time.Sleep(50 * time.Millisecond)
+	ph.model.Release(i - 1)
+	if i < ph.p.boundaries {
+		if err := arrived(ph.model, i); err != nil {
+			return err
+		}
+	}
+	r, err := ph.answered(pluginSession, ph.pluginEdge, i, want)
+	if err != nil {
+		return err
+	}
+	ph.res.plugin = append(ph.res.plugin, r)
+	return nil
+}
+
+// sdkBoundary is the SDK agent's i-th boundary with a selection pending: the toggle after its
+// step i, timed at step i+1.
+func (ph *pendingPhase) sdkBoundary(i int) error {
+	want, err := ph.toggle(sdkSession)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ph.ctx, pendingWait)
+	err = ph.sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool {
+		return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	d, err := sdkStep(ph.ctx, ph.sdk, ph.turn, int64(i+1), true)
+	if err != nil {
+		return err
+	}
+	r, err := ph.answered(sdkSession, ph.sdkEdge, i, want)
+	if err != nil {
+		return err
+	}
+	ph.res.sdk = append(ph.res.sdk, r)
+	ph.res.sdkCall = append(ph.res.sdkCall, d)
+	return nil
 }
 
 // sdkStep runs one step through the SDK as test/bench's step does; with asked, the boundary
@@ -595,10 +660,14 @@ func reportPending(k int, r *pendingResult) {
 		fmt.Printf("    Go SDK             median %7.2f ms   p99 %7.2f ms   (%d samples)\n", msf(s.median), msf(s.p99), ns)
 		fmt.Printf("    ratio plugin/SDK   median %.3fx   p99 %.3fx\n", msf(p.median)/msf(s.median), msf(p.p99)/msf(s.p99))
 	}
-	fmt.Printf("with a selection pending: %d boundaries each, alternating the dsh plugin and the Go SDK (pkg/agentsdk, stepped as test/bench does), both answered by the real manager binary (go build ./cmd/manager; --webhook-port=-1, events on) on one SQLite log\n", k)
+	fmt.Printf("with a selection pending: %d boundaries each, alternating the dsh plugin and the Go SDK (pkg/agentsdk, stepped as test/bench does),\n", k)
+	fmt.Println("  both answered by the real manager binary (go build ./cmd/manager; --webhook-port=-1, events on) on one SQLite log")
 	fmt.Println("  each boundary: the user's toggle during a turn, marked pending by the manager, applied at the agent's next step boundary")
-	pair("ack latency, at the agent's edge (the figure): from the arrival of the agent's report request (its status.agent.boundary patch) at a loopback proxy in front of the agent to the proxy passing the agent the event of its own watch whose status.planMode.lastBoundary answers that (turn, step, seq); one such proxy per agent", pE, sE, len(pe), len(se))
-	pair("ack latency, API side: from the event in which status.agent.boundary names the step to the one in which status.planMode.lastBoundary answers it, both received by one watch in the bench", pW, sW, len(pw), len(sw))
+	pair("ack latency, at the agent's edge (the figure): from the arrival of the agent's report request (its status.agent.boundary patch)\n"+
+		"  at a loopback proxy in front of the agent to the proxy passing the agent the event of its own watch whose\n"+
+		"  status.planMode.lastBoundary answers that (turn, step, seq); one such proxy per agent", pE, sE, len(pe), len(se))
+	pair("ack latency, API side: from the event in which status.agent.boundary names the step to the one in which\n"+
+		"  status.planMode.lastBoundary answers it, both received by one watch in the bench", pW, sW, len(pw), len(sw))
 	fmt.Printf("  Go SDK, its Boundary call as test/bench times it (in process: tail read, report, answer through the SDK's cache): median %.2f ms   p99 %.2f ms\n", msf(sC.median), msf(sC.p99))
 	if k <= 50 {
 		fmt.Println("  (p99 as test/bench takes it, the value at rank 0.99*(n-1) rounded: with 50 samples or fewer, the largest)")
