@@ -102,11 +102,13 @@ bench: envtest-assets ## Boundary benchmark: real reconciler vs floor controller
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/bench $(BENCH_FLAGS)
 
 # make bench-dsh: the real harness with the dsh plugin against the harness with its stock
-# plan-mode plugin (same scripted model, nothing pending), DSH_BENCH_FLAGS e.g. "-turns 20 -steps 20".
+# plan-mode plugin (same scripted model, nothing pending), then, with a selection pending, the
+# plugin's boundary ack latency beside a Go SDK agent's on the real manager binary (-pending K
+# boundaries each, default 20; 0 skips it). DSH_BENCH_FLAGS e.g. "-turns 20 -steps 20 -pending 50".
 DSH_BENCH_FLAGS ?= -turns 10 -steps 20
 
 .PHONY: bench-dsh
-bench-dsh: envtest-assets harness dsh-plugin ## dsh plugin benchmark: per-step time vs the stock plan-mode plugin, API requests per step (counted by a proxy in front of the API server).
+bench-dsh: envtest-assets harness dsh-plugin ## dsh plugin benchmark: per-step time vs the stock plan-mode plugin, API requests per step (counted by a proxy in front of the API server); then ack latency with a selection pending vs the Go SDK on the real manager.
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/dshbench $(DSH_BENCH_FLAGS)
 
 # make bench-scale: storms with SESSIONS sessions (SESSIONS=10000 for the large run), idle

@@ -2,7 +2,19 @@
 // plan-mode plugin: the same real harness (make harness), the same scripted model, turns of
 // the same number of steps with nothing pending. It reports the median time per step of each
 // and their ratio, and the API requests the plugin sent per step, counted by a proxy in front
-// of the API server (the plugin's only way to it). Run it with make bench-dsh.
+// of the API server (the plugin's only way to it).
+//
+// A second phase (-pending K, 0 skips it) measures with a selection pending: the real manager
+// binary (go build ./cmd/manager) answers the boundaries of the harness with the plugin and of a
+// Go SDK agent (pkg/agentsdk), each on its own AgentSession and the same SQLite log, K toggles
+// each made during a turn and applied at the agent's next step boundary, alternating the two.
+// Its ack latency is taken the same way for both, at the agent's edge: each agent reaches the
+// API server only through a loopback proxy (edge.go), which times the arrival of the agent's
+// report request (status.agent.boundary) to its passing the agent the event of the agent's own
+// watch that carries the manager's answer (status.planMode.lastBoundary). The API side's view
+// (the two events as one watch in the bench receives them) and the SDK's Boundary call as
+// test/bench times it are printed beside it (pending.go).
+// Run it with make bench-dsh.
 package main
 
 import (
@@ -30,6 +42,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,8 +56,9 @@ import (
 func main() {
 	turns := flag.Int("turns", 10, "turns per variant")
 	steps := flag.Int("steps", 20, "steps per turn (tool calls, then a text answer)")
+	pending := flag.Int("pending", 20, "boundaries with a selection pending, per agent, in the phase after (the real manager, the dsh plugin and a Go SDK agent); 0 skips it")
 	flag.Parse()
-	if err := run(*turns, *steps); err != nil {
+	if err := run(*turns, *steps, *pending); err != nil {
 		fmt.Fprintln(os.Stderr, "dshbench:", err)
 		os.Exit(1)
 	}
@@ -54,9 +68,9 @@ type counts struct {
 	all, boundaries, acks, watches atomic.Int64
 }
 
-func run(turns, steps int) error {
-	if turns < 1 || steps < 2 {
-		return errors.New("-turns must be at least 1 and -steps at least 2")
+func run(turns, steps, pending int) error {
+	if turns < 1 || steps < 2 || pending < 0 {
+		return errors.New("-turns must be at least 1, -steps at least 2 and -pending at least 0")
 	}
 	root, harnessDir, overlay, err := installs()
 	if err != nil {
@@ -124,7 +138,7 @@ func run(turns, steps int) error {
 		return err
 	}
 	storeURL := "sqlite://" + filepath.Join(dbDir, "log.db")
-	pluginTurn, pluginDone, err := startPlugin(ctx, c, pluginRun{harnessDir, overlay, work, pluginModel.URL(), kubeconfig, storeURL, ns, name, sid}, n)
+	pluginTurn, pluginDone, err := startPlugin(ctx, c, pluginRun{harnessDir, overlay, work, pluginModel.URL(), kubeconfig, storeURL, ns, name, sid, nil}, n)
 	if err != nil {
 		return fmt.Errorf("plugin harness: %w", err)
 	}
@@ -145,7 +159,8 @@ func run(turns, steps int) error {
 		return err
 	}
 	report(turns, steps, stock, plugin, perTurn)
-	return nil
+	return measurePending(ctx, pendingRun{env: env, cfg: cfg, c: c, root: root, harnessDir: harnessDir, overlay: overlay, work: work,
+		boundaries: pending, previousNS: ns, previousSession: name})
 }
 
 // report prints the figures, then the same as one JSON line.
@@ -171,14 +186,15 @@ func report(turns, steps int, stock, plugin [][]float64, perTurn [][3]int64) {
 }
 
 func newClient(cfg *rest.Config) (client.Client, error) {
+	return client.New(cfg, client.Options{Scheme: schemeOf()})
+}
+
+// schemeOf is the scheme of the bench's clients: AgentSessions, PlanModeConfigs and core.
+func schemeOf() *k8sruntime.Scheme {
 	scheme := k8sruntime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
+	utilruntime.Must(agentsv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	return scheme
 }
 
 // results reads both harnesses' figures and checks each logged every turn.
@@ -450,16 +466,17 @@ func startStock(root, harnessDir, work string, model *chatmodel.Model, turns, st
 	return turn, done, nil
 }
 
-// pluginRun is where the plugin's harness runs and whom it serves.
+// pluginRun is where the plugin's harness runs and whom it serves; env is added to its
+// environment.
 type pluginRun struct {
 	harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid string
+	env                                                                      []string
 }
 
-// startPlugin starts the harness with the plugin; turn(i) sends a message and returns when
-// the turn is stored, with the API requests counted meanwhile; done reads the log.
-func startPlugin(ctx context.Context, c client.Client, p pluginRun, n *counts) (turn func(int) ([3]int64, error), done func() ([][]float64, error), err error) {
-	harnessDir, overlay, work, modelURL, kubeconfig, storeURL, ns, name, sid := p.harnessDir, p.overlay, p.work, p.modelURL, p.kubeconfig, p.storeURL, p.ns, p.name, p.sid
-	home := filepath.Join(work, "plugin")
+// launchPlugin starts the harness with the plugin, its home in work/dir, and waits for its
+// ready line; await(op) then waits for the next stdout line of that op.
+func launchPlugin(p pluginRun, dir string) (cmd *exec.Cmd, await func(op string) error, err error) {
+	home := filepath.Join(p.work, dir)
 	wd := filepath.Join(home, "work")
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return nil, nil, err
@@ -467,29 +484,28 @@ func startPlugin(ctx context.Context, c client.Client, p pluginRun, n *counts) (
 	if err := os.WriteFile(filepath.Join(wd, "README.md"), []byte("# bench\n"), 0o600); err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.Command(filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", overlay)
+	cmd = exec.Command(filepath.Join(p.harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", p.overlay)
 	cmd.Dir = wd
-	cmd.Env = append(harnessEnv(harnessDir, home, modelURL), "KUBECONFIG="+kubeconfig, "PLANMODE_SESSION="+ns+"/"+name,
-		"PLANMODE_LOG_STORE="+storeURL, "PLANMODE_CWD="+wd, "PLANMODE_DSH_ROOT="+harnessDir)
+	cmd.Env = append(append(harnessEnv(p.harnessDir, home, p.modelURL), "KUBECONFIG="+p.kubeconfig, "PLANMODE_SESSION="+p.ns+"/"+p.name,
+		"PLANMODE_LOG_STORE="+p.storeURL, "PLANMODE_CWD="+wd, "PLANMODE_DSH_ROOT="+p.harnessDir), p.env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, nil, err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
 	lines := make(chan string, 64)
-	var once sync.Once
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
-		once.Do(func() { close(lines) })
+		close(lines)
 	}()
-	await := func(op string) error {
+	await = func(op string) error {
 		timeout := time.After(2 * time.Minute)
 		for {
 			select {
@@ -506,6 +522,37 @@ func startPlugin(ctx context.Context, c client.Client, p pluginRun, n *counts) (
 		}
 	}
 	if err := await("ready"); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, nil, err
+	}
+	return cmd, await, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the bench's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startPlugin starts the harness with the plugin; turn(i) sends a message and returns when
+// the turn is stored, with the API requests counted meanwhile; done reads the log.
+func startPlugin(ctx context.Context, c client.Client, p pluginRun, n *counts) (turn func(int) ([3]int64, error), done func() ([][]float64, error), err error) {
+	ns, name, sid, storeURL := p.ns, p.name, p.sid, p.storeURL
+	cmd, await, err := launchPlugin(p, "plugin")
+	if err != nil {
 		return nil, nil, err
 	}
 	turn = func(i int) ([3]int64, error) {
