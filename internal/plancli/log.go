@@ -2,6 +2,7 @@ package plancli
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,8 +42,9 @@ func newLogCommand(o *Options) *cobra.Command {
   turn/start, turn/end      turns opening and closing (with the end reason)
   step/start, step/end      step boundaries
   request/header            summarised: reason, the plan state in force for that request (from
-                            the plan/mode events before it in the log), whether the request
-                            carried today's plan guidance (the PlanModeConfig section), the tools
+                            the plan/mode events before it in the log), the plan guidance it
+                            carried (today's PlanModeConfig section, an earlier config's text by
+                            digest and beginning, or none), the tools
   user/message              plan-mode notices (for example "The user switched this session to
                             plan mode.") and the messages people sent (kubectl plan message)
   tool/call, tool/result    exit_plan_mode calls and their results
@@ -156,6 +158,10 @@ func (o *Options) sectionInForce(ctx context.Context, as *v1alpha1.AgentSession)
 type summariser struct {
 	// section is today's plan guidance; a request carried it or not.
 	section string
+	// offParagraphs are the system prompt's paragraphs in requests made with plan mode off:
+	// what a plan-mode request carries beyond them is the guidance in force for it, which may
+	// be an earlier config's (the cluster keeps no config history; the log keeps the text).
+	offParagraphs map[string]bool
 	// active is the fold of the plan/mode events read so far: the plan state in force for the
 	// next request, as the log has it.
 	active bool
@@ -164,7 +170,7 @@ type summariser struct {
 }
 
 func newSummariser(section string) *summariser {
-	return &summariser{section: section, exitCalls: map[string]bool{}}
+	return &summariser{section: section, exitCalls: map[string]bool{}, offParagraphs: map[string]bool{}}
 }
 
 func (s *summariser) summarise(ev harness.Event) (string, bool) {
@@ -259,18 +265,8 @@ func (s *summariser) header(data json.RawMessage) string {
 		return "invalid: " + abbreviate(string(data), 80)
 	}
 	parts := []string{"reason=" + orDash(h.Reason), "plan=" + map[bool]string{true: "on", false: "off"}[s.active]}
-	if s.section != "" {
-		// Only today's config is readable: a request that lacks it may have carried an earlier
-		// one, so a plan-mode request without it says so rather than "no".
-		today := h.Header.System != nil && strings.Contains(*h.Header.System, s.section)
-		switch {
-		case s.active && today:
-			parts = append(parts, "guidance=current config")
-		case s.active:
-			parts = append(parts, "guidance=not the current config (an earlier one, or none)")
-		case today:
-			parts = append(parts, "guidance=present although plan mode is off")
-		}
+	if g := s.guidance(h.Header.System); g != "" {
+		parts = append(parts, "guidance="+g)
 	}
 	names := make([]string, 0, len(h.Header.Tools))
 	for _, t := range h.Header.Tools {
@@ -278,6 +274,49 @@ func (s *summariser) header(data json.RawMessage) string {
 	}
 	parts = append(parts, "tools=["+strings.Join(names, ",")+"]")
 	return strings.Join(parts, " ")
+}
+
+// guidance says which plan guidance a request's system prompt carried: today's config's
+// section, or, once a plan-off request of the session has shown the prompt without guidance, the
+// text beyond it (an earlier config's, identified by its digest and its beginning, or none).
+// Without either it says what it cannot tell rather than guess.
+func (s *summariser) guidance(system *string) string {
+	today := s.section != "" && system != nil && strings.Contains(*system, s.section)
+	if !s.active {
+		if system != nil && !today {
+			for _, p := range strings.Split(*system, "\n\n") {
+				s.offParagraphs[p] = true
+			}
+		}
+		if today {
+			return "present although plan mode is off"
+		}
+		return ""
+	}
+	if today {
+		return "current config"
+	}
+	if len(s.offParagraphs) == 0 || system == nil {
+		if s.section == "" {
+			return ""
+		}
+		return "not the current config (an earlier one, or none)"
+	}
+	var extra []string
+	for _, p := range strings.Split(*system, "\n\n") {
+		if !s.offParagraphs[p] {
+			extra = append(extra, p)
+		}
+	}
+	if len(extra) == 0 {
+		return "none"
+	}
+	text := strings.Join(extra, "\n\n")
+	sum := sha256.Sum256([]byte(text))
+	if s.section == "" {
+		return fmt.Sprintf("sha256:%x %q", sum[:4], abbreviate(text, 40))
+	}
+	return fmt.Sprintf("earlier config (sha256:%x, %q)", sum[:4], abbreviate(text, 40))
 }
 
 // readLive reads the session's log tail from the store at url (O(1) in the log's length), and

@@ -42,6 +42,15 @@ func TestSummarise(t *testing.T) {
 		{event("plan/mode", `{"active":false}`), "plan mode off (active=false)"},
 		{event("request/header", `{"header":{}}`), "reason=- plan=off tools=[]"},
 		{event("request/header", `{"reason":"change","header":{"system":"You are in plan mode."}}`), "reason=change plan=off guidance=present although plan mode is off tools=[]"},
+		// Once a plan-off request has shown the prompt without guidance, what a plan-mode request
+		// carries beyond it is the guidance in force then: an earlier config's, none, or today's.
+		{event("request/header", `{"reason":"resume","header":{"system":"base\n\ncwd /w"}}`), "reason=resume plan=off tools=[]"},
+		{event("plan/mode", `{"active":true}`), "plan mode on (active=true)"},
+		{event("request/header", `{"reason":"change","header":{"system":"base\n\ncwd /w\n\nAn older guidance text.\n\nStay in it."}}`),
+			`reason=change plan=on guidance=earlier config (sha256:3b987299, "An older guidance text. Stay in it.") tools=[]`},
+		{event("request/header", `{"reason":"change","header":{"system":"base\n\ncwd /w"}}`), "reason=change plan=on guidance=none tools=[]"},
+		{event("request/header", `{"reason":"change","header":{"system":"base\n\ncwd /w\n\nYou are in plan mode."}}`), "reason=change plan=on guidance=current config tools=[]"},
+		{event("plan/mode", `{"active":false}`), "plan mode off (active=false)"},
 		{event("user/message", `{"role":"user","id":"m1","source":{"kind":"plugin","plugin":"plan","form":"notice","summary":"switched to plan mode"},"content":[{"type":"text","text":"long text"}]}`),
 			"plan notice (plugin): switched to plan mode"},
 		{event("user/message", `{"role":"user","id":"m2","source":{"kind":"plugin","plugin":"plan"},"content":[{"type":"text","text":"The user "},{"type":"text","text":"switched."}]}`),
@@ -76,6 +85,14 @@ func TestSummarise(t *testing.T) {
 	bare := newSummariser("")
 	if got, _ := bare.summarise(event("request/header", `{"reason":"resume","header":{"tools":[{"name":"read"}]}}`)); got != "reason=resume plan=off tools=[read]" {
 		t.Errorf("header without a section: %q", got)
+	}
+	// It still tells the guidance a plan-mode request carried, by its text, once a plan-off
+	// request has shown the prompt without it.
+	bare.summarise(event("request/header", `{"reason":"resume","header":{"system":"base"}}`))
+	bare.summarise(event("plan/mode", `{"active":true}`))
+	got, _ := bare.summarise(event("request/header", `{"reason":"change","header":{"system":"base\n\nAn older guidance text.\n\nStay in it."}}`))
+	if got != `reason=change plan=on guidance=sha256:3b987299 "An older guidance text. Stay in it." tools=[]` {
+		t.Errorf("guidance without a section: %q", got)
 	}
 }
 
