@@ -59,7 +59,8 @@ func (s *postgresReadOnlyStore) checkSchema(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("open postgres session log %s read-only: reading its schema version: %w", s.url, err)
 	case !exists || v == nil || *v < 1:
-		return fmt.Errorf("no PostgreSQL session log in %s (the database has no session log schema): check the URL; reading never creates one (the manager creates it when it first opens the store)", s.url)
+		return fmt.Errorf("no PostgreSQL session log in %s (the database has no session log schema): "+
+			"check the URL; reading never creates one (the manager creates it when it first opens the store)", s.url)
 	case *v > postgresSchemaVersion:
 		return fmt.Errorf("postgres session log %s has schema version %d; this binary reads up to %d (upgrade the binary)", s.url, *v, postgresSchemaVersion)
 	}

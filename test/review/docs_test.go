@@ -53,7 +53,11 @@ func answer(r result) string {
 	GinkgoHelper()
 	out := strings.TrimSpace(r.Out)
 	Expect(out).To(BeElementOf("yes", "no"), "stderr: %s", r.Err)
-	Expect(r.Code == 0).To(Equal(out == "yes"), "exit %d for %q", r.Code, out)
+	if out == "yes" {
+		Expect(r.Code).To(BeZero(), "exit %d for %q", r.Code, out)
+	} else {
+		Expect(r.Code).NotTo(BeZero(), "exit %d for %q", r.Code, out)
+	}
 	return out
 }
 
