@@ -154,11 +154,16 @@ func (s *started) stop(t *testing.T) error {
 // children lists this process's child processes by command name.
 func children(t *testing.T) map[string][]int {
 	t.Helper()
+	return childrenOf(t, os.Getpid())
+}
+
+// childrenOf lists the live child processes of parent by command name.
+func childrenOf(t *testing.T, parent int) map[string][]int {
+	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := os.Getpid()
 	out := map[string][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -180,7 +185,7 @@ func children(t *testing.T) map[string][]int {
 		if len(f) < 2 || f[0] == "Z" {
 			continue
 		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == self {
+		if ppid, _ := strconv.Atoi(f[1]); ppid == parent {
 			out[comm] = append(out[comm], pid)
 		}
 	}
