@@ -130,6 +130,7 @@ func (s *started) waitRunning(t *testing.T) {
 	for !strings.Contains(s.out.String(), "planmode-operator is running") {
 		select {
 		case err := <-s.done:
+			s.done <- err // for start's cleanup, which waits for run's result
 			t.Fatalf("localenv returned before it was up: %v\n%s", err, s.out.String())
 		case <-deadline:
 			t.Fatalf("localenv not up after 3 minutes:\n%s", s.out.String())
