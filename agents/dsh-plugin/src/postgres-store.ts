@@ -133,6 +133,12 @@ export class PostgresLogStore implements LogStore {
   // hold() calls take the lock in turn: each waits for the one before it to be released.
   private holds: Promise<void> = Promise.resolve();
   private pendingHolds = 0;
+  // The harness writes behind, so an append of its own may be under way when the protocol
+  // takes the lock, and the protocol releases the lock only once that append is stored: the
+  // append must never wait on this process's lock. hold() lets the appends outside a hold
+  // finish before it takes the lock, and an append issued while a hold is being taken joins it.
+  private readonly unheld = new Map<string, Set<Promise<unknown>>>();
+  private readonly taking: { sessionId: string; taken: Promise<void> }[] = [];
 
   constructor(private readonly url: string, opts: { max?: number; callTimeoutMs?: number } = {}) {
     let connectionString = url;
@@ -198,6 +204,10 @@ export class PostgresLogStore implements LogStore {
     return out;
   }
 
+  private takingFor(sessionId: string) {
+    return this.held === undefined || this.held.sessionId !== sessionId ? this.taking.find((t) => t.sessionId === sessionId) : undefined;
+  }
+
   private heldFor(sessionId: string) {
     return this.held !== undefined && this.held.sessionId === sessionId ? this.held : undefined;
   }
@@ -212,10 +222,14 @@ export class PostgresLogStore implements LogStore {
     let released!: () => void;
     this.holds = new Promise((resolve) => { released = resolve; });
     this.pendingHolds++;
+    let taken!: () => void;
+    const taking = { sessionId, taken: new Promise<void>((resolve) => { taken = resolve; }) };
+    this.taking.push(taking);
     let client: Client | undefined;
     try {
       await before;
       await this.ready;
+      await Promise.allSettled(this.unheld.get(sessionId) ?? []);
       client = await this.pool.connect();
       await client.query('BEGIN');
       const r = await client.query(CREATE_SESSION, [sessionId, Date.now(), null, 0]);
@@ -230,6 +244,8 @@ export class PostgresLogStore implements LogStore {
       throw e;
     } finally {
       this.pendingHolds--;
+      this.taking.splice(this.taking.indexOf(taking), 1);
+      taken();
     }
     const h = this.held;
     const c = client;
@@ -279,6 +295,7 @@ export class PostgresLogStore implements LogStore {
     }
     await this.ready;
     if (batch.length === 0) return this.tail(sessionId);
+    for (let t = this.takingFor(sessionId); t !== undefined; t = this.takingFor(sessionId)) await t.taken;
     const h = this.heldFor(sessionId);
     let tail: Tail;
     if (h) {
@@ -296,7 +313,15 @@ export class PostgresLogStore implements LogStore {
         }
       });
     } else {
-      tail = await this.inTx(async (c) => (await this.write(c, sessionId, batch, opts, now, false)) ?? (await this.tailOn(c, sessionId)));
+      const write = this.inTx(async (c) => (await this.write(c, sessionId, batch, opts, now, false)) ?? (await this.tailOn(c, sessionId)));
+      const set = this.unheld.get(sessionId) ?? new Set();
+      this.unheld.set(sessionId, set.add(write));
+      try {
+        tail = await write;
+      } finally {
+        set.delete(write);
+        if (set.size === 0) this.unheld.delete(sessionId);
+      }
     }
     this.onAppend?.(sessionId, tail);
     return tail;

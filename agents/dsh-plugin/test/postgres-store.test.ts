@@ -123,6 +123,29 @@ describe('PostgreSQL store', () => {
     await r2();
   });
 
+  // The harness writes behind: its background append may be under way when the protocol takes
+  // the lock, or start while the lock is being taken, and the protocol releases the lock only
+  // once that append is stored (a flush). Such an append must never wait on this process's own
+  // lock, or the two wait on each other until the statement timeout fails the append.
+  test('an append under way when hold() is called, or issued while it waits, does not wait on that hold', async () => {
+    const s = await new PostgresLogStore(server.url, { callTimeoutMs: 3000 }).open();
+    opened.push(s);
+    let seq = 0;
+    const next = () => { const b = turn(seq / 2 + 1, seq); seq += 2; return b; };
+    for (let i = 0; i < 25; i++) {
+      const before = s.append('inflight', next());
+      const held = s.hold('inflight');
+      await before;
+      const during = s.append('inflight', next());
+      await during;
+      const release = await held;
+      await s.append('inflight', next());
+      await release();
+    }
+    assert.equal((await s.tail('inflight')).nextSeq, seq);
+    assert.equal(s.holding, false);
+  });
+
   test('the owner claim: first claims, same name re-claims with a new uid, another is refused', async () => {
     const s = await open();
     assert.deepEqual(await s.claimOwner('own', { namespace: 'a', name: 'x', uid: '1' }), { namespace: 'a', name: 'x', uid: '1' });
