@@ -11,6 +11,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // Ctrl-C on make run: the built binary, a real SIGINT, a clean exit (status 0) with every part
@@ -21,7 +23,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 	cmd := exec.Command(filepath.Join(binDir, "localenv"), "--dir", o.dir, "--assets", o.assets, "--bin", binDir, "--no-agent",
 		"--crd-dir", o.crdDir, "--webhook-dir", o.whookDir, "--ready-timeout", "2m", "--stop-timeout", "15s")
 	cmd.Env = append(os.Environ(), "KUBECONFIG=", "PLANMODE_LOG_STORE=")
-	out := &syncBuffer{}
+	out := &framework.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	g.Expect(cmd.Start()).To(Succeed())
 	done := make(chan error, 1)

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,24 +64,6 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// syncBuffer collects localenv's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func testOptions(t *testing.T, dir string) options {
 	t.Helper()
 	assets, err := framework.Assets()
@@ -102,7 +83,7 @@ func testOptions(t *testing.T, dir string) options {
 
 // started is one localenv run in this process.
 type started struct {
-	out    *syncBuffer
+	out    *framework.SyncBuffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -110,7 +91,7 @@ type started struct {
 func start(t *testing.T, o options) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &started{out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	s := &started{out: &framework.SyncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- run(ctx, o, s.out) }()
 	t.Cleanup(func() {
 		cancel()

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -151,7 +150,7 @@ func TestRefagentBinary(t *testing.T) {
 	}
 
 	// A looping demo stopped with SIGINT (Ctrl-C under make run) exits 0 without a stack trace.
-	var buf syncBuffer
+	var buf framework.SyncBuffer
 	loop := exec.CommandContext(ctx, bin, "--kubeconfig", kubeconfig, "--namespace", "cli", "--name", "demo", "--store", storeURL, "--script", script, "--loop")
 	loop.Stdout, loop.Stderr = &buf, &buf
 	must(t, loop.Start())
@@ -188,24 +187,6 @@ func TestRefagentBinary(t *testing.T) {
 			t.Errorf("refagent %v appended to the log", tc.args)
 		}
 	}
-}
-
-// syncBuffer is an io.Writer a child process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func must(t *testing.T, err error) {

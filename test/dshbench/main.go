@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -492,7 +491,7 @@ func launchPlugin(p pluginRun, dir string) (cmd *exec.Cmd, await func(op string)
 	if err != nil {
 		return nil, nil, err
 	}
-	stderr := &syncBuffer{}
+	stderr := &framework.SyncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
@@ -527,24 +526,6 @@ func launchPlugin(p pluginRun, dir string) (cmd *exec.Cmd, await func(op string)
 		return nil, nil, err
 	}
 	return cmd, await, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the bench's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startPlugin starts the harness with the plugin; turn(i) sends a message and returns when

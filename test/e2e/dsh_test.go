@@ -21,6 +21,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of
@@ -394,7 +395,7 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(os.WriteFile(filepath.Join(plugins, f), []byte(strings.ReplaceAll(string(b), "@PLUGINS@", plugins)), 0o600)).To(Succeed())
 		}
-		dir := filepath.Join(home, "sessions", harnessProjectKey(work), sid)
+		dir := filepath.Join(home, "sessions", framework.HarnessProjectKey(work), sid)
 		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 		f, err := os.Create(filepath.Join(dir, "session.jsonl"))
 		Expect(err).NotTo(HaveOccurred())
@@ -428,36 +429,6 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		Expect(reqs).NotTo(BeEmpty())
 		Expect(reqs[0].PlanSection).To(Equal(active))
 	})
-}
-
-// harnessProjectKey is the directory name the harness files a cwd's sessions under (the
-// same rule as test/harness's projectKey).
-func harnessProjectKey(cwd string) string {
-	var b strings.Builder
-	sep := false
-	for _, r := range cwd {
-		switch {
-		case r == '/' || r == '\\' || r == ':':
-			if !sep {
-				b.WriteByte('-')
-			}
-			sep = true
-			continue
-		case r != '~' && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'):
-			b.WriteRune(r)
-		default:
-			fmt.Fprintf(&b, "~%04X", r)
-		}
-		sep = false
-	}
-	key := strings.TrimLeft(b.String(), "-")
-	if key == "" {
-		key = "root"
-	}
-	if len(key) > 251 {
-		key = key[:251]
-	}
-	return "--" + key + "--"
 }
 
 func lastLine(s string) string {

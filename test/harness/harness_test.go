@@ -9,7 +9,6 @@ package harness_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // pinnedVerdicts are the checker's violations on a scenario's real log, where the published
@@ -202,7 +202,7 @@ func boolText(b *bool) any {
 func checkResume(t *testing.T, store sessionlog.Store, id string, active bool) {
 	t.Helper()
 	home := t.TempDir()
-	dir := filepath.Join(home, "sessions", projectKey(filepath.Join(home, "work")), id)
+	dir := filepath.Join(home, "sessions", framework.HarnessProjectKey(filepath.Join(home, "work")), id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -329,37 +329,6 @@ func mustDecode(t *testing.T, ev harness.Event, v any) {
 	if err := ev.Decode(v); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// projectKey is the harness's name for a project's directory under its session root (its
-// projectKey): separators become one '-', other characters outside [A-Za-z0-9._-] become
-// ~XXXX, wrapped in "--". The harness checks that a log sits under its header's cwd.
-func projectKey(cwd string) string {
-	var b strings.Builder
-	sep := false
-	for _, r := range cwd {
-		switch {
-		case r == '/' || r == '\\' || r == ':':
-			if !sep {
-				b.WriteByte('-')
-			}
-			sep = true
-			continue
-		case r != '~' && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'):
-			b.WriteRune(r)
-		default:
-			fmt.Fprintf(&b, "~%04X", r)
-		}
-		sep = false
-	}
-	key := strings.TrimLeft(b.String(), "-")
-	if key == "" {
-		key = "root"
-	}
-	if len(key) > 251 {
-		key = key[:251]
-	}
-	return "--" + key + "--"
 }
 
 func capture(t *testing.T, name string, b []byte) {
