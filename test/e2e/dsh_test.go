@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/chatmodel"
@@ -22,13 +23,15 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
 // The real DeepSeek harness (dsh, npm-installed by make harness) with the plugin of
 // agents/dsh-plugin as the agent of an AgentSession: the real manager binary answers its
-// boundaries, kubectl plan toggles, messages and reviews, and the log it writes into the
-// manager's store (SQLite, and PostgreSQL through the plugin's pg store) passes the invariant
-// checker.
+// boundaries and serves its webhooks, kubectl plan toggles, messages and reviews, and the log
+// it writes into the manager's store (SQLite, and PostgreSQL through the plugin's pg store)
+// passes the invariant checker. The manager, the agent and the user each have an identity of
+// their own, so the webhooks hold each to its part of the AgentSession.
 var _ = Describe("the real harness as the agent (dsh plugin, SQLite log)", Ordered, func() {
 	dshSpecs("sqlite", "e2e-dsh", func(dir string) string { return "sqlite://" + filepath.Join(dir, "log.db") })
 })
@@ -54,7 +57,13 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		mgr        *manager
 		harnessDir string
 		typedFile  string
+		// These specs' own control plane (config/webhook's configurations select every
+		// namespace, so the webhooks get an API server of their own), its client and kubectl.
+		k8s        client.Client
+		userConfig string
+		managerRun func(name string) *manager
 	)
+	kube := func(args ...string) (string, error) { GinkgoHelper(); return kubeAs(userConfig, args...) }
 
 	BeforeAll(func() {
 		By("building the dsh plugin (make dsh-plugin)")
@@ -67,15 +76,43 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		Expect(err).NotTo(HaveOccurred(), "hack/harness.sh (make harness)")
 		harnessDir = strings.TrimSpace(lastLine(string(out)))
 
+		By("starting a control plane whose webhooks the manager serves")
+		env, cfg, err := framework.Start(framework.Options{Webhooks: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+		k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		// Each identity is in system:masters, so RBAC lets it through and what is checked is
+		// the webhooks' rule: the manager writes the status, the agent only status.agent, the
+		// user the spec.
+		kubeconfigOf := func(user string, groups ...string) string {
+			u, err := env.AddUser(envtest.User{Name: user, Groups: append([]string{"system:masters"}, groups...)}, nil)
+			Expect(err).NotTo(HaveOccurred())
+			kc, err := u.KubeConfig()
+			Expect(err).NotTo(HaveOccurred())
+			path := filepath.Join(workDir, "kubeconfig-dsh-"+backend+"-"+user)
+			Expect(os.WriteFile(path, kc, 0o600)).To(Succeed())
+			return path
+		}
+		userConfig = kubeconfigOf("dsh-user")
+		managerConfig := kubeconfigOf("planmode-manager-e2e")
+		agentConfig := kubeconfigOf("dsh-agent", webhooks.DefaultAgentGroup)
+		wo := &env.WebhookInstallOptions
+		managerRun = func(name string) *manager {
+			return startManagerEnv(name, storeURL, true, []string{"KUBECONFIG=" + managerConfig},
+				fmt.Sprintf("--webhook-port=%d", wo.LocalServingPort), "--webhook-host="+wo.LocalServingHost,
+				"--webhook-cert-dir="+wo.LocalServingCertDir, "--webhook-manager-username=planmode-manager-e2e")
+		}
+
+		dbDir := filepath.Join(workDir, "dsh-store-"+backend)
+		Expect(os.MkdirAll(dbDir, 0o755)).To(Succeed())
+		storeURL = storeURLIn(dbDir)
+		mgr = managerRun("manager-dsh-" + backend)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		Expect(k8s.Create(ctx, &agentsv1alpha1.PlanModeConfig{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsv1alpha1.DefaultPlanModeConfigName},
 			Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: "You are in plan mode (e2e). Read, think and propose a plan; do not edit files."},
 		})).To(Succeed())
-		dbDir := filepath.Join(workDir, "dsh-store-"+backend)
-		Expect(os.MkdirAll(dbDir, 0o755)).To(Succeed())
-		storeURL = storeURLIn(dbDir)
-		mgr = startManager("manager-dsh-"+backend, storeURL, true)
 		store, err = sessionlog.Open(ctx, storeURL)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(store.Close)
@@ -106,6 +143,7 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 			"DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL=" + model.URL(), "DSH_TELEMETRY_DISABLED=1",
 			"PLANMODE_SESSION=" + ns + "/" + name, "PLANMODE_LOG_STORE=" + storeURL, "PLANMODE_CWD=" + work,
 			"PLANMODE_DSH_ROOT=" + harnessDir, "PLANMODE_TEST_TYPED=" + typedFile,
+			"KUBECONFIG=" + agentConfig, "PLANMODE_USER_KUBECONFIG=" + userConfig,
 		}, filepath.Join(harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless", "--patch", overlay, "--patch", typedOverlay)
 		agent.cmd.Dir = work
 		Eventually(func() string {
@@ -366,8 +404,12 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		model.Script(n+1, chatmodel.Reply{Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
 		plan("message", name, "work while the manager is down")
 		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
-		mgr.kill()
+		// The user toggles mid-turn; the manager queues it for the next boundary and then dies.
+		// (Toggled after the kill, the write would be refused: the webhooks went with the
+		// manager, and a deployment keeps a second replica serving them.)
 		plan("off", name)
+		Eventually(func() bool { return get().Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
+		mgr.kill()
 		t0 := time.Now()
 		model.Release(n)
 		Eventually(model.Arrived(n + 1)).WithTimeout(60 * time.Second).Should(BeClosed())
@@ -376,8 +418,16 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		idleAfter(7)
 		// Started inside this spec, it is stopped when the spec ends (startProc's cleanup): the
 		// specs after this one do not need a manager.
-		mgr = startManager("manager-dsh-"+backend+"-2", storeURL, true)
+		mgr = managerRun("manager-dsh-" + backend + "-2")
+		// A selection queued during a turn waits for a boundary of a later turn (protocol v2),
+		// so a message (appended alone: kubectl plan message would turn plan mode on) starts one.
+		Expect(get().Status.PlanMode.Pending).To(BeTrue(), "the toggle is still pending after the restart")
+		m := len(model.Requests())
+		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "json", "-p", `[{"op":"add","path":"/spec/steerQueue/-","value":{"id":"after-restart","text":"carry on"}}]`)
+		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
+		idleAfter(8)
+		Expect(model.Requests()[m].PlanSection).To(BeFalse(), "the next turn's first step runs with the toggle applied")
 		checkLog()
 		Expect(agent.exited()).To(BeFalse(), agent.output())
 	})

@@ -181,7 +181,13 @@ type manager struct {
 
 func startManager(name, storeURL string, events bool, extra ...string) *manager {
 	GinkgoHelper()
-	m := startManagerProc(name, storeURL, events, extra...)
+	return startManagerEnv(name, storeURL, events, nil, extra...)
+}
+
+// startManagerEnv is startManager with more environment (a KUBECONFIG of its own).
+func startManagerEnv(name, storeURL string, events bool, env []string, extra ...string) *manager {
+	GinkgoHelper()
+	m := startManagerProc(name, storeURL, events, env, extra...)
 	Eventually(func() (int, error) {
 		if m.exited() {
 			return 0, StopTrying("the manager exited:\n" + m.output())
@@ -191,8 +197,9 @@ func startManager(name, storeURL string, events bool, extra ...string) *manager 
 	return m
 }
 
-// startManagerProc starts the manager without waiting for it to be ready.
-func startManagerProc(name, storeURL string, events bool, extra ...string) *manager {
+// startManagerProc starts the manager, with env added to its environment (a KUBECONFIG of its
+// own), without waiting for it to be ready.
+func startManagerProc(name, storeURL string, events bool, env []string, extra ...string) *manager {
 	GinkgoHelper()
 	mp, hp := freePort(), freePort()
 	ev := "off"
@@ -209,7 +216,7 @@ func startManagerProc(name, storeURL string, events bool, extra ...string) *mana
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
 		"--webhook-port=-1", "--events=" + ev, "--pending-poll=200ms", "--max-store-backoff=1s",
 		"--graceful-shutdown-timeout=2s"}, extra...)
-	m.proc = startProc(name, []string{"PLANMODE_LOG_STORE=" + storeURL}, filepath.Join(binDir, "manager"), args...)
+	m.proc = startProc(name, append([]string{"PLANMODE_LOG_STORE=" + storeURL}, env...), filepath.Join(binDir, "manager"), args...)
 	return m
 }
 
@@ -264,6 +271,12 @@ func (m *manager) metric(name string, labels ...string) (float64, error) {
 
 // kube runs the real kubectl with kubectl-plan on PATH.
 func kube(args ...string) (string, error) {
+	GinkgoHelper()
+	return kubeAs(kubeconfig, args...)
+}
+
+// kubeAs is kube with another kubeconfig (another control plane or identity).
+func kubeAs(kubeconfig string, args ...string) (string, error) {
 	GinkgoHelper()
 	c, stop := context.WithTimeout(ctx, 60*time.Second)
 	defer stop()
