@@ -122,6 +122,10 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: sid},
 		})).To(Succeed())
+		By("the webhooks keep the agent's identity out of the spec")
+		refused, err := kubeAs(agentConfig, "patch", "agentsession", name, "-n", ns, "--type", "merge", "-p", `{"spec":{"planMode":{"active":true}}}`)
+		Expect(err).To(HaveOccurred(), refused)
+		Expect(refused).To(ContainSubstring(`agent identity "dsh-agent" may not create sessions or change spec`))
 
 		model = chatmodel.New()
 		DeferCleanup(model.Close)
