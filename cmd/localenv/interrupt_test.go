@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,20 +73,8 @@ func TestInterruptStopsEverything(t *testing.T) {
 	}
 	for name, pids := range parts {
 		for _, pid := range pids {
-			_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
-			g.Expect(os.IsNotExist(err) || zombie(pid)).To(BeTrue(), "%s (pid %d) still running after Ctrl-C", name, pid)
+			g.Expect(framework.ProcessRunning(pid)).To(BeFalse(), "%s (pid %d) still running after Ctrl-C", name, pid)
 		}
 	}
 	g.Expect(out.String()).NotTo(ContainSubstring("goroutine "), "no stack trace on Ctrl-C")
-}
-
-// zombie reports whether pid has exited and awaits its parent's reaping.
-func zombie(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 const (
@@ -822,19 +823,9 @@ func leaderAndSurvivor() (leader, survivor string, duration time.Duration) {
 	return leader, survivor, duration
 }
 
-// anyAlive reports whether any of the host PIDs is still a running (not zombie) process.
+// anyAlive reports whether any of the host PIDs is still a running process.
 func anyAlive(pids []int) bool {
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pids, framework.ProcessRunning)
 }
 
 // holderPod is the pod name in the lease's holder identity (controller-runtime: hostname_uuid).

@@ -184,22 +184,9 @@ func startManager(name, storeURL string, events bool, extra ...string) *manager 
 	return startManagerEnv(name, storeURL, events, nil, extra...)
 }
 
-// startManagerEnv is startManager with more environment (a KUBECONFIG of its own).
+// startManagerEnv is startManager with env added to the manager's environment (a KUBECONFIG
+// of its own).
 func startManagerEnv(name, storeURL string, events bool, env []string, extra ...string) *manager {
-	GinkgoHelper()
-	m := startManagerProc(name, storeURL, events, env, extra...)
-	Eventually(func() (int, error) {
-		if m.exited() {
-			return 0, StopTrying("the manager exited:\n" + m.output())
-		}
-		return httpStatus(m.readyURL)
-	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(Equal(http.StatusOK), "manager %s never became ready", name)
-	return m
-}
-
-// startManagerProc starts the manager, with env added to its environment (a KUBECONFIG of its
-// own), without waiting for it to be ready.
-func startManagerProc(name, storeURL string, events bool, env []string, extra ...string) *manager {
 	GinkgoHelper()
 	mp, hp := freePort(), freePort()
 	ev := "off"
@@ -217,6 +204,12 @@ func startManagerProc(name, storeURL string, events bool, env []string, extra ..
 		"--webhook-port=-1", "--events=" + ev, "--pending-poll=200ms", "--max-store-backoff=1s",
 		"--graceful-shutdown-timeout=2s"}, extra...)
 	m.proc = startProc(name, append([]string{"PLANMODE_LOG_STORE=" + storeURL}, env...), filepath.Join(binDir, "manager"), args...)
+	Eventually(func() (int, error) {
+		if m.exited() {
+			return 0, StopTrying("the manager exited:\n" + m.output())
+		}
+		return httpStatus(m.readyURL)
+	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(Equal(http.StatusOK), "manager %s never became ready", name)
 	return m
 }
 
