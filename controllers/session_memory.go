@@ -26,10 +26,25 @@ type sessionRecord struct {
 	// guardByVersion: a field-guarded write was refused, so the next one is guarded by the
 	// resourceVersion instead (a stored value in another shape can never fail it forever).
 	guardByVersion bool
-	// claimedUID and claimedSessionID: this process recorded the session (that UID) as the
-	// owner of that log, so a settled session costs no ClaimOwner call.
-	claimedUID       types.UID
-	claimedSessionID string
+	// claimed identifies the (UID, sessionID) this process recorded as the owner of that log,
+	// so a settled session costs no ClaimOwner call. A digest, not the two strings: the
+	// cache replaces the session's object on every write, and copies kept here would outlive
+	// it, one pair per session.
+	claimed claimDigest
+}
+
+// claimDigest is a truncated SHA-256 of a session's UID and spec.sessionID; the zero value
+// means no claim.
+type claimDigest [16]byte
+
+func digestClaim(uid types.UID, sid string) claimDigest {
+	h := sha256.New()
+	h.Write([]byte(uid))
+	h.Write([]byte{0})
+	h.Write([]byte(sid))
+	var d claimDigest
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 // statusDigest identifies the manager-owned part of a status (observedGeneration, planMode,
@@ -91,14 +106,15 @@ func (m *sessionMemory) refused(key types.NamespacedName) {
 
 // holdsClaim reports whether this process claimed the log of sid for the session with uid.
 func (m *sessionMemory) holdsClaim(key types.NamespacedName, uid types.UID, sid string) bool {
+	d := digestClaim(uid, sid)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec := m.m[key]
-	return rec.claimedUID == uid && rec.claimedSessionID == sid
+	return m.m[key].claimed == d
 }
 
 func (m *sessionMemory) claimed(key types.NamespacedName, uid types.UID, sid string) {
-	m.update(key, func(rec *sessionRecord) { rec.claimedUID, rec.claimedSessionID = uid, sid })
+	d := digestClaim(uid, sid)
+	m.update(key, func(rec *sessionRecord) { rec.claimed = d })
 }
 
 func (m *sessionMemory) forget(key types.NamespacedName) {
