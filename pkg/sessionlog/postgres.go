@@ -70,9 +70,9 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error
 	for _, f := range opts {
 		f(&o)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parsePostgres(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
+		return nil, err
 	}
 	if o.poolSize > 0 && !setsPoolMaxConns(url) {
 		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))

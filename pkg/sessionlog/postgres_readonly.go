@@ -26,9 +26,9 @@ var _ Store = (*postgresReadOnlyStore)(nil)
 
 func openReadOnlyPostgres(ctx context.Context, url string) (Store, error) {
 	redacted := connstr.Redact(url)
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parsePostgres(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s read-only: %w", redacted, err)
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
