@@ -287,7 +287,10 @@ func (c *Client) seedFork(ctx context.Context, s *v1alpha1.AgentSession) error {
 	if f.ThroughSeq != nil {
 		through = *f.ThroughSeq
 	}
-	if _, err := c.store.Fork(ctx, f.SessionID, c.sessionID, through); err != nil && !sessionlog.IsConflict(err) {
+	owner := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
+	if _, err := c.store.Fork(ctx, f.SessionID, c.sessionID, through, owner); err != nil && !sessionlog.IsConflict(err) {
+		// An *sessionlog.OwnershipError (a parent of another namespace) stops the agent: the
+		// manager says the same with ForkRefused.
 		return fmt.Errorf("agentsdk: seed session %q as a fork of %q (spec.fork): %w", c.sessionID, f.SessionID, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package agentsdk_test
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +12,7 @@ import (
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 var _ = Describe("a forked session", func() {
@@ -21,6 +23,9 @@ var _ = Describe("a forked session", func() {
 			agentsdk.TurnStart(1),
 			harness.Event{Type: harness.TypePlanMode, Data: json.RawMessage(`{"active":true}`)},
 			agentsdk.TurnEnd(1, harness.TurnCompleted)))
+		Expect(err).NotTo(HaveOccurred())
+		// The parent's log belongs to a session of this namespace (its agent claimed it).
+		_, err = store.ClaimOwner(suiteCtx, parent, sessionlog.Owner{Namespace: ns, Name: "parent", UID: "uid-parent"})
 		Expect(err).NotTo(HaveOccurred())
 		// No manager answers this session (no ack label): only the agent can seed it.
 		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
@@ -49,5 +54,25 @@ var _ = Describe("a forked session", func() {
 		t2, err := store.Tail(suiteCtx, child)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(t2.NextSeq).To(Equal(t.NextSeq))
+	})
+
+	It("is refused, and the agent does not start, when the parent's log belongs to another namespace (deleted parent or live)", func() {
+		victim, thief := newNamespace(), newNamespace()
+		parent, child := "p-"+agentsdk.NewID(), "c-"+agentsdk.NewID()
+		_, err := store.Append(suiteCtx, parent, harness.Sequence(0,
+			agentsdk.TurnStart(1), agentsdk.UserText("team a's secret prompt"), agentsdk.TurnEnd(1, harness.TurnCompleted)))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = store.ClaimOwner(suiteCtx, parent, sessionlog.Owner{Namespace: victim, Name: "s1", UID: "uid-s1"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: thief, Name: "copy"},
+			Spec:       v1alpha1.AgentSessionSpec{SessionID: child, Fork: &v1alpha1.ForkSource{SessionID: parent}},
+		})).To(Succeed())
+		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: thief, Name: "copy", Store: store, SyncTimeout: 20 * time.Second})
+		var refused *sessionlog.OwnershipError
+		Expect(errors.As(err, &refused)).To(BeTrue(), "error: %v", err)
+		Expect(refused.Refusal).To(Equal(sessionlog.RefusedParentOfAnotherNamespace))
+		_, err = store.Info(suiteCtx, child)
+		Expect(errors.Is(err, sessionlog.ErrNotFound)).To(BeTrue(), "nothing of the parent was copied: %v", err)
 	})
 })

@@ -184,15 +184,20 @@ func (s *postgresStore) Tail(ctx context.Context, sessionID string) (harness.Tai
 }
 
 func (s *postgresStore) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, sessionID, nil, events)
+	return s.write(ctx, sessionID, nil, events, seedOwnership{})
 }
 
-func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, info.ID, &info, events)
+func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return s.seed(ctx, info, events, seedOwnership{owner: owner})
 }
 
-// write is Append (info nil) and Seed (info set: the session must not exist yet).
-func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event) (harness.Tail, error) {
+func (s *postgresStore) seed(ctx context.Context, info SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
+	return s.write(ctx, info.ID, &info, events, so)
+}
+
+// write is Append (info nil) and Seed (info set: the session must not exist yet, and so is
+// checked and recorded in the same transaction).
+func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
 	p, err := prepareBatch(sessionID, events)
 	if err != nil {
 		return harness.Tail{}, err
@@ -206,7 +211,11 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 		return harness.Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)
 	}
 	defer conn.Release()
-	t, err := pgWrite(ctx, conn.Conn(), sessionID, info != nil, hdr, parent, p)
+	var seed *seedOwnership
+	if info != nil {
+		seed = &so
+	}
+	t, err := pgWrite(ctx, conn.Conn(), sessionID, seed, hdr, parent, p)
 	if err != nil {
 		pgRollback(conn.Conn())
 		return harness.Tail{}, err
@@ -220,7 +229,9 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 // round trip waits for both processes to be scheduled, so fewer round trips make an append
 // faster, with writers in parallel too (BenchmarkAppend measures it). The caller rolls back
 // on error.
-func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
+//
+// A seed (so set) also checks and records the session's ownership in the first batch.
+func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, so *seedOwnership, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
 	var b pgx.Batch
 	b.Queue(`BEGIN`)
 	// Create the tail row if the session is new. A concurrent creator blocks here on the
@@ -238,18 +249,30 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		exists, read bool
 	)
 	pgQueueLockedTail(&b, sessionID, &t, &exists, &read)
+	var checkOwnership func() error
+	if so != nil {
+		pgQueueSeedOwnership(&b, sessionID, *so, &checkOwnership)
+	}
 	if err := c.SendBatch(ctx, &b).Close(); err != nil {
 		step := "begin or create the session row"
 		if read {
 			step = "read the tail"
+			if so != nil {
+				step = "read the tail or the owners"
+			}
 		}
 		return harness.Tail{}, fmt.Errorf("append to session %q: %s: %w", sessionID, step, err)
 	}
 	if !exists {
 		return harness.Tail{}, fmt.Errorf("append to session %q: tail row vanished", sessionID)
 	}
-	if seed && !created {
+	if so != nil && !created {
 		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+	}
+	if checkOwnership != nil {
+		if err := checkOwnership(); err != nil {
+			return harness.Tail{}, err
+		}
 	}
 	first := t.NextSeq
 	if len(p.events) > 0 {
@@ -359,8 +382,8 @@ func pgReadFrom(ctx context.Context, pool *pgxpool.Pool, sessionID string, fromS
 	return out, nil
 }
 
-func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return fork(ctx, s, srcID, dstID, throughSeq)
+func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return fork(ctx, s, srcID, dstID, throughSeq, owner)
 }
 
 func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {

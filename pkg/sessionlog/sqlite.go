@@ -225,15 +225,20 @@ func (s *sqliteStore) Tail(ctx context.Context, sessionID string) (harness.Tail,
 }
 
 func (s *sqliteStore) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, sessionID, nil, events)
+	return s.write(ctx, sessionID, nil, events, seedOwnership{})
 }
 
-func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, info.ID, &info, events)
+func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return s.seed(ctx, info, events, seedOwnership{owner: owner})
 }
 
-// write is Append (info nil) and Seed (info set: the session must not exist yet).
-func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event) (harness.Tail, error) {
+func (s *sqliteStore) seed(ctx context.Context, info SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
+	return s.write(ctx, info.ID, &info, events, so)
+}
+
+// write is Append (info nil) and Seed (info set: the session must not exist yet, and so is
+// checked and recorded in the same transaction).
+func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
 	p, err := prepareBatch(sessionID, events)
 	if err != nil {
 		return harness.Tail{}, err
@@ -259,6 +264,11 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 	}
 	if first != t.NextSeq {
 		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+	}
+	if info != nil {
+		if err := sqliteSeedOwnership(ctx, tx, sessionID, so); err != nil {
+			return harness.Tail{}, err
+		}
 	}
 	if err := s.insertEvents(ctx, tx, sessionID, p, &t); err != nil {
 		return harness.Tail{}, err
@@ -355,8 +365,8 @@ func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq in
 	return out, nil
 }
 
-func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return fork(ctx, s, srcID, dstID, throughSeq)
+func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return fork(ctx, s, srcID, dstID, throughSeq, owner)
 }
 
 func (s *sqliteStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {

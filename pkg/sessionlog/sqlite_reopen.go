@@ -122,20 +122,35 @@ func (s *reopeningSQLite) ReadFrom(ctx context.Context, sessionID string, fromSe
 	return reopenCall(ctx, s, func(c *sqliteStore) ([]harness.Event, error) { return c.ReadFrom(ctx, sessionID, fromSeq, limit) })
 }
 
-func (s *reopeningSQLite) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Fork(ctx, srcID, dstID, throughSeq) })
+func (s *reopeningSQLite) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Fork(ctx, srcID, dstID, throughSeq, owner) })
 }
 
 func (s *reopeningSQLite) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
 	return reopenCall(ctx, s, func(c *sqliteStore) (SessionInfo, error) { return c.Info(ctx, sessionID) })
 }
 
-func (s *reopeningSQLite) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Seed(ctx, info, events) })
+func (s *reopeningSQLite) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Seed(ctx, info, events, owner) })
 }
 
 func (s *reopeningSQLite) ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error) {
 	return reopenCall(ctx, s, func(c *sqliteStore) (Owner, error) { return c.ClaimOwner(ctx, sessionID, owner) })
+}
+
+func (s *reopeningSQLite) OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error) {
+	var found bool
+	o, err := reopenCall(ctx, s, func(c *sqliteStore) (Owner, error) {
+		o, ok, err := c.OwnerOf(ctx, sessionID)
+		found = ok
+		return o, err
+	})
+	return o, found, err
+}
+
+func (s *reopeningSQLite) ReleaseOwner(ctx context.Context, sessionID string, holder Owner) error {
+	_, err := reopenCall(ctx, s, func(c *sqliteStore) (struct{}, error) { return struct{}{}, c.ReleaseOwner(ctx, sessionID, holder) })
+	return err
 }
 
 func (s *reopeningSQLite) Identity(ctx context.Context) (string, error) {
