@@ -113,7 +113,7 @@ func TestLockedSQLiteFailsAnAppendAtItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	locker, err := sql.Open("sqlite", sqliteDSN(path, "immediate"))
+	locker, err := sql.Open("sqlite", sqliteDSN(path, "immediate", false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,10 @@ CREATE TABLE IF NOT EXISTS events (
 // and every one but the first sees the moved seq and gets a ConflictError.
 type postgresStore struct {
 	pool *pgxpool.Pool
+	// identity of the store that was opened, set once the schema is ready; every connection
+	// made after that checks it (checkConnIdentity).
+	identity atomic.Pointer[string]
+	shown    string // the URL redacted, for errors
 }
 
 var _ Store = (*postgresStore)(nil)
@@ -77,16 +82,49 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error
 	if o.poolSize > 0 && !setsPoolMaxConns(url) {
 		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))
 	}
+	s := &postgresStore{shown: connstr.Redact(url)}
+	cfg.AfterConnect = s.checkConnIdentity
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", s.shown, err)
 	}
-	s := &postgresStore{pool: pool}
+	s.pool = pool
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", s.shown, err)
 	}
+	id, err := s.Identity(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres session log %s: %w", s.shown, err)
+	}
+	s.identity.Store(&id)
 	return s, nil
+}
+
+// checkConnIdentity runs on every new connection of the pool: once the store is open, a
+// connection that reaches a database with another identity or none (dropped and recreated,
+// a failover to another server) is refused with a *StoreLostError, so nothing is written to
+// a store that is not the one opened, and no schema is created there.
+func (s *postgresStore) checkConnIdentity(ctx context.Context, c *pgx.Conn) error {
+	want := s.identity.Load()
+	if want == nil {
+		return nil // the first connections: Open creates or migrates the schema on them
+	}
+	var found string
+	err := c.QueryRow(ctx, identitySelect).Scan(&found)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return &StoreLostError{Store: s.shown, Opened: *want, Reason: "the database holds no session log (it was dropped and created again, or is another database)"}
+	case errors.Is(err, pgx.ErrNoRows):
+		return &StoreLostError{Store: s.shown, Opened: *want, Reason: "the database holds no store identity"}
+	case err != nil:
+		return err
+	case found != *want:
+		return &StoreLostError{Store: s.shown, Opened: *want, Found: found}
+	}
+	return nil
 }
 
 func (s *postgresStore) migrate(ctx context.Context) error {
