@@ -77,7 +77,10 @@ func TestSQLiteDeletedFileIsNeverRecreated(t *testing.T) {
 	}
 	removeSQLite(t, path)
 	calls := map[string]func() error{
-		"Append":     func() error { _, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, false)}); return err },
+		"Append": func() error {
+			_, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, false)})
+			return err
+		},
 		"Tail":       func() error { _, err := s.Tail(ctx, "s"); return err },
 		"Identity":   func() error { _, err := s.Identity(ctx); return err },
 		"ClaimOwner": func() error { _, err := s.ClaimOwner(ctx, "s", Owner{Namespace: "a", Name: "b", UID: "c"}); return err },
