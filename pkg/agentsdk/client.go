@@ -93,7 +93,7 @@ type Client struct {
 	stepOpen bool
 	resumed  bool // the log held a request/header before this process's first request
 	headers  HeaderTracker
-	// steerDone is the last spec.steer id recorded in the log by this process; steerUnacked is
+	// steerDone is the last message id recorded in the log by this process; steerUnacked is
 	// set while status.agent.steerID does not say so yet (retried at the next StartStep).
 	steerDone    string
 	steerUnacked bool
