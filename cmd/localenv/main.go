@@ -237,6 +237,7 @@ func startManager(ctx context.Context, o options, p paths, cp *controlPlane, out
 		"--kubeconfig="+cp.managerKubeconfig,
 		"--log-store="+p.store,
 		"--metrics-bind-address="+p.metricsAddr,
+		"--metrics-secure=false", // plain HTTP on loopback, for the person at this machine
 		"--health-probe-bind-address="+p.probeAddr,
 		// Readable logs for a person at a terminal; the deployed manager keeps JSON.
 		"--zap-encoder=console",
