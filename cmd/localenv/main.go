@@ -157,6 +157,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := announceDemo(ctx, cp, o, out); err != nil {
 		return err
 	}
+	if o.clusterConfig == "" {
+		if err := issueAgentKubeconfig(ctx, cp, o, cp.agentKubeconfig); err != nil {
+			return err
+		}
+	}
 	var agent *process
 	if !o.noAgent && o.agent == agentDsh {
 		agent, err = startDshAgent(o, p, cp)
