@@ -96,12 +96,14 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		}
 		userConfig = kubeconfigOf("dsh-user")
 		managerConfig := kubeconfigOf("planmode-manager-e2e")
-		agentConfig := kubeconfigOf("dsh-agent", webhooks.DefaultAgentGroup)
+		// An agent of this namespace by its agent group (planmode:agents:<namespace>), the sessions
+		// unbound: agent binding, the default, has its own specs (webhooks, test/reliability).
+		agentConfig := kubeconfigOf("dsh-agent", webhooks.DefaultAgentGroup+":"+ns)
 		wo := &env.WebhookInstallOptions
 		managerRun = func(name string) *manager {
 			return startManagerEnv(name, storeURL, true, []string{"KUBECONFIG=" + managerConfig},
 				fmt.Sprintf("--webhook-port=%d", wo.LocalServingPort), "--webhook-host="+wo.LocalServingHost,
-				"--webhook-cert-dir="+wo.LocalServingCertDir, "--webhook-manager-username=planmode-manager-e2e")
+				"--webhook-cert-dir="+wo.LocalServingCertDir, "--webhook-manager-username=planmode-manager-e2e", "--webhook-require-agent-binding=false")
 		}
 
 		dbDir := filepath.Join(workDir, "dsh-store-"+backend)
