@@ -27,7 +27,7 @@ type admissionGateway struct {
 	// those, so the API server's kept-alive connections reach the others from then on.
 	open    map[string]map[net.Conn]bool
 	refused atomic.Int64 // connections refused for want of a ready manager
-	stop     chan struct{}
+	stop    chan struct{}
 }
 
 type backendState struct {
