@@ -40,7 +40,7 @@ func TestSteerQueueFields(t *testing.T) {
 // delivered (status.agent.steerID), so an id dropped from the queue is still refused later.
 func TestSteerQueueIDsAreUsedOnce(t *testing.T) {
 	msgs := func(ids ...string) []agentsv1alpha1.SteerMessage {
-		var q []agentsv1alpha1.SteerMessage
+		q := make([]agentsv1alpha1.SteerMessage, 0, len(ids))
 		for _, id := range ids {
 			q = append(q, agentsv1alpha1.SteerMessage{ID: id, Text: "t " + id})
 		}
@@ -77,8 +77,9 @@ func TestSteerQueueIDsAreUsedOnce(t *testing.T) {
 			obj = tc.old.DeepCopy()
 		}
 		obj.Spec.SteerQueue = msgs(tc.queue...)
-		var got []string
-		for _, e := range validateSteerQueue(tc.old, obj) {
+		errs := validateSteerQueue(tc.old, obj)
+		got := make([]string, 0, len(errs))
+		for _, e := range errs {
 			got = append(got, e.Field)
 		}
 		if len(got) != len(tc.errsAt) || (len(got) > 0 && got[0] != tc.errsAt[0]) {

@@ -15,23 +15,29 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
+// parentLog writes a parent session's log of one completed turn (events inside it), owned by
+// the AgentSession ns/name as its agent would have claimed it, and creates the AgentSession
+// childNS/childName forking it; it returns the two session ids.
+func parentLog(ns, name, childNS, childName string, inside ...harness.Event) (parent, child string) {
+	GinkgoHelper()
+	parent, child = "p-"+agentsdk.NewID(), "c-"+agentsdk.NewID()
+	evs := append(append([]harness.Event{agentsdk.TurnStart(1)}, inside...), agentsdk.TurnEnd(1, harness.TurnCompleted))
+	_, err := store.Append(suiteCtx, parent, harness.Sequence(0, evs...))
+	Expect(err).NotTo(HaveOccurred())
+	_, err = store.ClaimOwner(suiteCtx, parent, sessionlog.Owner{Namespace: ns, Name: name, UID: "uid-" + name})
+	Expect(err).NotTo(HaveOccurred())
+	// No manager answers this session (no ack label): only the agent can seed it.
+	Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: childNS, Name: childName},
+		Spec:       v1alpha1.AgentSessionSpec{SessionID: child, Fork: &v1alpha1.ForkSource{SessionID: parent}},
+	})).To(Succeed())
+	return parent, child
+}
+
 var _ = Describe("a forked session", func() {
 	It("is seeded from its parent by the agent when the agent starts before the manager's first reconcile", func() {
 		ns := newNamespace()
-		parent, child := "p-"+agentsdk.NewID(), "c-"+agentsdk.NewID()
-		_, err := store.Append(suiteCtx, parent, harness.Sequence(0,
-			agentsdk.TurnStart(1),
-			harness.Event{Type: harness.TypePlanMode, Data: json.RawMessage(`{"active":true}`)},
-			agentsdk.TurnEnd(1, harness.TurnCompleted)))
-		Expect(err).NotTo(HaveOccurred())
-		// The parent's log belongs to a session of this namespace (its agent claimed it).
-		_, err = store.ClaimOwner(suiteCtx, parent, sessionlog.Owner{Namespace: ns, Name: "parent", UID: "uid-parent"})
-		Expect(err).NotTo(HaveOccurred())
-		// No manager answers this session (no ack label): only the agent can seed it.
-		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "child"},
-			Spec:       v1alpha1.AgentSessionSpec{SessionID: child, Fork: &v1alpha1.ForkSource{SessionID: parent}},
-		})).To(Succeed())
+		parent, child := parentLog(ns, "parent", ns, "child", harness.Event{Type: harness.TypePlanMode, Data: json.RawMessage(`{"active":true}`)})
 		agent, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: ns, Name: "child", Store: store, SyncTimeout: 20 * time.Second})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(agent.Close)
@@ -58,17 +64,8 @@ var _ = Describe("a forked session", func() {
 
 	It("is refused, and the agent does not start, when the parent's log belongs to another namespace (deleted parent or live)", func() {
 		victim, thief := newNamespace(), newNamespace()
-		parent, child := "p-"+agentsdk.NewID(), "c-"+agentsdk.NewID()
-		_, err := store.Append(suiteCtx, parent, harness.Sequence(0,
-			agentsdk.TurnStart(1), agentsdk.UserText("team a's secret prompt"), agentsdk.TurnEnd(1, harness.TurnCompleted)))
-		Expect(err).NotTo(HaveOccurred())
-		_, err = store.ClaimOwner(suiteCtx, parent, sessionlog.Owner{Namespace: victim, Name: "s1", UID: "uid-s1"})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
-			ObjectMeta: metav1.ObjectMeta{Namespace: thief, Name: "copy"},
-			Spec:       v1alpha1.AgentSessionSpec{SessionID: child, Fork: &v1alpha1.ForkSource{SessionID: parent}},
-		})).To(Succeed())
-		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: thief, Name: "copy", Store: store, SyncTimeout: 20 * time.Second})
+		_, child := parentLog(victim, "s1", thief, "copy", agentsdk.UserText("team a's secret prompt"))
+		_, err := agentsdk.New(suiteCtx, agentsdk.Options{Config: cfg, Namespace: thief, Name: "copy", Store: store, SyncTimeout: 20 * time.Second})
 		var refused *sessionlog.OwnershipError
 		Expect(errors.As(err, &refused)).To(BeTrue(), "error: %v", err)
 		Expect(refused.Refusal).To(Equal(sessionlog.RefusedParentOfAnotherNamespace))

@@ -52,8 +52,9 @@ func Redact(s string) string {
 // conn checks its parser read the same (pkg/sessionlog), so that what Redact masks is what the
 // client sends.
 func Secrets(conn string) []string {
-	var out []string
-	for _, sp := range spans(conn, isURL(conn)) {
+	sps := spans(conn, isURL(conn))
+	out := make([]string, 0, len(sps))
+	for _, sp := range sps {
 		out = append(out, sp.value)
 	}
 	return out

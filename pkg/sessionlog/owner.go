@@ -50,15 +50,15 @@ func (o Owner) String() string { return o.Namespace + "/" + o.Name }
 type OwnershipRefusal string
 
 const (
-	// RefusedOwnedByAnother: the log belongs to another AgentSession.
+	// RefusedOwnedByAnother is a log that belongs to another AgentSession.
 	RefusedOwnedByAnother OwnershipRefusal = "OwnedByAnother"
-	// RefusedParentOfAnotherNamespace: a fork's parent log belongs to a session of another
-	// namespace than the child's.
+	// RefusedParentOfAnotherNamespace is a fork whose parent log belongs to a session of
+	// another namespace than the child's.
 	RefusedParentOfAnotherNamespace OwnershipRefusal = "ParentOfAnotherNamespace"
-	// RefusedParentUnowned: a fork's parent log belongs to no session (never claimed, or
-	// released), so no namespace may read it.
+	// RefusedParentUnowned is a fork whose parent log belongs to no session (never claimed,
+	// or released), so no namespace may read it.
 	RefusedParentUnowned OwnershipRefusal = "ParentUnowned"
-	// RefusedNotTheOwner: a release named another owner than the one the record holds.
+	// RefusedNotTheOwner is a release that named another owner than the one the record holds.
 	RefusedNotTheOwner OwnershipRefusal = "NotTheOwner"
 )
 

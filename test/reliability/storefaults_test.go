@@ -394,7 +394,7 @@ var _ = Describe("SQLite store faults", func() {
 
 		By("the way out: restart on a new store and adopt it, as docs/operations.md says; the agents refuse the new store until then")
 		m.kill()
-		m = startManager(managerOpts{store: url, extra: []string{"--log-store-timeout=" + (3 * storeTimeout).String()}})
+		startManager(managerOpts{store: url, extra: []string{"--log-store-timeout=" + (3 * storeTimeout).String()}})
 		Expect(w.store.Close()).To(Succeed())
 		w.store, err = sessionlog.Open(suiteCtx, url, sessionlog.CallTimeout(storeTimeout)) // a restarted agent opens the store anew
 		Expect(err).NotTo(HaveOccurred())

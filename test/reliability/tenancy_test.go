@@ -109,7 +109,8 @@ var _ = Describe("tenancy: forks across namespaces", func() {
 			_, err = thief.store.Fork(suiteCtx, parentID, "released-copy", -1, sessionlog.Owner{Namespace: thief.ns, Name: "released-copy", UID: "u"})
 			Expect(sessionlog.IsOwnershipRefusal(err)).To(BeTrue(), "a released log belongs to nobody: nobody forks it: %v", err)
 			writeRow(row{Fault: "tenancy: cross-namespace fork, " + backend, Runs: 2,
-				Note: "live parent refused at admission by the manager that watches no shard; deleted parent refused by the log store (shard b's manager and the child's agent); 0 events copied; released log forkable by nobody"})
+				Note: "live parent refused at admission by the manager that watches no shard; deleted parent refused by the log store " +
+					"(shard b's manager and the child's agent); 0 events copied; released log forkable by nobody"})
 		})
 	}
 })

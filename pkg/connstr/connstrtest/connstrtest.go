@@ -11,7 +11,10 @@ import (
 // Head and Tail mark a test password: Password(core) starts with Head and ends with Tail, so
 // any part of it that reaches an output (a leak cut at a character the parser stopped at)
 // shows one of them. Neither occurs in any binary's own text.
-const Head, Tail = "Kq7", "7Jx"
+const (
+	Head = "Kq7"
+	Tail = "7Jx"
+)
 
 // Password is the test password around core.
 func Password(core string) string { return Head + core + Tail }
@@ -26,7 +29,7 @@ type Form struct {
 	Build func(password string) string
 }
 
-// Forms: the URL with the password raw (unescaped odd characters make it malformed),
+// Forms are the URL with the password raw (unescaped odd characters make it malformed),
 // percent-encoded, in the query, with several hosts; key=value quoted and unquoted, with
 // several hosts.
 var Forms = []Form{

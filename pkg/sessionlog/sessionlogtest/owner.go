@@ -20,9 +20,8 @@ func (b Backend) claimOwner(t *testing.T) {
 	ctx := context.Background()
 	id := sid(t)
 	s1, s2 := b.store(t), b.store(t)
-	const nsA = "team-a"
 	teamA := sessionlog.Owner{Namespace: nsA, Name: "s1", UID: "uid-a"}
-	teamB := sessionlog.Owner{Namespace: "team-b", Name: "s1", UID: "uid-b"}
+	teamB := sessionlog.Owner{Namespace: nsB, Name: "s1", UID: "uid-b"}
 
 	claim := func(s sessionlog.Store, o sessionlog.Owner) sessionlog.Owner {
 		t.Helper()
@@ -86,10 +85,18 @@ func (b Backend) claimOwner(t *testing.T) {
 	}
 }
 
-// The AgentSessions of the fork tests: the parent's owner and a child in its namespace.
+// The namespaces and AgentSessions of the ownership tests: the parent's owner and a child in
+// its namespace, and another tenant.
+const (
+	nsA     = "team-a"
+	nsB     = "team-b"
+	later   = "later"
+	parentS = "parent"
+)
+
 var (
-	forkOwner = sessionlog.Owner{Namespace: "team-a", Name: "parent", UID: "uid-parent"}
-	forkChild = sessionlog.Owner{Namespace: "team-a", Name: "child", UID: "uid-child"}
+	forkOwner = sessionlog.Owner{Namespace: nsA, Name: parentS, UID: "uid-parent"}
+	forkChild = sessionlog.Owner{Namespace: nsA, Name: "child", UID: "uid-child"}
 )
 
 func claimFor(t *testing.T, s sessionlog.Store, id string, o sessionlog.Owner) {
@@ -130,7 +137,7 @@ func (b Backend) forkOwnership(t *testing.T) {
 	mustAppend(t, s, parent, harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}),
 		harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: completed}))
 
-	stranger := sessionlog.Owner{Namespace: "team-b", Name: "thief", UID: "uid-b"}
+	stranger := sessionlog.Owner{Namespace: nsB, Name: "thief", UID: "uid-b"}
 	_, err := s.Fork(ctx, parent, parent+"-unowned", -1, forkChild)
 	wantRefusal(t, "fork of a log nobody owns", err, sessionlog.RefusedParentUnowned)
 	wantNoLog(t, s, parent+"-unowned")
@@ -139,12 +146,12 @@ func (b Backend) forkOwnership(t *testing.T) {
 	_, err = s.Fork(ctx, parent, parent+"-stolen", -1, stranger)
 	wantRefusal(t, "fork from another namespace", err, sessionlog.RefusedParentOfAnotherNamespace)
 	wantNoLog(t, s, parent+"-stolen")
-	if !strings.Contains(err.Error(), `namespace "team-b"`) || strings.Contains(err.Error(), "team-a") {
+	if !strings.Contains(err.Error(), `namespace "`+nsB+`"`) || strings.Contains(err.Error(), nsA) {
 		t.Fatalf("the refusal must name the requester's namespace and not the owner's: %v", err)
 	}
 
 	taken := parent + "-taken"
-	claimFor(t, s, taken, sessionlog.Owner{Namespace: "team-a", Name: "other", UID: "uid-o"})
+	claimFor(t, s, taken, sessionlog.Owner{Namespace: nsA, Name: "other", UID: "uid-o"})
 	_, err = s.Fork(ctx, parent, taken, -1, forkChild)
 	wantRefusal(t, "fork into another session's log", err, sessionlog.RefusedOwnedByAnother)
 	if _, err := s.Info(ctx, taken); !errors.Is(err, sessionlog.ErrNotFound) {
@@ -159,7 +166,7 @@ func (b Backend) forkOwnership(t *testing.T) {
 		t.Fatalf("owner of the fork = %+v, %v, %v; want %+v", o, ok, err, forkChild)
 	}
 	// The child's owner may fork it in turn; a stranger still may not fork the child.
-	if _, err := s.Fork(ctx, child, child+"-grandchild", -1, sessionlog.Owner{Namespace: "team-a", Name: "gc", UID: "u-gc"}); err != nil {
+	if _, err := s.Fork(ctx, child, child+"-grandchild", -1, sessionlog.Owner{Namespace: nsA, Name: "gc", UID: "u-gc"}); err != nil {
 		t.Fatalf("fork of the fork within the namespace: %v", err)
 	}
 	_, err = s.Fork(ctx, child, child+"-stolen", -1, stranger)
@@ -174,7 +181,7 @@ func (b Backend) seedOwnership(t *testing.T) {
 	id := sid(t)
 	events := harness.Sequence(0, ev("a", `{}`))
 	claimFor(t, s, id, forkOwner)
-	_, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id}, events, sessionlog.Owner{Namespace: "team-b", Name: "x", UID: "u"})
+	_, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id}, events, sessionlog.Owner{Namespace: nsB, Name: "x", UID: "u"})
 	wantRefusal(t, "import into another session's log", err, sessionlog.RefusedOwnedByAnother)
 	_, err = s.Seed(ctx, sessionlog.SessionInfo{ID: id}, events, sessionlog.Owner{})
 	wantRefusal(t, "import with no owner into an owned log", err, sessionlog.RefusedOwnedByAnother)
@@ -188,13 +195,13 @@ func (b Backend) seedOwnership(t *testing.T) {
 
 	// Reserved for a session not created yet: its first claim records the UID.
 	reserved := id + "-reserved"
-	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: reserved}, events, sessionlog.Owner{Namespace: "team-a", Name: "later"}); err != nil {
+	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: reserved}, events, sessionlog.Owner{Namespace: nsA, Name: later}); err != nil {
 		t.Fatalf("import for a named owner: %v", err)
 	}
-	if got, err := s.ClaimOwner(ctx, reserved, sessionlog.Owner{Namespace: "team-b", Name: "later", UID: "u-b"}); err != nil || got.Namespace != "team-a" {
+	if got, err := s.ClaimOwner(ctx, reserved, sessionlog.Owner{Namespace: nsB, Name: later, UID: "u-b"}); err != nil || got.Namespace != nsA {
 		t.Fatalf("a claim from another namespace of a reserved log = %+v, %v", got, err)
 	}
-	later := sessionlog.Owner{Namespace: "team-a", Name: "later", UID: "u-later"}
+	later := sessionlog.Owner{Namespace: nsA, Name: later, UID: "u-later"}
 	if got, err := s.ClaimOwner(ctx, reserved, later); err != nil || got != later {
 		t.Fatalf("the reserved session's claim = %+v, %v; want %+v", got, err, later)
 	}
@@ -217,12 +224,12 @@ func (b Backend) releaseOwner(t *testing.T) {
 	id := sid(t)
 	mustAppend(t, s, id, ev("a", `{}`))
 	claimFor(t, s, id, forkOwner)
-	err := s.ReleaseOwner(ctx, id, sessionlog.Owner{Namespace: "team-b", Name: "parent"})
+	err := s.ReleaseOwner(ctx, id, sessionlog.Owner{Namespace: nsB, Name: parentS})
 	wantRefusal(t, "release naming another owner", err, sessionlog.RefusedNotTheOwner)
 	if o, ok, err := s.OwnerOf(ctx, id); !ok || err != nil || o != forkOwner {
 		t.Fatalf("a refused release changed the owner: %+v, %v, %v", o, ok, err)
 	}
-	if err := s.ReleaseOwner(ctx, id, sessionlog.Owner{Namespace: "team-a", Name: "parent"}); err != nil {
+	if err := s.ReleaseOwner(ctx, id, sessionlog.Owner{Namespace: nsA, Name: parentS}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if _, ok, err := s.OwnerOf(ctx, id); ok || err != nil {
@@ -233,7 +240,7 @@ func (b Backend) releaseOwner(t *testing.T) {
 	}
 	_, err = s.Fork(ctx, id, id+"-child", -1, forkChild)
 	wantRefusal(t, "fork of a released log", err, sessionlog.RefusedParentUnowned)
-	next := sessionlog.Owner{Namespace: "team-b", Name: "heir", UID: "u-heir"}
+	next := sessionlog.Owner{Namespace: nsB, Name: "heir", UID: "u-heir"}
 	if got, err := s.ClaimOwner(ctx, id, next); err != nil || got != next {
 		t.Fatalf("claim after release = %+v, %v; want %+v", got, err, next)
 	}
