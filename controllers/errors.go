@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // StoreError is a session-log read or write that failed. The status reports it
@@ -83,7 +84,7 @@ func reportedFailure(err error) string {
 	switch {
 	case errors.As(err, &inUseErr):
 		return agentsv1alpha1.ReasonSessionIDInUse
-	case errors.As(err, &mismatchErr):
+	case errors.As(err, &mismatchErr), sessionlog.IsStoreLost(err):
 		return agentsv1alpha1.ReasonLogStoreMismatch
 	case errors.As(err, &storeErr):
 		return agentsv1alpha1.ReasonLogStoreError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,10 +43,23 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	if f.ThroughSeq != nil {
 		through = *f.ThroughSeq
 	}
-	tail, err := sc.r.Store.Fork(ctx, f.SessionID, sid, through)
+	owner := sessionlog.Owner{Namespace: sc.session.Namespace, Name: sc.session.Name, UID: string(sc.session.UID)}
+	tail, err := sc.r.Store.Fork(ctx, f.SessionID, sid, through, owner)
 	if err != nil {
 		if sessionlog.IsConflict(err) {
 			return ctrl.Result{}, &recomputeError{reason: "a concurrent reconcile seeded the fork"}
+		}
+		var refused *sessionlog.OwnershipError
+		if errors.As(err, &refused) {
+			// The store refused who asks (docs/admission.md, "Who may fork whom"). A parent
+			// nobody owns yet may be claimed soon (its AgentSession was created at the same
+			// time): that one is tried again; the others are terminal.
+			sc.forkRefused = &ForkRefusedError{SessionID: sid, Parent: f.SessionID, Reason: refused.Error()}
+			sc.emitForkRefused()
+			if refused.Refusal == sessionlog.RefusedParentUnowned {
+				return ctrl.Result{RequeueAfter: forkParentRetry}, nil
+			}
+			return ctrl.Result{}, nil
 		}
 		var inTurn *sessionlog.ForkBoundaryError
 		if errors.As(err, &inTurn) {
@@ -64,6 +78,9 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 		fmt.Sprintf("seeded %d events from session %q; inherited plan mode %v", tail.NextSeq, f.SessionID, tail.Active))
 	return ctrl.Result{}, nil
 }
+
+// forkParentRetry is how soon a fork whose parent log has no owner yet is tried again.
+const forkParentRetry = 5 * time.Second
 
 // emitForkRefused warns once, when the condition first says so.
 func (sc *sessionScope) emitForkRefused() {
