@@ -74,8 +74,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"plugin of agents/dsh-plugin; a scripted local model unless DEEPSEEK_API_KEY is set, then the harness's own provider variables apply)")
 	fs.StringVar(&o.dshRoot, "dsh-root", "", "with --agent=dsh: the harness install, hack/harness.sh's output (make run AGENT=dsh sets it)")
 	fs.StringVar(&o.dshOverlay, "dsh-overlay", "", "with --agent=dsh: the plugin's profile overlay, hack/dsh-plugin.sh overlay's output (make run AGENT=dsh sets it)")
-	fs.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --loop", "extra arguments for the reference agent "+
-		"(the demo script toggles nothing itself; it leaves time to toggle mid-turn and presents a plan while in plan mode)")
+	fs.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --wait-for-messages", "extra arguments for the reference agent "+
+		"(the demo script runs a short first turn, then a turn for each message you send; it presents a plan only in plan mode)")
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra arguments for the manager")
 	fs.IntVar(&o.metricsPort, "metrics-port", 0, "manager metrics port on 127.0.0.1 (0: a free one)")
 	fs.IntVar(&o.probePort, "probe-port", 0, "manager health-probe port on 127.0.0.1 (0: a free one)")
