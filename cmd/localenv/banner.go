@@ -44,7 +44,7 @@ func agentSentence(o options) string {
 	case o.agent == agentDsh:
 		return "The demo agent is the DeepSeek harness (dsh) with agents/dsh-plugin" + dshModel() + "; it waits for a message."
 	}
-	return "The demo agent (the reference agent) ran a short first turn and waits for a message."
+	return "The demo agent (the reference agent) runs a short first turn, then waits for a message."
 }
 
 func dshModel() string {

@@ -136,6 +136,16 @@ func expectNothingLeft(t *testing.T, r *binaryRun, parts map[string][]int) {
 	g.Expect(r.out.String()).NotTo(ContainSubstring("goroutine "), "no stack trace")
 }
 
+// nextRun starts the binary on dir after an ending: it must get past its checks to starting its
+// control plane within nextRunWithin, then come up; it returns the run and its parts.
+func nextRun(t *testing.T, dir string) (*binaryRun, map[string][]int) {
+	t.Helper()
+	run := startBinary(t, dir)
+	run.waitFor(t, "Starting a local control plane", nextRunWithin)
+	run.waitFor(t, "planmode-operator is running", 3*time.Minute)
+	return run, run.parts(t)
+}
+
 // The binary, under every way make run ends: Ctrl-C while the reader of its output (make run
 // | tee) is gone, a hangup (the terminal closed), SIGKILL, and a plain Ctrl-C. After each, no
 // process of the run survives, no temporary folder is left, and the next run on the same
@@ -154,30 +164,21 @@ func TestEveryEndingStopsEverything(t *testing.T) {
 	expectNothingLeft(t, run, parts)
 
 	t.Log("a hangup")
-	run = startBinary(t, dir)
-	run.waitFor(t, "Starting a local control plane", nextRunWithin)
-	run.waitFor(t, "planmode-operator is running", 3*time.Minute)
-	parts = run.parts(t)
+	run, parts = nextRun(t, dir)
 	g.Expect(run.cmd.Process.Signal(syscall.SIGHUP)).To(Succeed())
 	g.Expect(run.wait(t, time.Minute)).To(Succeed())
 	g.Expect(run.out.String()).To(ContainSubstring("Hangup (the terminal closed): stopping"))
 	expectNothingLeft(t, run, parts)
 
 	t.Log("SIGKILL: nothing of localenv runs to stop anything; the parent-death signal and the guard do")
-	run = startBinary(t, dir)
-	run.waitFor(t, "Starting a local control plane", nextRunWithin)
-	run.waitFor(t, "planmode-operator is running", 3*time.Minute)
-	parts = run.parts(t)
+	run, parts = nextRun(t, dir)
 	g.Expect(run.cmd.Process.Kill()).To(Succeed())
 	var ee *exec.ExitError
 	g.Expect(errors.As(run.wait(t, time.Minute), &ee)).To(BeTrue())
 	expectNothingLeft(t, run, parts)
 
 	t.Log("Ctrl-C")
-	run = startBinary(t, dir)
-	run.waitFor(t, "Starting a local control plane", nextRunWithin)
-	run.waitFor(t, "planmode-operator is running", 3*time.Minute)
-	parts = run.parts(t)
+	run, parts = nextRun(t, dir)
 	g.Expect(run.cmd.Process.Signal(os.Interrupt)).To(Succeed())
 	g.Expect(run.wait(t, time.Minute)).To(Succeed(), "Ctrl-C is a clean exit:\n%s", run.out.String())
 	g.Expect(run.out.String()).To(ContainSubstring("Ctrl-C: stopping the demo agent, the manager and the control plane"))
