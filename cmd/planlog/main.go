@@ -2,7 +2,7 @@
 //
 //	planlog export --store URL --session ID [--cwd DIR] > session.jsonl
 //	planlog import --store URL [--session ID] [--owner NAMESPACE/NAME] < session.jsonl[.zstd]
-//	planlog tail   --store URL --session ID
+//	planlog tail   --store URL SESSION   (or --session ID)
 //	planlog release --store URL --session ID --owner NAMESPACE/NAME
 //
 // URL is a session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...);
@@ -136,10 +136,16 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 
 	var tailID string
 	tailCmd := &cobra.Command{
-		Use:   "tail --session ID",
+		Use:   "tail SESSION",
 		Short: "Print the session's header, owner and tail state (next seq, plan state, told, turn/step) as JSON",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && tailID != "" && tailID != args[0] {
+				return fmt.Errorf("two sessions: %q and --session %q; give one", args[0], tailID)
+			}
+			if len(args) == 1 {
+				tailID = args[0]
+			}
 			if err := requireSession(tailID); err != nil {
 				return err
 			}
@@ -167,7 +173,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 			return enc.Encode(view)
 		},
 	}
-	tailCmd.Flags().StringVar(&tailID, "session", "", "session id")
+	tailCmd.Flags().StringVar(&tailID, "session", "", "session id (the same as the SESSION argument)")
 
 	root.AddCommand(exportCmd, importCmd, tailCmd, newReleaseCmd(open))
 	return root

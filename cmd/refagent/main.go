@@ -3,9 +3,9 @@
 // drive plan mode end to end.
 //
 //	refagent --namespace team-a --name demo --store sqlite:///var/lib/planmode/log.db --turns 3 --steps 2 --step-delay 200ms
-//	refagent ... --script cmd/refagent/demo.txt --loop
+//	refagent ... --script cmd/refagent/demo.txt --wait-for-messages
 //
-// Script lines: turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end
+// Script lines: turn [prompt] | step [text] | retry | tool NAME | exit PLAN | present PLAN | sleep DUR | end | on-message
 // (pkg/refagent.ParseScript). The protocol it follows is docs/protocol.md.
 package main
 
@@ -46,7 +46,7 @@ func run() error {
 		storeURL   = flag.String("store", "", "session log URL: sqlite:///abs/path.db or postgres://... (default $"+storeenv.Name+")")
 		turns      = flag.Int("turns", 1, "turns to run when no --script is given")
 		steps      = flag.Int("steps", 1, "steps per turn when no --script is given")
-		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end")
+		scriptPath = flag.String("script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | present PLAN | sleep DUR | end | on-message")
 		stepDelay  = flag.Duration("step-delay", 0, "model time per step, between its request and its step/end")
 		loop       = flag.Bool("loop", false, "repeat the script until interrupted (demo)")
 		serve      = flag.Bool("wait-for-messages", false, "after the script (without --loop), stay idle and start a turn for each user message (kubectl plan message) until interrupted")
