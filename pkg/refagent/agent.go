@@ -308,8 +308,9 @@ func (r *runner) tool(ctx context.Context, name string) error {
 	callID := agentsdk.NewID()
 	text, isErr := "ok", false
 	if name == harness.ExitToolName && !r.res.ExitAdmitted {
-		// Not declared in this step's request: the harness answers UNKNOWN_TOOL.
-		text, isErr = "Error: UNKNOWN_TOOL: exit_plan_mode is only available in plan mode", true
+		// Not declared in this step's request: answered as the harness answers a tool the
+		// step does not admit.
+		text, isErr = (&agentsdk.ExitError{Code: agentsdk.ExitUnknownTool, Message: agentsdk.UnknownToolMessage}).ResultText(), true
 	}
 	_, err := r.c.Append(ctx,
 		agentsdk.ToolCall(r.turn, r.step, callID, name, `{}`),
