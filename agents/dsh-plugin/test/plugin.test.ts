@@ -9,7 +9,7 @@ import { loadConfig, sqlitePathOf } from '../src/config.js';
 import { ConflictError, emptyTail, type Tail } from '../src/events.js';
 import type { AgentSession } from '../src/kube.js';
 import { mustAsk, owedNotice, pendingMessages } from '../src/decide.js';
-import { NOTICE_OFF, NOTICE_ON } from '../src/notices.js';
+import { NoticeDefault as NOTICE_OFF, NoticePlanOn as NOTICE_ON } from '../src/texts.js';
 import { SqliteLogStore } from '../src/sqlite-store.js';
 
 const session = (spec: Partial<AgentSession['spec']> = {}, status: AgentSession['status'] = {}): AgentSession => ({
@@ -62,10 +62,10 @@ describe('pendingMessages', () => {
   test('an id no longer queued was delivered and dropped: the whole queue is new', () => {
     assert.deepEqual(pendingMessages(session({ steerQueue: q }, { agent: { steerID: 'z' } }), undefined).map((m) => m.id), ['a', 'b', 'c']);
   });
-  test('a message with images keeps its text, an image-only one an empty text, and says how many images it had', () => {
-    const img = { attachmentId: 'sha256:' + '0'.repeat(64), name: 'mockup.png' };
+  test('a message with images keeps them, an image-only one has no text', () => {
+    const img = { attachmentId: 'sha256:' + '0'.repeat(64), mediaType: 'image/png', width: 1, height: 1, bytes: 67, name: 'mockup.png' };
     const got = pendingMessages(session({ steerQueue: [{ id: 'i1', text: 'like this', images: [img] }, { id: 'i2', images: [img, img] }] }), undefined);
-    assert.deepEqual(got, [{ id: 'i1', text: 'like this', images: 1 }, { id: 'i2', text: '', images: 2 }]);
+    assert.deepEqual(got, [{ id: 'i1', text: 'like this', images: [img] }, { id: 'i2', images: [img, img] }]);
   });
   test('v1 spec.steer when the queue is empty, once', () => {
     assert.deepEqual(pendingMessages(session({ steer: { id: 's1', text: 'x' } }), undefined).map((m) => m.id), ['s1']);
@@ -106,6 +106,14 @@ describe('store behaviours the plugin relies on', () => {
     const dir = mkdtempSync(join(tmpdir(), 'plugin-'));
     return (p = join(dir, 'log.db')) => new SqliteLogStore(p, { busyTimeoutMs });
   };
+  test('the harness\'s header fields are kept with the session it creates, and read back', () => {
+    const s = open()();
+    const header = { createdAt: 7, parentSession: 'root', cwd: '/srv/project', origin: 'subagent', delegationDepth: 1, agentPreset: 'standard' };
+    s.append('child', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }], { header });
+    s.append('plain', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }]);
+    assert.deepEqual(s.info('child'), { id: 'child', createdAt: 7, seedLength: 0, parentSession: 'root', cwd: '/srv/project', origin: 'subagent', agentPreset: 'standard', delegationDepth: 1 });
+    assert.deepEqual(s.list().map((r) => [r.id, r.cwd, r.delegationDepth]), [['child', '/srv/project', 1], ['plain', undefined, undefined]]);
+  });
   test('a mirrored plan/mode the manager stored is taken as written, once', () => {
     const s = open()();
     s.append('x', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }, { type: 'step/start', seq: 1, time: 1, data: { turn: 1, step: 1 } }, { type: 'step/end', seq: 2, time: 1, data: { turn: 1, step: 1 } }]);
@@ -144,26 +152,73 @@ describe('store behaviours the plugin relies on', () => {
 });
 
 describe('/plan typed in the harness', () => {
-  test('parses as kubectl plan does', async () => {
+  const img = { attachmentId: 'sha256:' + '1'.repeat(64), mediaType: 'image/png', width: 2, height: 2, bytes: 70, name: 'sketch.png' };
+  test('parses as the harness does: the exact argument off leaves, anything else enters, a non-empty one is the message', async () => {
     const { parsePlanCommand } = await import('../src/command.js');
-    assert.deepEqual(parsePlanCommand(' off '), { active: false });
-    assert.deepEqual(parsePlanCommand(''), { active: true });
-    assert.deepEqual(parsePlanCommand('draft the migration'), { active: true, message: 'draft the migration' });
+    assert.deepEqual(parsePlanCommand(' off '), { active: false, images: [] });
+    assert.deepEqual(parsePlanCommand(''), { active: true, images: [] });
+    assert.deepEqual(parsePlanCommand('on'), { active: true, message: 'on', images: [] });
+    assert.deepEqual(parsePlanCommand('draft the migration'), { active: true, message: 'draft the migration', images: [] });
+    assert.deepEqual(parsePlanCommand('', [{ type: 'image', attachment: img }]), { active: true, images: [img] });
+  });
+  test('/plan off with images is refused with the harness\'s text; other commands pass', async () => {
+    const { parsePlanCommand, refusal } = await import('../src/command.js');
+    const { PlanOffImagesRefused } = await import('../src/texts.js');
+    assert.equal(refusal(parsePlanCommand('off', [{ type: 'image', attachment: img }])), PlanOffImagesRefused);
+    assert.equal(refusal(parsePlanCommand('off')), undefined);
+    assert.equal(refusal(parsePlanCommand('look', [{ type: 'image', attachment: img }])), undefined);
+    assert.match(refusal(parsePlanCommand('', [{ type: 'image', attachment: { ...img, bytes: 2_000_000 } }])) ?? '', /at most 1024000 bytes/);
+  });
+  test('replies with the harness\'s text for what set() does, as pkg/planmode decides it', async () => {
+    const { parsePlanCommand, planReply, planSet } = await import('../src/command.js');
+    const t = await import('../src/texts.js');
+    const on = parsePlanCommand(''), off = parsePlanCommand('off');
+    const reply = (cmd: typeof on, st: Parameters<typeof planSet>[0]) => planReply(cmd, planSet(st, cmd.active).outcome, st.logged);
+    assert.equal(reply(on, { logged: false, turnOpen: false }), t.ReplyOnCommitted);
+    assert.equal(reply(on, { logged: false, turnOpen: true }), t.ReplyOnDeferred);
+    assert.equal(reply(on, { logged: true, turnOpen: false }), t.ReplyOnDeferred, 'noop on an active session: the deferred copy, as the harness');
+    assert.equal(reply(off, { logged: true, turnOpen: false }), t.ReplyOffCommitted);
+    assert.equal(reply(off, { logged: true, turnOpen: true }), t.ReplyOffDeferred);
+    assert.equal(reply(off, { logged: false, turnOpen: true, pending: true }), t.ReplyOffCancelled);
+    assert.equal(reply(off, { logged: false, turnOpen: false }), t.ReplyOffAlreadyOff);
+  });
+  test('the state meets a selection the manager has not taken on first', async () => {
+    const { stateFor } = await import('../src/command.js');
+    const s = session({ planMode: { active: true } }, { planMode: { selection: false } });
+    assert.deepEqual(stateFor(s, false, true), { logged: false, turnOpen: true, pending: true });
+    assert.deepEqual(stateFor(s, false, false), { logged: true, turnOpen: false });
   });
   test('the patch selects, queues after the recorded messages, moves a v1 steer to the front, guards the version', async () => {
     const { planPatch } = await import('../src/command.js');
     const s = session({ steerQueue: [{ id: 'a', text: '1' }, { id: 'b', text: '2' }], steer: { id: 'v1', text: 'old' } }, { agent: { steerID: 'a' } });
     (s.metadata as { resourceVersion?: string }).resourceVersion = '42';
-    const p = planPatch(s, { active: true, message: 'new' }, 'n1') as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
+    const p = planPatch(s, { active: true, message: 'new', images: [] }, 'n1') as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
     assert.equal(p.metadata.resourceVersion, '42');
     assert.deepEqual(p.spec.planMode, { active: true });
     assert.deepEqual(p.spec.steerQueue, [{ id: 'v1', text: 'old' }, { id: 'b', text: '2' }, { id: 'n1', text: 'new' }]);
     assert.equal(p.spec.steer, null);
-    assert.deepEqual(planPatch(s, { active: false }).spec, { planMode: { active: false } });
+    assert.deepEqual(planPatch(s, { active: false, images: [] }).spec, { planMode: { active: false } });
+    const withImage = planPatch(session(), { active: true, images: [img] }, 'i1').spec as { steerQueue: unknown[] };
+    assert.deepEqual(withImage.steerQueue, [{ id: 'i1', images: [img] }]);
   });
   test('a full queue is refused with what to do', async () => {
     const { planPatch, MAX_QUEUE } = await import('../src/command.js');
     const q = Array.from({ length: MAX_QUEUE }, (_, i) => ({ id: `m${i}`, text: 'x' }));
-    assert.throws(() => planPatch(session({ steerQueue: q }), { active: true, message: 'more' }), /wait for it to take some, then send again/);
+    assert.throws(() => planPatch(session({ steerQueue: q }), { active: true, message: 'more', images: [] }), /wait for it to take some, then send again/);
+  });
+});
+
+describe('spec.fork', () => {
+  test('the prefix through the last turn/end, or through an explicit seq outside an open turn', async () => {
+    const { forkPrefix } = await import('../src/fork.js');
+    const evs = [
+      { type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } },
+      { type: 'plan/mode', seq: 1, time: 1, data: { active: true } },
+      { type: 'turn/end', seq: 2, time: 1, data: { turn: 1, reason: { kind: 'completed' } } },
+      { type: 'turn/start', seq: 3, time: 1, data: { turn: 2 } },
+    ];
+    assert.deepEqual(forkPrefix('p', evs, -1).map((e) => e.seq), [0, 1, 2]);
+    assert.deepEqual(forkPrefix('p', evs, 2).map((e) => e.seq), [0, 1, 2]);
+    assert.throws(() => forkPrefix('p', evs, 3), /fork boundary 3 in session "p" ends inside open turn 2/);
   });
 });
