@@ -39,6 +39,13 @@ type Seen struct {
 	PlanSection bool
 	Tools       []string
 	System      string
+	// Bytes is the request body's size; SystemBytes and ToolsBytes the parts of it the system
+	// message and the tool declarations take.
+	Bytes, SystemBytes, ToolsBytes int
+	// Images counts the image parts of the request's messages (image_url content parts).
+	Images int
+	// ToolResults are the texts of the request's tool messages, in order.
+	ToolResults []string
 }
 
 // Model is the server. Its zero value is not usable; call New.
@@ -163,17 +170,38 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	var raw struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	_ = json.Unmarshal(body, &raw)
 	var system strings.Builder
+	seen := Seen{Bytes: len(body), ToolsBytes: len(raw.Tools)}
 	for _, msg := range req.Messages {
-		if msg.Role == "system" {
-			var s string
-			if json.Unmarshal(msg.Content, &s) != nil {
-				s = string(msg.Content)
+		var text string
+		textual := json.Unmarshal(msg.Content, &text) == nil
+		switch {
+		case msg.Role == "system":
+			if !textual {
+				text = string(msg.Content)
 			}
-			system.WriteString(s)
+			system.WriteString(text)
+			seen.SystemBytes += len(msg.Content)
+		case msg.Role == "tool" && textual:
+			seen.ToolResults = append(seen.ToolResults, text)
+		case !textual:
+			var parts []struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(msg.Content, &parts) == nil {
+				for _, p := range parts {
+					if p.Type == "image_url" {
+						seen.Images++
+					}
+				}
+			}
 		}
 	}
-	seen := Seen{PlanSection: strings.Contains(system.String(), PlanSectionMarker), System: system.String()}
+	seen.PlanSection, seen.System = strings.Contains(system.String(), PlanSectionMarker), system.String()
 	for _, t := range req.Tools {
 		seen.Tools = append(seen.Tools, t.Function.Name)
 	}

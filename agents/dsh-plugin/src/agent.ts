@@ -39,6 +39,20 @@ const mods = await loadHarnessModules();
 export const name = 'planmode-agent';
 export const inject = ['systemPrompt', 'tools', 'sessions', 'agents', 'agentDefaultModel'];
 
+/** A refused /plan write, in the user's words: the API server's reason, and the fix for an agent identity. */
+function refusedAs(e: unknown): string {
+  const err = e as { code?: number; body?: unknown; message?: string };
+  let reason = err.message ?? String(e);
+  try {
+    const body = typeof err.body === 'string' ? JSON.parse(err.body) as { message?: string } : err.body as { message?: string } | undefined;
+    if (body?.message) reason = body.message;
+  } catch { /* not a Status */ }
+  if (err.code === 403) {
+    return `${reason}; this identity may not change the AgentSession (an agent identity may write only status.agent): set PLANMODE_USER_KUBECONFIG to your own kubeconfig`;
+  }
+  return reason;
+}
+
 export function apply(ctx: PluginContext): void {
   const cfg = loadConfig();
   const store: LogStore = sharedStore(cfg.logStore);
@@ -92,7 +106,7 @@ export function apply(ctx: PluginContext): void {
     const a = r.answer;
     if (a?.key !== stepKey(payload.turn, payload.step)) return decision;
     if (a.reject !== undefined) {
-      log('step %s: the proposal failed (%s); the turn ends blocked', a.key, a.reject);
+      process.stdout.write(JSON.stringify({ op: 'rejected', step: a.key, reason: a.reject }) + '\n');
       return { kind: 'reject' };
     }
     if (decision.kind === 'reject' || !a.notice) return decision;
@@ -137,10 +151,7 @@ export function apply(ctx: PluginContext): void {
           });
         } catch (e) {
           done();
-          const code = (e as { code?: number }).code;
-          const why = code === 403 || code === 422
-            ? 'this identity may not change the AgentSession (an agent identity may write only status.agent): set PLANMODE_USER_KUBECONFIG to your own kubeconfig'
-            : (e as Error).message;
+          const why = refusedAs(e);
           return { kind: 'error', text: `/plan: ${why}` };
         }
         done();

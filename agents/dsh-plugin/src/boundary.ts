@@ -60,6 +60,8 @@ export async function boundary(d: BoundaryDeps, s: AgentSession, t: Tail, turn: 
  * notice it owes.
  */
 async function settleUnanswered(d: BoundaryDeps, key: string): Promise<Answer> {
+  // Drivers and tests read it: the step went on without the manager's answer.
+  process.stdout.write(JSON.stringify({ op: 'unanswered', step: key }) + '\n');
   await d.lock.holdUntilNextAppend(d.root.id, d.cfg.boundaryWaitMs);
   const before = d.root.tail().active;
   await d.root.catchUp(d.store);

@@ -29,11 +29,33 @@ export interface DeliveryDeps {
 export class MessageDelivery {
   constructor(private readonly d: DeliveryDeps) {}
 
+  /**
+   * Mirrors a plan/mode the manager committed between turns as soon as its status says so,
+   * under the between-turns lock: the harness's next event typed between turns (a command's
+   * command/run, which no hook precedes) then takes the seq after it. A command typed before
+   * the watch delivers that status still meets the log the harness has in memory
+   * (docs/agents.md, "Not done yet").
+   */
+  async catchUpIdle(): Promise<void> {
+    const { root, watch, lock, store } = this.d;
+    const next = watch.get()?.status?.planMode?.nextSeq ?? 0;
+    if (root.tail().turnOpen || lock.holding || next <= root.session.seq) return;
+    const release = await lock.hold(root.id);
+    try {
+      if (root.tail().turnOpen) return;
+      await root.catchUp(store);
+    } finally {
+      await lock.unlock(release);
+    }
+    process.stdout.write(JSON.stringify({ op: 'caught-up', seq: root.session.seq }) + '\n');
+  }
+
   /** Takes the messages not recorded yet, in order. */
   async deliver(): Promise<void> {
     const { root, watch } = this.d;
     const s = watch.get();
     if (!s) return;
+    await this.catchUpIdle();
     const msgs = pendingMessages(s, root.lastRecorded);
     if (msgs.length === 0) return;
     const built = await Promise.all(msgs.map((m) => this.message(m)));
