@@ -359,6 +359,11 @@ func (r *runner) endTurn(ctx context.Context) error {
 // serveMessages waits, idle, for user messages and runs one turn for each arrival: the first
 // step records every message not recorded yet (StartStep), so none is lost or repeated. It
 // returns nil when ctx ends.
+//
+// A turn whose first step's proposal failed recorded none of them (protocol v3: for example
+// the manager could not append the pending selection); they are taken again at the next change
+// of the session (the manager's status once its store is back, a new message), not at once,
+// so a failing store is not asked in a loop.
 func (r *runner) serveMessages(ctx context.Context) error {
 	for {
 		changed := r.c.MessagesChanged()
@@ -369,10 +374,14 @@ func (r *runner) serveMessages(ctx context.Context) error {
 			if err := r.runStep(ctx, ""); err != nil {
 				return r.abortServing(ctx, err)
 			}
+			failed := r.turnFailed
 			if err := r.endTurn(ctx); err != nil {
 				return r.abortServing(ctx, err)
 			}
-			continue
+			if !failed {
+				continue
+			}
+			changed = r.c.MessagesChanged() // a change after the failure, not the answer that caused it
 		}
 		select {
 		case <-changed:
