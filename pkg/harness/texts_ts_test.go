@@ -29,7 +29,7 @@ func TestTypeScriptTexts(t *testing.T) {
 		"keepPlanningPrefix": keepPlanningPrefix, "ExitErrNoAgent": ExitErrNoAgent,
 		"ExitErrNoChannel": ExitErrNoChannel, "ExitErrReloaded": ExitErrReloaded,
 		"ExitErrReviewExpired": ExitErrReviewExpired,
-		"ReplyOnCommitted": ReplyOnCommitted, "ReplyOnDeferred": ReplyOnDeferred,
+		"ReplyOnCommitted":     ReplyOnCommitted, "ReplyOnDeferred": ReplyOnDeferred,
 		"ReplyOffCommitted": ReplyOffCommitted, "ReplyOffDeferred": ReplyOffDeferred,
 		"ReplyOffCancelled": ReplyOffCancelled, "ReplyOffAlreadyOff": ReplyOffAlreadyOff,
 		"PlanOffImagesRefused": PlanOffImagesRefused, "PlanCommandDescription": PlanCommandDescription,

