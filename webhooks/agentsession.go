@@ -277,8 +277,8 @@ func validateSpecFields(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorList {
 			errs = append(errs, field.Duplicate(p.Child("id"), m.ID))
 		}
 		seen[m.ID] = true
-		if strings.TrimSpace(m.Text) == "" {
-			errs = append(errs, field.Required(p.Child("text"), "a queued message needs text that is not blank"))
+		if strings.TrimSpace(m.Text) == "" && len(m.Images) == 0 {
+			errs = append(errs, field.Required(p.Child("text"), "a queued message needs text that is not blank, or images"))
 		}
 	}
 	return errs

@@ -97,7 +97,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 				return err
 			}
 			defer func() { _ = s.Close() }()
-			if exportOpts.Cwd == "" {
+			if info, err := s.Info(cmd.Context(), exportID); err == nil && exportOpts.Cwd == "" && info.Cwd == "" {
 				// The harness resumes such a log but fails its next turn: its prompt needs a cwd.
 				fmt.Fprintln(cmd.ErrOrStderr(), "planlog: the header has no cwd; to run turns on this log in the harness, export with --cwd DIR (the directory it resumes in)")
 			}
@@ -105,7 +105,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 		},
 	}
 	exportCmd.Flags().StringVar(&exportID, "session", "", "session id to export")
-	exportCmd.Flags().StringVar(&exportOpts.Cwd, "cwd", "", "working directory to record in the header: the directory the harness resumes the session in")
+	exportCmd.Flags().StringVar(&exportOpts.Cwd, "cwd", "", "working directory to record in the header instead of the stored one: the directory the harness resumes the session in")
 
 	var importOpts sessionlog.ImportOptions
 	importCmd := &cobra.Command{

@@ -39,6 +39,13 @@ type Seen struct {
 	PlanSection bool
 	Tools       []string
 	System      string
+	// Bytes is the request body's size; SystemBytes and ToolsBytes the parts of it the system
+	// message and the tool declarations take.
+	Bytes, SystemBytes, ToolsBytes int
+	// Images counts the image parts of the request's messages (image_url content parts).
+	Images int
+	// ToolResults are the texts of the request's tool messages, in order.
+	ToolResults []string
 }
 
 // Model is the server. Its zero value is not usable; call New.
@@ -148,34 +155,10 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	seen, err := seenIn(body)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
-	}
-	var system strings.Builder
-	for _, msg := range req.Messages {
-		if msg.Role == "system" {
-			var s string
-			if json.Unmarshal(msg.Content, &s) != nil {
-				s = string(msg.Content)
-			}
-			system.WriteString(s)
-		}
-	}
-	seen := Seen{PlanSection: strings.Contains(system.String(), PlanSectionMarker), System: system.String()}
-	for _, t := range req.Tools {
-		seen.Tools = append(seen.Tools, t.Function.Name)
 	}
 	m.mu.Lock()
 	n := len(m.seen)
@@ -222,4 +205,58 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 	_, _ = fmt.Fprintf(bw, "data: %s\n\ndata: [DONE]\n\n", usage)
 	_ = bw.Flush()
+}
+
+// seenIn is what a chat-completions request body carries.
+func seenIn(body []byte) (Seen, error) {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return Seen{}, err
+	}
+	var raw struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	_ = json.Unmarshal(body, &raw)
+	var system strings.Builder
+	seen := Seen{Bytes: len(body), ToolsBytes: len(raw.Tools)}
+	for _, msg := range req.Messages {
+		var text string
+		textual := json.Unmarshal(msg.Content, &text) == nil
+		switch {
+		case msg.Role == "system":
+			if !textual {
+				text = string(msg.Content)
+			}
+			system.WriteString(text)
+			seen.SystemBytes += len(msg.Content)
+		case msg.Role == "tool" && textual:
+			seen.ToolResults = append(seen.ToolResults, text)
+		case !textual:
+			var parts []struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(msg.Content, &parts) == nil {
+				for _, p := range parts {
+					if p.Type == "image_url" {
+						seen.Images++
+					}
+				}
+			}
+		}
+	}
+	seen.PlanSection, seen.System = strings.Contains(system.String(), PlanSectionMarker), system.String()
+	for _, t := range req.Tools {
+		seen.Tools = append(seen.Tools, t.Function.Name)
+	}
+	return seen, nil
 }

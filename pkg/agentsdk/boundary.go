@@ -27,8 +27,10 @@ const DefaultBoundaryWait = 2 * time.Second
 // not build the step's request; the reference agent ends the turn with turn/end {blocked}. None
 // of them means "the manager did not answer": that is no failure in protocol v2.
 var (
-	// ErrProposalFailed: the manager refused the boundary report as invalid (it does not match
-	// a live turn of the log). Use errors.As with *ProposalFailedError for its message.
+	// ErrProposalFailed: the manager answered the boundary report Failed: the report does not
+	// match a live turn of the log, or the manager could not append the selection (protocol
+	// v3; the selection stays pending). Use errors.As with *ProposalFailedError for its
+	// message and reason.
 	ErrProposalFailed = errors.New("step proposal failed")
 	// ErrTimeout was protocol v1's "no acknowledgement within the caller's timeout". Boundary no
 	// longer returns it: without an answer the step proceeds (Result.Unanswered).
@@ -43,10 +45,12 @@ var (
 	ErrSessionNotFound = errors.New("AgentSession not found")
 )
 
-// ProposalFailedError carries the manager's message for a Failed acknowledgement.
+// ProposalFailedError carries the manager's reason and message for a Failed acknowledgement.
 type ProposalFailedError struct {
 	Turn, Step, Seq int64
-	Message         string
+	// Reason is the answer's reason (v1alpha1.ReasonInvalidBoundary, ReasonLogStoreError, ...).
+	Reason  string
+	Message string
 }
 
 func (e *ProposalFailedError) Error() string {
@@ -79,8 +83,8 @@ type Result struct {
 	Messages []v1alpha1.SteerMessage
 	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
 	Asked bool
-	// Unanswered: the SDK asked, but the manager did not answer within the wait (or answered
-	// that it could not act on the report): the step runs under the committed state and the
+	// Unanswered: the SDK asked, but the manager did not answer within the wait (or dismissed
+	// the report as one the log moved past): the step runs under the committed state and the
 	// selection stays pending for a later boundary (protocol v2).
 	Unanswered bool
 	// Adopted: the step's first step/start lost the race for its seq to the manager's
@@ -234,7 +238,7 @@ func owedNotice(s *v1alpha1.AgentSession, t harness.Tail) string {
 }
 
 // ask reports the boundary and waits at most wait for its answer. Without one (or with one
-// saying the manager could not act) the step proceeds under the committed state in t.
+// dismissing the report) the step proceeds under the committed state in t.
 func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, t harness.Tail, turn, step int64, wait time.Duration) (Result, error) {
 	seq := t.NextSeq
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -274,10 +278,11 @@ func (c *Client) ask(ctx context.Context, s *v1alpha1.AgentSession, t harness.Ta
 }
 
 // answered turns the manager's answer to this step's report into the step's result: Admitted
-// is taken as it is; Dismissed, or Failed because the log store failed, leaves the step under
-// the committed state in t; Failed as invalid fails the proposal.
+// is taken as it is; Dismissed (the log moved past the report) leaves the step under the
+// committed state in t; Failed fails the proposal, whatever its reason (protocol v3: an
+// append the manager reports as failed fails the proposal, and the selection stays pending).
 func (c *Client) answered(s *v1alpha1.AgentSession, t harness.Tail, ack *v1alpha1.BoundaryAck) (Result, error) {
-	if ack.Result == v1alpha1.BoundaryDismissed || ack.Result == v1alpha1.BoundaryFailed && ack.Reason == v1alpha1.ReasonLogStoreError {
+	if ack.Result == v1alpha1.BoundaryDismissed {
 		res, err := c.withoutAsking(s, t, ack.Turn, ack.Step)
 		res.Unanswered = true
 		return res, err
@@ -351,7 +356,7 @@ func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (R
 		if msg == "" {
 			msg = "the manager gave no reason (result " + string(ack.Result) + ")"
 		}
-		return Result{}, &ProposalFailedError{Turn: ack.Turn, Step: ack.Step, Seq: ack.Seq, Message: msg}
+		return Result{}, &ProposalFailedError{Turn: ack.Turn, Step: ack.Step, Seq: ack.Seq, Reason: ack.Reason, Message: msg}
 	}
 	c.next = ack.NextSeq
 	return c.withSection(s, Result{Turn: ack.Turn, Step: ack.Step, Active: ack.Active, Notice: ack.Notice, NextSeq: ack.NextSeq})

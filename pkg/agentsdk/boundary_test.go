@@ -346,18 +346,20 @@ var _ = Describe("Boundary", func() {
 		Expect(f.api.Writes()).To(BeEquivalentTo(1), "one report, nothing else")
 	})
 
-	It("proceeds under the committed state when the manager answers that the log store failed (v2)", func() {
+	It("fails the proposal when the manager answers that its append failed, and asks again at the next boundary (v3)", func() {
 		f := setup(false)
 		turn, err := f.agent.StartTurn(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		f.patchStatus(map[string]any{"pending": true, "pendingActive": true, "pendingSource": "User"})
 		f.waitUntilAsks()
-		done := make(chan agentsdk.Result, 1)
+		type outcome struct {
+			res agentsdk.Result
+			err error
+		}
+		done := make(chan outcome, 1)
 		go func() {
-			defer GinkgoRecover()
 			res, err := f.agent.Boundary(suiteCtx, turn, 1, 20*time.Second)
-			Expect(err).NotTo(HaveOccurred())
-			done <- res
+			done <- outcome{res, err}
 		}()
 		var b *v1alpha1.StepBoundary
 		Eventually(func() *v1alpha1.StepBoundary {
@@ -366,15 +368,26 @@ var _ = Describe("Boundary", func() {
 			}
 			return b
 		}).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+		const msg = "log store: unavailable; the selection stays pending for the next boundary"
 		f.patchStatus(map[string]any{"lastBoundary": v1alpha1.BoundaryAck{
 			Turn: b.Turn, Step: b.Step, Seq: b.Seq, Result: v1alpha1.BoundaryFailed, Reason: v1alpha1.ReasonLogStoreError,
-			Message: "log store: unavailable; the selection stays pending for the next boundary", Time: metav1.Now(),
+			Message: msg, Time: metav1.Now(),
 		}})
-		var res agentsdk.Result
-		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&res))
-		Expect(res.Unanswered).To(BeTrue())
-		Expect(res.Active).To(BeFalse())
-		Expect(res.NextSeq).To(Equal(b.Seq))
+		var o outcome
+		Eventually(done).WithTimeout(10 * time.Second).Should(Receive(&o))
+		var pf *agentsdk.ProposalFailedError
+		Expect(errors.As(o.err, &pf)).To(BeTrue(), "got %v", o.err)
+		Expect(pf.Reason).To(Equal(v1alpha1.ReasonLogStoreError))
+		Expect(pf.Message).To(Equal(msg))
+		Expect(f.events()).To(HaveLen(1), "nothing of the failed step is logged")
+		// The selection is still pending: the next turn's first boundary asks again.
+		Expect(f.agent.EndTurn(suiteCtx, turn, harness.TurnBlocked(o.err.Error()))).To(Succeed())
+		turn2, err := f.agent.StartTurn(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		ask, err := f.agent.WouldAsk(suiteCtx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ask).To(BeTrue(), "the pending selection is asked for again")
+		Expect(turn2).To(Equal(turn + 1))
 	})
 
 	It("fails the proposal with the manager's message when it refuses the report as invalid", func() {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
@@ -28,10 +29,21 @@ const (
 	ExitRejected = "REVIEW_REJECTED"
 	// ExitAborted: the caller's context or timeout ended the wait; the review was withdrawn.
 	ExitAborted = "ASK_ABORTED"
+	// ExitNoChannel: the plan could not be put before a reviewer: the API server did not take
+	// the post, or the manager did not open the review, within ReviewOpenWait. The post was
+	// withdrawn; plan mode stays on.
+	ExitNoChannel = "NO_CHANNEL"
 )
 
-// UnknownToolMessage is the text of an exit_plan_mode call outside committed plan mode.
-const UnknownToolMessage = "UNKNOWN_TOOL: exit_plan_mode is only available in plan mode"
+// UnknownToolMessage is the text of an exit_plan_mode call outside committed plan mode: the
+// harness's answer for a tool the step does not admit.
+var UnknownToolMessage = harness.UnknownToolText(harness.ExitToolName)
+
+// ReviewOpenWait bounds how long ExitPlanMode waits for its review to be open: the post of
+// status.agent.review and the manager's status.review naming it. Past it nobody can answer
+// the plan (the API server or the manager is away), and the call fails with the harness's
+// no-channel text rather than waiting out the caller's whole review timeout.
+const ReviewOpenWait = 10 * time.Second
 
 // ExitError is a failed exit_plan_mode call. The agent records it as an isError tool result
 // whose text is "Error: " + Message (ToolResult with isError true); plan mode stays on.
@@ -64,8 +76,9 @@ type ExitResult struct {
 // committed plan state (the log's fold) is active, checks the plan's "# " heading, posts the
 // plan for review as status.agent.review with a fresh id, and waits up to timeout for the
 // manager's answer in status.review. Approve and Dismiss return an ExitResult; keep-planning,
-// expiry, refusal and the caller's timeout return an *ExitError with the text for the model.
-// Other errors (log store or API unreachable, no open turn) are the agent's own failures.
+// expiry, refusal, a review nobody opened within ReviewOpenWait and the caller's timeout
+// return an *ExitError with the text for the model. Other errors (log store unreachable, no
+// open turn) are the agent's own failures.
 func (c *Client) ExitPlanMode(ctx context.Context, plan string, timeout time.Duration) (ExitResult, error) {
 	t, err := c.store.Tail(ctx, c.sessionID)
 	if err != nil {
@@ -83,10 +96,58 @@ func (c *Client) ExitPlanMode(ctx context.Context, plan string, timeout time.Dur
 	id := NewID()
 	now := metav1.NewTime(time.Now())
 	req := v1alpha1.PlanReviewRequest{ID: id, Plan: plan, Turn: t.Turn, RequestedAt: &now}
-	if err := c.patchAgent(ctx, map[string]any{agentFieldReview: req}); err != nil {
-		return ExitResult{}, fmt.Errorf("exit_plan_mode: post the plan for review: %w", err)
+	open := min(ReviewOpenWait, timeout)
+	octx, cancel := context.WithTimeout(ctx, open)
+	defer cancel()
+	if err := c.post(octx, req); err != nil {
+		if octx.Err() == nil || ctx.Err() != nil {
+			return ExitResult{}, fmt.Errorf("exit_plan_mode: post the plan for review: %w", err)
+		}
+		return c.noChannel(ctx, id, fmt.Errorf("the API server did not take the plan within %s: %w", open, err))
+	}
+	if !c.awaitOpen(octx, id) {
+		if err := ctx.Err(); err != nil {
+			return ExitResult{}, err
+		}
+		return c.noChannel(ctx, id, fmt.Errorf("the manager did not open the review within %s", open))
 	}
 	return c.awaitReview(ctx, id, timeout)
+}
+
+// post writes status.agent.review, sent again while the API server answers 5xx or 429 (as a
+// boundary report is) until ctx ends.
+func (c *Client) post(ctx context.Context, req v1alpha1.PlanReviewRequest) error {
+	return apiretry.Until(ctx, reportRetryDelay, reportRetryDelayMax, func() error { return c.patchAgent(ctx, map[string]any{agentFieldReview: req}) },
+		func(err error, pause time.Duration) {
+			c.log.V(1).Info("the API server did not take the plan review; sending it again", "reviewID", req.ID, "after", pause, "error", err.Error())
+		})
+}
+
+// awaitOpen waits until status.review names review id (open, or already decided).
+func (c *Client) awaitOpen(ctx context.Context, id string) bool {
+	for {
+		s, changed := c.snapshot()
+		if s != nil && s.Status.Review != nil && s.Status.Review.ID == id {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// noChannel ends a call whose review nobody can answer: the post is withdrawn (best effort,
+// bounded) and the model gets the harness's no-channel text.
+func (c *Client) noChannel(ctx context.Context, id string, why error) (ExitResult, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReviewOpenWait)
+	defer cancel()
+	if err := c.withdrawReview(wctx, id); err != nil {
+		c.log.Error(err, "withdraw a plan review nobody opened", "reviewID", id)
+	}
+	c.log.Info("exit_plan_mode: no reviewer can be reached", "reviewID", id, "reason", why.Error())
+	return ExitResult{}, &ExitError{Code: ExitNoChannel, ReviewID: id, Message: harness.ExitErrNoChannel}
 }
 
 // awaitReview waits for status.review to close review id.
@@ -139,7 +200,7 @@ func reviewOutcome(rs *v1alpha1.ReviewStatus) (ExitResult, error) {
 	case v1alpha1.ReviewKeptPlanning:
 		return ExitResult{}, &ExitError{Code: ExitKeepPlanning, ReviewID: rs.ID, Message: orText(rs.Message, harness.ExitKeepPlanningGeneric)}
 	case v1alpha1.ReviewExpired:
-		return ExitResult{}, &ExitError{Code: ExitExpired, ReviewID: rs.ID, Message: orText(rs.Message, "the plan review expired without an answer")}
+		return ExitResult{}, &ExitError{Code: ExitExpired, ReviewID: rs.ID, Message: orText(rs.Message, harness.ExitErrReviewExpired)}
 	case v1alpha1.ReviewRejected:
 		return ExitResult{}, &ExitError{Code: ExitRejected, ReviewID: rs.ID, Message: orText(rs.Message, harness.ExitErrNotInPlanMode)}
 	}

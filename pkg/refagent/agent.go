@@ -310,8 +310,9 @@ func (r *runner) tool(ctx context.Context, name string) error {
 	callID := agentsdk.NewID()
 	text, isErr := "ok", false
 	if name == harness.ExitToolName && !r.res.ExitAdmitted {
-		// Not declared in this step's request: the harness answers UNKNOWN_TOOL.
-		text, isErr = "Error: UNKNOWN_TOOL: exit_plan_mode is only available in plan mode", true
+		// Not declared in this step's request: answered as the harness answers a tool the
+		// step does not admit.
+		text, isErr = (&agentsdk.ExitError{Code: agentsdk.ExitUnknownTool, Message: agentsdk.UnknownToolMessage}).ResultText(), true
 	}
 	_, err := r.c.Append(ctx,
 		agentsdk.ToolCall(r.turn, r.step, callID, name, `{}`),
@@ -360,14 +361,23 @@ func (r *runner) endTurn(ctx context.Context) error {
 // serveMessages waits, idle, for user messages and runs one turn for each arrival: the first
 // step records every message not recorded yet (StartStep), so none is lost or repeated. It
 // returns nil when ctx ends.
+//
+// A turn whose first step's proposal failed recorded none of them (protocol v3: for example
+// the manager could not append the pending selection); they are taken again at the next change
+// of the session (the manager's status once its store is back, a new message), not at once,
+// so a failing store is not asked in a loop.
 func (r *runner) serveMessages(ctx context.Context) error {
 	for {
 		changed := r.c.MessagesChanged()
 		if len(r.c.PendingMessages()) > 0 {
-			if err := r.messageTurn(ctx); err != nil { // script.go
+			failed, err := r.messageTurn(ctx) // script.go
+			if err != nil {
 				return r.abortServing(ctx, err)
 			}
-			continue
+			if !failed {
+				continue
+			}
+			changed = r.c.MessagesChanged() // a change after the failure, not the answer that caused it
 		}
 		select {
 		case <-changed:

@@ -316,29 +316,32 @@ var _ = Describe("reference agent with the real reconciler", func() {
 				Expect(headers(evs)).To(HaveLen(1))
 			})
 
-			It("goes on under the committed state when the append fails, keeps the selection pending, and commits it at a later step once the store is back (v2)", func() {
+			It("fails the proposal when the manager answers that the append failed, keeps the selection pending, and commits it in a later turn once the store is back (v3)", func() {
 				a := e.newAgent("appendfail", nil)
 				var recs []refagent.StepRecord
-				stats := a.run("turn one\nstep\nstep\nstep\n", func(r refagent.StepRecord) {
+				stats := a.run("turn one\nstep\nstep\nstep\nturn two\nstep\n", func(r refagent.StepRecord) {
 					recs = append(recs, r)
 					switch {
 					case r.Turn == 1 && r.Step == 1:
 						e.mgr.store.fail.Store(true)
 						a.toggle(true)
 						a.awaitPendingEntry()
-					case r.Turn == 1 && r.Step == 2:
-						e.mgr.store.fail.Store(false) // the store is back before step 3's boundary
+					case r.Err != nil:
+						e.mgr.store.fail.Store(false) // the store is back before the next turn
 					}
 				})
-				Expect(stats.FailedProposals).To(BeZero(), "no turn ends blocked for want of the log store")
-				Expect(recs).To(HaveLen(3))
-				Expect(recs[1].Unanswered).To(BeTrue(), "step 2 went on without the plan/mode")
-				Expect(recs[1].Active).To(BeFalse())
-				Expect(recs[2].Active).To(BeTrue(), "step 3's boundary applied the selection")
+				Expect(stats.FailedProposals).To(Equal(1), "the failed append failed step 2's proposal")
+				Expect(recs).To(HaveLen(3), "turn one's step 3 is skipped: its turn ended blocked")
+				var pf *agentsdk.ProposalFailedError
+				Expect(errors.As(recs[1].Err, &pf)).To(BeTrue(), "step 2: %v", recs[1].Err)
+				Expect(pf.Reason).To(Equal(v1alpha1.ReasonLogStoreError))
+				Expect(recs[2].Turn).To(BeEquivalentTo(2))
+				Expect(recs[2].Active).To(BeTrue(), "turn two's first boundary applied the selection")
 				Expect(recs[2].Notice).To(Equal(harness.NoticePlanOn))
 				evs := a.events()
 				Expect(count(evs, "plan/mode=true")).To(Equal(1))
-				Expect(labels(evs)).To(ContainSubstring("step/end · plan/mode=true · step/start"))
+				Expect(labels(evs)).To(ContainSubstring("step/end · turn/end · turn/start · plan/mode=true · step/start"))
+				Expect(string(evs[find(evs, "turn/end", `"turn":1`)].Data)).To(ContainSubstring(`"kind":"blocked"`))
 				Expect(count(evs, "notice")).To(Equal(1))
 			})
 

@@ -200,10 +200,11 @@ func (s Script) perMessage() Script {
 }
 
 // messageTurn runs the turn for the user messages waiting: a turn whose first step records
-// them, then the per-message lines.
-func (r *runner) messageTurn(ctx context.Context) error {
+// them, then the per-message lines. failed reports a proposal of the turn that failed.
+func (r *runner) messageTurn(ctx context.Context) (failed bool, err error) {
+	before := r.stats.FailedProposals
 	if err := r.do(ctx, Op{Kind: OpTurn}); err != nil {
-		return err
+		return false, err
 	}
 	body := r.o.Script.perMessage()
 	if len(body) == 0 || body[0].Kind != OpStep {
@@ -211,10 +212,11 @@ func (r *runner) messageTurn(ctx context.Context) error {
 	}
 	for _, op := range body {
 		if err := r.do(ctx, op); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return r.endTurn(ctx)
+	err = r.endTurn(ctx)
+	return r.stats.FailedProposals > before, err
 }
 
 // present is exit_plan_mode for a step that declared it; nothing otherwise.

@@ -17,9 +17,8 @@ import (
 const FormatVersion = 0
 
 // Header is the first line of a harness session JSONL file, with its fields in the order the
-// harness writes them. The store keeps id, createdAt, parentSession and seedLength; cwd,
-// origin and agentPreset are accepted on import and dropped, and delegationDepth is written
-// as 0 (the harness refuses a header without it).
+// harness writes them. The store keeps every one of them (header.go); delegationDepth is
+// always written (the harness refuses a header without it), 0 for a root session.
 type Header struct {
 	Type            string `json:"type"`
 	Version         int    `json:"version"`
@@ -35,9 +34,10 @@ type Header struct {
 
 // ExportOptions adjusts ExportJSONL.
 type ExportOptions struct {
-	// Cwd is the header's cwd: the working directory of the agent that resumes the log. The
-	// harness files a session under its cwd and resolves relative paths against it; the store
-	// keeps none, so without it the header has no cwd (the harness files it under _no-cwd).
+	// Cwd, when set, replaces the stored header's cwd: the working directory of the agent that
+	// resumes the log. The harness files a session under its cwd and resolves relative paths
+	// against it; a session stored without one (written by an SDK agent) gets no cwd unless
+	// it is given here (the harness then files it under _no-cwd).
 	Cwd string
 }
 
@@ -58,8 +58,14 @@ func ExportJSONL(ctx context.Context, s Store, sessionID string, w io.Writer, op
 		return fmt.Errorf("export session %q: %w", sessionID, err)
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	hdr := Header{Type: harness.TypeSessionHeader, Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, Cwd: opts.Cwd, ParentSession: info.ParentSession}
-	if info.ParentSession != "" || info.SeedLength != 0 {
+	hdr := Header{Type: harness.TypeSessionHeader, Version: FormatVersion, ID: info.ID, CreatedAt: info.CreatedAt, Cwd: info.Cwd, ParentSession: info.ParentSession,
+		Origin: info.Origin, DelegationDepth: info.DelegationDepth, AgentPreset: info.AgentPreset}
+	if opts.Cwd != "" {
+		hdr.Cwd = opts.Cwd
+	}
+	// The harness writes a subagent's seedLength only for a fork (a non-empty seed); a fork
+	// the store made (Store.Fork) has it whenever it has a parent.
+	if info.SeedLength != 0 || info.ParentSession != "" && info.Origin == "" {
 		n := info.SeedLength
 		hdr.SeedLength = &n
 	}
@@ -250,7 +256,11 @@ func parseHeader(line []byte) (SessionInfo, error) {
 	if err := json.Unmarshal(line, &h); err != nil {
 		return SessionInfo{}, fmt.Errorf("session header: %v", err)
 	}
-	info := SessionInfo{ID: h.ID, CreatedAt: h.CreatedAt, ParentSession: h.ParentSession}
+	info := SessionInfo{ID: h.ID, CreatedAt: h.CreatedAt, ParentSession: h.ParentSession,
+		Cwd: h.Cwd, Origin: h.Origin, AgentPreset: h.AgentPreset, DelegationDepth: h.DelegationDepth}
+	if h.DelegationDepth < 0 {
+		return SessionInfo{}, fmt.Errorf("session header delegationDepth is %d; expected a non-negative integer", h.DelegationDepth)
+	}
 	if h.SeedLength != nil {
 		info.SeedLength = *h.SeedLength
 	}

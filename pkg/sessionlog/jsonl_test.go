@@ -83,6 +83,26 @@ func TestJSONLRoundTrip(t *testing.T) {
 			if len(lines) != 8 || lines[7] != strings.Split(string(want), "\n")[7] {
 				t.Fatalf("child export = %q", lines)
 			}
+			// A subagent's header as the harness writes it: every field survives the store,
+			// and a spawned child (no seed) has no seedLength.
+			for _, h := range []string{
+				`{"type":"session","version":0,"id":"sub-fork","createdAt":1785406800001,"cwd":"/srv/project","parentSession":"spec-examples",` +
+					`"seedLength":3,"origin":"subagent","delegationDepth":1,"agentPreset":"standard"}`,
+				`{"type":"session","version":0,"id":"sub-spawn","createdAt":1785406800002,"cwd":"/srv/project","parentSession":"spec-examples","origin":"subagent","delegationDepth":2}`,
+			} {
+				in := h + "\n" + strings.Join(strings.Split(string(want), "\n")[1:4], "\n") + "\n"
+				info, _, err := Import(ctx, s, strings.NewReader(in), ImportOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Reset()
+				if err := Export(ctx, s, info.ID, &got); err != nil {
+					t.Fatal(err)
+				}
+				if got.String() != in {
+					t.Fatalf("subagent header round trip:\n%s", firstLineDiff(got.String(), in))
+				}
+			}
 			if err := Export(ctx, s, "nobody", &got); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("export of an unknown session: err = %v", err)
 			}
@@ -162,7 +182,8 @@ func TestImportRealHarnessLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Plain: imported without options (its permission/preset, sandbox/mode, approval/policy
-	// and every other type kept), exported byte for byte given the header's cwd.
+	// and every other type kept), exported byte for byte without options: the store keeps the
+	// header's cwd.
 	info, tail, err := Import(ctx, s, bytes.NewReader(plain), ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +191,11 @@ func TestImportRealHarnessLogs(t *testing.T) {
 	if lines := int64(bytes.Count(plain, []byte("\n"))) - 1; tail.NextSeq != lines {
 		t.Fatalf("imported %d events, the log has %d", tail.NextSeq, lines)
 	}
+	if info.Cwd != hdr.Cwd || hdr.Cwd == "" {
+		t.Fatalf("imported cwd %q, the header's is %q", info.Cwd, hdr.Cwd)
+	}
 	var out bytes.Buffer
-	if err := ExportJSONL(ctx, s, info.ID, &out, ExportOptions{Cwd: hdr.Cwd}); err != nil {
+	if err := ExportJSONL(ctx, s, info.ID, &out, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), plain) {

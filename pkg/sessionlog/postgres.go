@@ -154,6 +154,9 @@ func (s *postgresStore) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, postgresOwnerSchema); err != nil {
 			return fmt.Errorf("create the session owner table: %w", err)
 		}
+		if _, err := tx.Exec(ctx, postgresHeaderSchema); err != nil {
+			return fmt.Errorf("create the session header table: %w", err)
+		}
 		id, err := newStoreID()
 		if err != nil {
 			return err
@@ -261,6 +264,18 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 	return t, nil
 }
 
+// PostgresWriteTxIdleLimit is how long the server lets a write transaction sit idle between its
+// statements before it ends the session (idle_in_transaction_session_timeout, for that
+// transaction only). A writer frozen inside its transaction (a SIGSTOPped or descheduled
+// manager) otherwise holds the session's row lock, and every other writer of the session (the
+// agent's step/start) waits for it however long it stays frozen; with the limit, the server
+// rolls the frozen transaction back and releases the lock after at most this long
+// (docs/protocol.md, "Failures and timeouts"). A write's own statements follow one another in
+// microseconds to milliseconds.
+const PostgresWriteTxIdleLimit = time.Second
+
+var pgBoundWriteTx = fmt.Sprintf(`SET LOCAL idle_in_transaction_session_timeout = %d`, PostgresWriteTxIdleLimit.Milliseconds())
+
 // pgWrite runs write's transaction in two round trips (three with a COPY for several events)
 // rather than one per statement (six): BEGIN, the session row's creation and the locked tail
 // read go as one batch; the event's insert, the tail's update and COMMIT as another. Each
@@ -272,6 +287,7 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, so *seedOwnership, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
 	var b pgx.Batch
 	b.Queue(`BEGIN`)
+	b.Queue(pgBoundWriteTx)
 	// Create the tail row if the session is new. A concurrent creator blocks here on the
 	// primary key until the first commits (then this does nothing) or rolls back.
 	create := b.Queue(`INSERT INTO sessions (session_id, `+pgTailCols+`, created_at, parent, seed_length)
@@ -282,6 +298,10 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, so *seedOwnersh
 		created = tag.RowsAffected() == 1
 		return nil
 	})
+	if hdr.hasHarnessFields() {
+		// Written by the creator only: ON CONFLICT keeps the first creator's header.
+		b.Queue(postgresInsertHeader, append([]any{sessionID}, hdr.harnessFieldArgs()...)...)
+	}
 	var (
 		t            harness.Tail
 		exists, read bool
@@ -425,7 +445,14 @@ func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSe
 }
 
 func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
-	return pgInfo(ctx, s.pool, sessionID)
+	info, err := pgInfo(ctx, s.pool, sessionID)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	if err := pgHarnessFields(ctx, s.pool, &info); err != nil {
+		return SessionInfo{}, err
+	}
+	return info, nil
 }
 
 func pgInfo(ctx context.Context, q interface {

@@ -94,8 +94,14 @@ func (s *postgresReadOnlyStore) Info(ctx context.Context, sessionID string) (Ses
 	var info SessionInfo
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		info, err = pgInfo(ctx, tx, sessionID)
-		return err
+		if info, err = pgInfo(ctx, tx, sessionID); err != nil {
+			return err
+		}
+		var has bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('session_headers') IS NOT NULL`).Scan(&has); err != nil || !has {
+			return err
+		}
+		return pgHarnessFields(ctx, tx, &info)
 	})
 	return info, err
 }

@@ -91,6 +91,12 @@ func openSQLiteReadOnly(ctx context.Context, path string) (Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite session log %s has schema version %d; this binary reads up to %d (upgrade the binary)", path, v, sqliteSchemaVersion)
 	}
+	has, err := sqliteHasHeaderTable(ctx, r)
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open sqlite session log %s read-only: %w", path, err)
+	}
+	s.noHeaderTable = !has
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("open sqlite session log %s read-only: %w", path, err)

@@ -66,6 +66,10 @@ type sqliteStore struct {
 	// SQLite otherwise parses and plans each one again per call, a third of a Tail's CPU in
 	// the manager's storm profile.
 	tailR, tailW, insertEvent, updateTail *sql.Stmt
+
+	// noHeaderTable: a file opened read-only that no binary keeping header fields has
+	// written (header.go).
+	noHeaderTable bool
 }
 
 var _ Store = (*sqliteStore)(nil)
@@ -173,6 +177,9 @@ func (s *sqliteStore) migrate(ctx context.Context) error {
 	}
 	if _, err := tx.ExecContext(ctx, sqliteOwnerSchema); err != nil {
 		return fmt.Errorf("create sqlite session owner table in %s: %w", s.path, err)
+	}
+	if _, err := tx.ExecContext(ctx, sqliteHeaderSchema); err != nil {
+		return fmt.Errorf("create sqlite session header table in %s: %w", s.path, err)
 	}
 	id, err := newStoreID()
 	if err != nil {
@@ -337,6 +344,10 @@ func (s *sqliteStore) saveTail(ctx context.Context, tx *sql.Tx, sessionID string
 	hdr, parent := newHeader(sessionID, info)
 	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (session_id, `+sqliteTailCols+`, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen, hdr.CreatedAt, parent, hdr.SeedLength)
+	if err != nil || !hdr.hasHarnessFields() {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, sqliteInsertHeader, append([]any{sessionID}, hdr.harnessFieldArgs()...)...)
 	return err
 }
 
@@ -401,6 +412,9 @@ func (s *sqliteStore) Info(ctx context.Context, sessionID string) (SessionInfo, 
 		return SessionInfo{}, fmt.Errorf("read header of session %q: %w", sessionID, err)
 	}
 	info.ParentSession = parent.String
+	if err := s.harnessFields(ctx, &info); err != nil {
+		return SessionInfo{}, err
+	}
 	return info, nil
 }
 

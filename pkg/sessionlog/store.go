@@ -17,6 +17,13 @@ type SessionInfo struct {
 	CreatedAt     int64  `json:"createdAt"`
 	ParentSession string `json:"parentSession,omitempty"`
 	SeedLength    int64  `json:"seedLength,omitempty"`
+	// The harness's own header fields (header.go): the project directory the harness files
+	// the session under, "subagent" for a delegated child's session, the agent preset and
+	// the delegation depth.
+	Cwd             string `json:"cwd,omitempty"`
+	Origin          string `json:"origin,omitempty"`
+	AgentPreset     string `json:"agentPreset,omitempty"`
+	DelegationDepth int64  `json:"delegationDepth,omitempty"`
 }
 
 // Store is a session-log backend. Implementations: SQLite (embedded default) and PostgreSQL.

@@ -67,9 +67,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, workDir)
 
-	By("building the manager, kubectl-plan and refagent binaries")
+	By("building the manager, kubectl-plan, refagent and planlog binaries")
 	binDir = filepath.Join(workDir, "bin")
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/manager", "./cmd/kubectl-plan", "./cmd/refagent")
+	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/manager", "./cmd/kubectl-plan", "./cmd/refagent", "./cmd/planlog")
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build: %s", out)

@@ -63,15 +63,19 @@ func checkLiveLog(t *testing.T, l *liveLog) {
 	hdr := l.header(t)
 	pinned := pinnedVerdicts[l.Scenario.Name]
 
-	// 1. Import: the real log imports as it is, without options, and exports byte for byte:
-	// a plain log as the log itself, a compressed one as the harness's own storage rows.
+	// 1. Import: the real log imports as it is, without options, and exports byte for byte,
+	// without options too (the store keeps the whole header, cwd included): a plain log as the
+	// log itself, a compressed one as the harness's own storage rows.
 	info, tail, err := sessionlog.Import(ctx, store, bytes.NewReader(l.Raw), sessionlog.ImportOptions{})
 	if err != nil {
 		t.Fatalf("import of the harness's %s: %v", l.File, err)
 	}
 	var exported bytes.Buffer
-	if err := sessionlog.ExportJSONL(ctx, store, info.ID, &exported, sessionlog.ExportOptions{Cwd: hdr.Cwd}); err != nil {
+	if err := sessionlog.ExportJSONL(ctx, store, info.ID, &exported, sessionlog.ExportOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if info.Cwd != hdr.Cwd {
+		t.Fatalf("imported cwd %q, the harness's header has %q", info.Cwd, hdr.Cwd)
 	}
 	switch l.Encoding {
 	case plainLog:

@@ -12,6 +12,14 @@ export interface PluginConfig {
   boundaryWaitMs: number;
   /** How long exit_plan_mode waits for a review decision. */
   reviewWaitMs: number;
+  /**
+   * How long exit_plan_mode waits for its review to be open (the post of status.agent.review
+   * and the manager's status.review naming it); past it the call fails with the harness's
+   * no-channel text (pkg/agentsdk ReviewOpenWait).
+   */
+  reviewOpenWaitMs: number;
+  /** The bound of any other API call the plugin makes (images, /plan's writes, acknowledgements). */
+  apiCallMs: number;
   /** Working directory recorded in the session header (the harness resolves paths against it). */
   cwd: string;
 }
@@ -42,6 +50,9 @@ export function sqlitePathOf(url: string): string {
   return url;
 }
 
+/** The bound of an API call off the step's path (a store call's bound, as the manager's). */
+export const API_CALL_MS = 15000;
+
 function ms(env: NodeJS.ProcessEnv, key: string, def: number): number {
   const v = env[key];
   if (v === undefined || v === '') return def;
@@ -60,6 +71,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): PluginConfig {
     namespace: m[1]!, name: m[3]!, logStore: logStoreOf(store),
     boundaryWaitMs: ms(env, 'PLANMODE_BOUNDARY_WAIT_MS', 2000),
     reviewWaitMs: ms(env, 'PLANMODE_REVIEW_WAIT_MS', 30 * 60 * 1000),
+    reviewOpenWaitMs: ms(env, 'PLANMODE_REVIEW_OPEN_WAIT_MS', 10000),
+    apiCallMs: API_CALL_MS,
     cwd: env.PLANMODE_CWD || process.cwd(),
   };
 }

@@ -1,8 +1,8 @@
 // The protocol's decisions from the cached AgentSession and the log's tail (docs/protocol.md
 // 5.1, 5.3, 10), apart from the harness so they are tested on their own.
 import type { Tail } from './events.js';
-import type { AgentSession } from './kube.js';
-import { NOTICE_OFF, NOTICE_ON } from './notices.js';
+import type { AgentSession, SteerMessage } from './kube.js';
+import { noticeText } from './texts.js';
 
 /** Whether a boundary must be reported to the manager: something is pending (5.1). */
 export function mustAsk(s: AgentSession, t: Tail): boolean {
@@ -23,11 +23,11 @@ export function owedNotice(s: AgentSession, t: Tail): string | undefined {
   const pm = s.status?.planMode;
   if (pm?.notice && pm.notice.seq === t.lastPlanModeSeq) return pm.notice.text;
   if ((pm?.nextSeq ?? 0) > t.lastPlanModeSeq) return undefined; // the manager's status covers it: nothing owed
-  return t.told !== null && t.told !== t.active ? (t.active ? NOTICE_ON : NOTICE_OFF) : undefined;
+  return t.told !== null && t.told !== t.active ? noticeText(t.active) : undefined;
 }
 
 /** The user messages not yet recorded, oldest first (protocol section 10). */
-export function pendingMessages(s: AgentSession, lastRecorded: string | undefined): { id: string; text: string; images: number }[] {
+export function pendingMessages(s: AgentSession, lastRecorded: string | undefined): SteerMessage[] {
   const q = s.spec.steerQueue ?? [];
   const last = lastRecorded ?? s.status?.agent?.steerID;
   let from = 0;
@@ -35,6 +35,5 @@ export function pendingMessages(s: AgentSession, lastRecorded: string | undefine
     const i = q.findIndex((m) => m.id === last);
     if (i >= 0) from = i + 1;
   }
-  return q.slice(from).map((m) => ({ id: m.id, text: m.text ?? '', images: m.images?.length ?? 0 }));
+  return q.slice(from);
 }
-

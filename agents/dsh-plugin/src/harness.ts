@@ -6,6 +6,7 @@ import { realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { ContentBlock, ModelSelection, ToolDefinition, ToolExecution, UserMessage } from './harness-api.js';
 
 function harnessRequire(): NodeJS.Require {
   const root = process.env.PLANMODE_DSH_ROOT;
@@ -25,4 +26,37 @@ export async function importHarness<T = Record<string, unknown>>(name: string): 
     throw new Error(`dsh-plugin: the harness package ${name} is not installed beside dsh (${(e as Error).message}); install the pinned harness with make harness`);
   }
   return (await import(pathToFileURL(path).href)) as T;
+}
+
+/** The harness's module functions and classes the plugin calls, resolved once. */
+export interface HarnessModules {
+  createUserMessage(m: { content: readonly ContentBlock[]; source: Record<string, unknown> }): UserMessage;
+  defineTool(spec: ToolSpec): ToolDefinition;
+  SessionId(id: string): string;
+  installModelSelection(agentCtx: unknown, selection: { current: ModelSelection; assembled: undefined }): void;
+  UserQuestionError: new (message: string, code: string) => Error & { code: string };
+}
+
+/** What defineTool takes for exit_plan_mode (dsh-tools DefineToolOptions, the fields used). */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  parameters: Record<string, { type: 'string'; required: boolean; description: string }>;
+  output: { schema: Record<string, unknown>; render: (args: unknown, value: { approved?: boolean } | undefined) => ContentBlock[] };
+  execute: (args: { plan: string }, exec: ToolExecution) => Promise<{ approved: boolean }>;
+  presentCall?: (args: { plan: string }) => unknown;
+}
+
+export async function loadHarnessModules(): Promise<HarnessModules> {
+  const [llm, tools, session, agent, questions] = await Promise.all([
+    importHarness<Pick<HarnessModules, 'createUserMessage'>>('@deepseek-ai/dsh-llm'),
+    importHarness<Pick<HarnessModules, 'defineTool'>>('@deepseek-ai/dsh-tools'),
+    importHarness<Pick<HarnessModules, 'SessionId'>>('@deepseek-ai/dsh-session'),
+    importHarness<Pick<HarnessModules, 'installModelSelection'>>('@deepseek-ai/dsh-agent'),
+    importHarness<Pick<HarnessModules, 'UserQuestionError'>>('@deepseek-ai/dsh-user-questions'),
+  ]);
+  return {
+    createUserMessage: llm.createUserMessage, defineTool: tools.defineTool, SessionId: session.SessionId,
+    installModelSelection: agent.installModelSelection, UserQuestionError: questions.UserQuestionError,
+  };
 }

@@ -7,14 +7,20 @@ import { apply, check, emptyTail, type LogEvent, type Tail } from './events.js';
 
 export type Awaitable<T> = T | Promise<T>;
 
-/** The header columns the store keeps (the harness's cwd and version are the reader's). */
-export interface SessionRow { id: string; createdAt: number; parentSession?: string; seedLength: number }
+/**
+ * The session header the store keeps: the sessions row's columns, and the harness's own header
+ * fields in session_headers (pkg/sessionlog header.go). The format version is the reader's.
+ */
+export interface SessionRow extends HarnessHeaderFields { id: string; createdAt: number; parentSession?: string; seedLength: number }
+
+/** The harness's header fields beside the sessions row (absent when the writer had none). */
+export interface HarnessHeaderFields { cwd?: string; origin?: string; agentPreset?: string; delegationDepth?: number }
 
 export interface Owner { namespace: string; name: string; uid: string }
 
 export interface AppendOptions {
   /** Header of a session this append creates (default: created now, no parent). */
-  header?: { createdAt?: number; parentSession?: string; seedLength?: number };
+  header?: { createdAt?: number; parentSession?: string; seedLength?: number } & HarnessHeaderFields;
   /**
    * Events of the batch below the stored next seq that are plan/mode events equal to the
    * stored ones are taken as already written (the manager wrote them, the harness mirrored

@@ -9,9 +9,10 @@ import { importHarness } from './harness.js';
 import { loadConfig } from './config.js';
 import { sharedStore } from './shared.js';
 import type { LogEvent } from './events.js';
-import type { LogStore } from './log-store.js';
+import type { AppendOptions, HarnessHeaderFields, LogStore } from './log-store.js';
 
-interface Header { version: number; id: string; createdAt: number; cwd?: string; parentSession?: string; seedLength?: number; delegationDepth?: number }
+/** The harness's session header (dsh-session's SessionHeader), as it created it. */
+interface Header extends HarnessHeaderFields { version: number; id: string; createdAt: number; parentSession?: string; seedLength?: number }
 
 type Ctor = new (...args: never[]) => object;
 const base = await importHarness<{ SessionPersistence: Ctor; PersistenceCoordinator: Ctor; SessionPersistenceRevision: (v: string) => unknown }>('@deepseek-ai/dsh-session-persistence');
@@ -20,6 +21,18 @@ const PersistenceCoordinator = base.PersistenceCoordinator as unknown as new (ct
 
 /** The harness's format version of the headers this backend reads back (rc.8 writes 0). */
 const FORMAT_VERSION = 0;
+
+/** What the store keeps of a header the harness created. */
+function headerColumns(meta: Header): NonNullable<AppendOptions['header']> {
+  const { cwd, origin, agentPreset, delegationDepth } = meta;
+  return {
+    createdAt: meta.createdAt,
+    ...(meta.parentSession ? { parentSession: meta.parentSession } : {}),
+    ...(meta.seedLength ? { seedLength: meta.seedLength } : {}),
+    ...(cwd !== undefined ? { cwd } : {}), ...(origin !== undefined ? { origin } : {}),
+    ...(agentPreset !== undefined ? { agentPreset } : {}), ...(delegationDepth !== undefined ? { delegationDepth } : {}),
+  };
+}
 
 export class OperatorLogPersistence extends SessionPersistence {
   static inject = ['sessions'];
@@ -45,11 +58,20 @@ export class OperatorLogPersistence extends SessionPersistence {
   inspect(id: string, signal?: AbortSignal) { return this.coordinator.inspect!(id, signal); }
   readFrom(id: string, fromSeq: number, signal?: AbortSignal) { return this.coordinator.readFrom!(id, fromSeq, signal); }
 
+  // The header as the harness created it, from the store (header fields of a session another
+  // writer created, an SDK agent or an import without them, default to this process's cwd and
+  // depth 0), with the harness's key order.
   private async meta(id: string): Promise<Header | undefined> {
     const row = await this.store.info(id);
     if (!row) return undefined;
-    return { version: FORMAT_VERSION, id, createdAt: row.createdAt, cwd: this.cwd, ...(row.parentSession ? { parentSession: row.parentSession } : {}),
-      ...(row.seedLength ? { seedLength: row.seedLength } : {}), delegationDepth: 0 };
+    return {
+      version: FORMAT_VERSION, id, createdAt: row.createdAt, cwd: row.cwd ?? this.cwd,
+      ...(row.parentSession ? { parentSession: row.parentSession } : {}),
+      ...(row.seedLength ? { seedLength: row.seedLength } : {}),
+      ...(row.origin !== undefined ? { origin: row.origin } : {}),
+      delegationDepth: row.delegationDepth ?? 0,
+      ...(row.agentPreset !== undefined ? { agentPreset: row.agentPreset } : {}),
+    };
   }
 
   // The revision names the store and the stored length: an append (by the harness or the
@@ -78,7 +100,7 @@ export class OperatorLogPersistence extends SessionPersistence {
   async appendBatch(meta: Header, events: readonly LogEvent[], isMaterialized: boolean) {
     await this.store.append(meta.id, events, {
       adoptStoredPlanMode: true,
-      ...(isMaterialized ? {} : { header: { createdAt: meta.createdAt, ...(meta.parentSession ? { parentSession: meta.parentSession } : {}), ...(meta.seedLength ? { seedLength: meta.seedLength } : {}) } }),
+      ...(isMaterialized ? {} : { header: headerColumns(meta) }),
     });
   }
 

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { redact, redactError, secrets } from './connstr.js';
 import { apply, check, ConflictError, emptyTail, ValidationError, type Facts, type LogEvent, type Tail } from './events.js';
+import { harnessHeaderArgs, harnessHeaderOf, hasHarnessHeader, HEADER_COLS } from './header-fields.js';
 import { checkForkOwners, forkPrefix, StoreLostError, type AppendOptions, type LogStore, type Owner, type SessionRow } from './log-store.js';
 
 /** The schema version pkg/sessionlog writes; a newer database is refused, as the Go store does. */
@@ -64,6 +65,15 @@ CREATE TABLE IF NOT EXISTS session_owners (
 	claimed_at bigint NOT NULL
 );`;
 const IDENTITY_SCHEMA = 'CREATE TABLE IF NOT EXISTS store_identity (id text NOT NULL)';
+const HEADER_SCHEMA = `
+CREATE TABLE IF NOT EXISTS session_headers (
+	session_id       text PRIMARY KEY,
+	cwd              text,
+	origin           text,
+	agent_preset     text,
+	delegation_depth bigint NOT NULL
+);`;
+const INSERT_HEADER = `INSERT INTO session_headers (session_id, ${HEADER_COLS}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id) DO NOTHING`;
 const IDENTITY_INSERT = 'INSERT INTO store_identity (id) SELECT $1::text WHERE NOT EXISTS (SELECT 1 FROM store_identity)';
 
 // One statement, as owner.go: insert the owner when the log has none, or re-record the UID when
@@ -205,6 +215,7 @@ export class PostgresLogStore implements LogStore {
       for (let n = cur + 1; n <= SCHEMA_VERSION; n++) await c.query(MIGRATIONS[n]!);
       await c.query(OWNER_SCHEMA);
       await c.query(IDENTITY_SCHEMA);
+      await c.query(HEADER_SCHEMA);
       await c.query(IDENTITY_INSERT, [randomBytes(16).toString('hex')]);
       if (cur < SCHEMA_VERSION) {
         await c.query('DELETE FROM schema_version');
@@ -414,6 +425,7 @@ export class PostgresLogStore implements LogStore {
   private async write(c: Client, sessionId: string, batch: { ev: LogEvent; f: Facts; data: string }[], opts: AppendOptions, now: number, setHeader: boolean): Promise<Tail | undefined> {
     const hd = opts.header ?? {};
     await c.query(CREATE_SESSION, [sessionId, hd.createdAt ?? now, hd.parentSession ?? null, hd.seedLength ?? 0]);
+    if (hasHarnessHeader(hd)) await c.query(INSERT_HEADER, [sessionId, ...harnessHeaderArgs(hd)]);
     const { tail, exists } = scanTail((await c.query(`${TAIL_QUERY} FOR UPDATE`, [sessionId])).rows[0]);
     if (!exists) throw new Error(`append to session "${sessionId}": tail row vanished`);
     let rest = batch;
@@ -470,20 +482,20 @@ export class PostgresLogStore implements LogStore {
 
   async info(sessionId: string): Promise<SessionRow | undefined> {
     await this.ready;
-    const q = 'SELECT created_at, parent, seed_length FROM sessions WHERE session_id = $1';
+    const q = `SELECT s.created_at, s.parent, s.seed_length, ${HEADER_COLS} FROM sessions s LEFT JOIN session_headers h USING (session_id) WHERE s.session_id = $1`;
     const h = this.heldFor(sessionId);
     // A row hold() made and no append has filled is no session yet.
     if (h?.createdRow) return undefined;
     const r = (h ? await this.serial(() => h.client.query(q, [sessionId])) : await this.query(q, [sessionId])).rows[0] as Row | undefined;
     if (r === undefined) return undefined;
-    return { id: sessionId, createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}) };
+    return { id: sessionId, createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}), ...harnessHeaderOf(r) };
   }
 
   async list(): Promise<SessionRow[]> {
     await this.ready;
-    const rows = (await this.query('SELECT session_id, created_at, parent, seed_length FROM sessions ORDER BY session_id')).rows as Row[];
+    const rows = (await this.query(`SELECT s.session_id, s.created_at, s.parent, s.seed_length, ${HEADER_COLS} FROM sessions s LEFT JOIN session_headers h USING (session_id) ORDER BY s.session_id`)).rows as Row[];
     return rows.map((r) => ({
-      id: String(r.session_id), createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}),
+      id: String(r.session_id), createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}), ...harnessHeaderOf(r),
     }));
   }
 

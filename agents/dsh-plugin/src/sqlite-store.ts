@@ -12,13 +12,14 @@ import { existsSync, statSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { apply, check, ConflictError, emptyTail, ValidationError, type Facts, type LogEvent, type Tail } from './events.js';
+import { harnessHeaderArgs, harnessHeaderOf, hasHarnessHeader, HEADER_COLS } from './header-fields.js';
 import { checkForkOwners, forkPrefix, StoreLostError, type AppendOptions, type LogStore, type Owner, type SessionRow } from './log-store.js';
 
 /** The schema version pkg/sessionlog writes; a newer file is refused, as the Go store does. */
 export const SCHEMA_VERSION = 1;
 export const BUSY_TIMEOUT_MS = 10000;
 
-// Byte for byte the DDL of pkg/sessionlog (sqlite.go, owner.go, identity.go): whichever of the
+// Byte for byte the DDL of pkg/sessionlog (sqlite.go, owner.go, identity.go, header.go): whichever of the
 // manager and the agent opens a new file first creates it, and the other finds it done.
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -56,6 +57,13 @@ CREATE TABLE IF NOT EXISTS session_owners (
 	claimed_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS store_identity (id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS session_headers (
+	session_id       TEXT PRIMARY KEY,
+	cwd              TEXT,
+	origin           TEXT,
+	agent_preset     TEXT,
+	delegation_depth INTEGER NOT NULL
+) WITHOUT ROWID;
 `;
 
 const TAIL_COLS = 'next_seq, active, last_plan_mode_seq, told, turn_open, turn, last_step_start_seq, step, step_open';
@@ -258,6 +266,9 @@ export class SqliteLogStore implements LogStore {
         const h = opts.header ?? {};
         this.st.create.run(sessionId, tail.nextSeq, b(tail.active), tail.lastPlanModeSeq, told, b(tail.turnOpen), tail.turn, tail.lastStepStartSeq, tail.step, b(tail.stepOpen),
           h.createdAt ?? now, h.parentSession ?? null, h.seedLength ?? 0);
+        if (hasHarnessHeader(h)) {
+          this.database.prepare(`INSERT INTO session_headers (session_id, ${HEADER_COLS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING`).run(sessionId, ...harnessHeaderArgs(h));
+        }
       }
       this.onAppend?.(sessionId, tail);
       return tail;
@@ -294,14 +305,14 @@ export class SqliteLogStore implements LogStore {
   }
 
   info(sessionId: string): SessionRow | undefined {
-    const r = this.db.prepare('SELECT created_at, parent, seed_length FROM sessions WHERE session_id = ?').get(sessionId) as Row | undefined;
+    const r = this.db.prepare(`SELECT s.created_at, s.parent, s.seed_length, ${HEADER_COLS} FROM sessions s LEFT JOIN session_headers h USING (session_id) WHERE s.session_id = ?`).get(sessionId) as Row | undefined;
     if (r === undefined) return undefined;
-    return { id: sessionId, createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}) };
+    return { id: sessionId, createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}), ...harnessHeaderOf(r) };
   }
 
   list(): SessionRow[] {
-    return (this.db.prepare('SELECT session_id, created_at, parent, seed_length FROM sessions ORDER BY session_id').all() as Row[]).map((r) => ({
-      id: String(r.session_id), createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}),
+    return (this.db.prepare(`SELECT s.session_id, s.created_at, s.parent, s.seed_length, ${HEADER_COLS} FROM sessions s LEFT JOIN session_headers h USING (session_id) ORDER BY s.session_id`).all() as Row[]).map((r) => ({
+      id: String(r.session_id), createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}), ...harnessHeaderOf(r),
     }));
   }
 

@@ -9,7 +9,7 @@ import { loadConfig, sqlitePathOf } from '../src/config.js';
 import { ConflictError, emptyTail, type Tail } from '../src/events.js';
 import type { AgentSession } from '../src/kube.js';
 import { mustAsk, owedNotice, pendingMessages } from '../src/decide.js';
-import { NOTICE_OFF, NOTICE_ON } from '../src/notices.js';
+import { NoticeDefault as NOTICE_OFF, NoticePlanOn as NOTICE_ON } from '../src/texts.js';
 import { SqliteLogStore } from '../src/sqlite-store.js';
 import { OwnershipError, StoreLostError } from '../src/log-store.js';
 
@@ -63,10 +63,10 @@ describe('pendingMessages', () => {
   test('an id no longer queued was delivered and dropped: the whole queue is new', () => {
     assert.deepEqual(pendingMessages(session({ steerQueue: q }, { agent: { steerID: 'z' } }), undefined).map((m) => m.id), ['a', 'b', 'c']);
   });
-  test('a message with images keeps its text, an image-only one an empty text, and says how many images it had', () => {
-    const img = { attachmentId: 'sha256:' + '0'.repeat(64), name: 'mockup.png' };
+  test('a message with images keeps them, an image-only one has no text', () => {
+    const img = { attachmentId: 'sha256:' + '0'.repeat(64), mediaType: 'image/png', width: 1, height: 1, bytes: 67, name: 'mockup.png' };
     const got = pendingMessages(session({ steerQueue: [{ id: 'i1', text: 'like this', images: [img] }, { id: 'i2', images: [img, img] }] }), undefined);
-    assert.deepEqual(got, [{ id: 'i1', text: 'like this', images: 1 }, { id: 'i2', text: '', images: 2 }]);
+    assert.deepEqual(got, [{ id: 'i1', text: 'like this', images: [img] }, { id: 'i2', images: [img, img] }]);
   });
 });
 
@@ -103,6 +103,14 @@ describe('store behaviours the plugin relies on', () => {
     const dir = mkdtempSync(join(tmpdir(), 'plugin-'));
     return (p = join(dir, 'log.db')) => new SqliteLogStore(p, { busyTimeoutMs });
   };
+  test('the harness\'s header fields are kept with the session it creates, and read back', () => {
+    const s = open()();
+    const header = { createdAt: 7, parentSession: 'root', cwd: '/srv/project', origin: 'subagent', delegationDepth: 1, agentPreset: 'standard' };
+    s.append('child', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }], { header });
+    s.append('plain', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }]);
+    assert.deepEqual(s.info('child'), { id: 'child', createdAt: 7, seedLength: 0, parentSession: 'root', cwd: '/srv/project', origin: 'subagent', agentPreset: 'standard', delegationDepth: 1 });
+    assert.deepEqual(s.list().map((r) => [r.id, r.cwd, r.delegationDepth]), [['child', '/srv/project', 1], ['plain', undefined, undefined]]);
+  });
   test('a mirrored plan/mode the manager stored is taken as written, once', () => {
     const s = open()();
     s.append('x', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }, { type: 'step/start', seq: 1, time: 1, data: { turn: 1, step: 1 } }, { type: 'step/end', seq: 2, time: 1, data: { turn: 1, step: 1 } }]);
@@ -197,24 +205,56 @@ describe('the store the session was recorded against', () => {
 });
 
 describe('/plan typed in the harness', () => {
-  test('parses as kubectl plan does', async () => {
+  const img = { attachmentId: 'sha256:' + '1'.repeat(64), mediaType: 'image/png', width: 2, height: 2, bytes: 70, name: 'sketch.png' };
+  test('parses as the harness does: the exact argument off leaves, anything else enters, a non-empty one is the message', async () => {
     const { parsePlanCommand } = await import('../src/command.js');
-    assert.deepEqual(parsePlanCommand(' off '), { active: false });
-    assert.deepEqual(parsePlanCommand(''), { active: true });
-    assert.deepEqual(parsePlanCommand('draft the migration'), { active: true, message: 'draft the migration' });
+    assert.deepEqual(parsePlanCommand(' off '), { active: false, images: [] });
+    assert.deepEqual(parsePlanCommand(''), { active: true, images: [] });
+    assert.deepEqual(parsePlanCommand('on'), { active: true, message: 'on', images: [] });
+    assert.deepEqual(parsePlanCommand('draft the migration'), { active: true, message: 'draft the migration', images: [] });
+    assert.deepEqual(parsePlanCommand('', [{ type: 'image', attachment: img }]), { active: true, images: [img] });
+  });
+  test('/plan off with images is refused with the harness\'s text; other commands pass', async () => {
+    const { parsePlanCommand, refusal } = await import('../src/command.js');
+    const { PlanOffImagesRefused } = await import('../src/texts.js');
+    assert.equal(refusal(parsePlanCommand('off', [{ type: 'image', attachment: img }])), PlanOffImagesRefused);
+    assert.equal(refusal(parsePlanCommand('off')), undefined);
+    assert.equal(refusal(parsePlanCommand('look', [{ type: 'image', attachment: img }])), undefined);
+    assert.match(refusal(parsePlanCommand('', [{ type: 'image', attachment: { ...img, bytes: 2_000_000 } }])) ?? '', /at most 1024000 bytes/);
+  });
+  test('replies with the harness\'s text for what set() does, as pkg/planmode decides it', async () => {
+    const { parsePlanCommand, planReply, planSet } = await import('../src/command.js');
+    const t = await import('../src/texts.js');
+    const on = parsePlanCommand(''), off = parsePlanCommand('off');
+    const reply = (cmd: typeof on, st: Parameters<typeof planSet>[0]) => planReply(cmd, planSet(st, cmd.active).outcome, st.logged);
+    assert.equal(reply(on, { logged: false, turnOpen: false }), t.ReplyOnCommitted);
+    assert.equal(reply(on, { logged: false, turnOpen: true }), t.ReplyOnDeferred);
+    assert.equal(reply(on, { logged: true, turnOpen: false }), t.ReplyOnDeferred, 'noop on an active session: the deferred copy, as the harness');
+    assert.equal(reply(off, { logged: true, turnOpen: false }), t.ReplyOffCommitted);
+    assert.equal(reply(off, { logged: true, turnOpen: true }), t.ReplyOffDeferred);
+    assert.equal(reply(off, { logged: false, turnOpen: true, pending: true }), t.ReplyOffCancelled);
+    assert.equal(reply(off, { logged: false, turnOpen: false }), t.ReplyOffAlreadyOff);
+  });
+  test('the state meets a selection the manager has not taken on first', async () => {
+    const { stateFor } = await import('../src/command.js');
+    const s = session({ planMode: { active: true } }, { planMode: { selection: false } });
+    assert.deepEqual(stateFor(s, false, true), { logged: false, turnOpen: true, pending: true });
+    assert.deepEqual(stateFor(s, false, false), { logged: true, turnOpen: false });
   });
   test('the patch selects, queues after the recorded messages under an id after every id used, guards the version', async () => {
     const { planPatch } = await import('../src/command.js');
     const s = session({ steerQueue: [{ id: 'plan-1', text: '1' }, { id: 'plan-2', text: '2' }] }, { agent: { steerID: 'plan-1' } });
     (s.metadata as { resourceVersion?: string }).resourceVersion = '42';
-    const p = planPatch(s, { active: true, message: 'new' }, 1733000000000) as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
+    const p = planPatch(s, { active: true, message: 'new', images: [] }, 1733000000000) as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
     assert.equal(p.metadata.resourceVersion, '42');
     assert.deepEqual(p.spec.planMode, { active: true });
     assert.deepEqual(p.spec.steerQueue, [{ id: 'plan-2', text: '2' }, { id: 'plan-1733000000000000000', text: 'new' }]);
-    assert.deepEqual(planPatch(s, { active: false }).spec, { planMode: { active: false } });
+    assert.deepEqual(planPatch(s, { active: false, images: [] }).spec, { planMode: { active: false } });
+    const withImage = planPatch(session(), { active: true, images: [img] }, 1733000000000).spec as { steerQueue: unknown[] };
+    assert.deepEqual(withImage.steerQueue, [{ id: 'plan-1733000000000000000', images: [img] }]);
     // A writer whose clock is ahead, or the last delivered id of an emptied queue: after it.
     const ahead = session({ steerQueue: [] }, { agent: { steerID: 'plan-9999999999999999999' } });
-    const q = (planPatch(ahead, { active: true, message: 'm' }, 1733000000000) as { spec: { steerQueue: { id: string }[] } }).spec.steerQueue;
+    const q = (planPatch(ahead, { active: true, message: 'm', images: [] }, 1733000000000) as { spec: { steerQueue: { id: string }[] } }).spec.steerQueue;
     assert.equal(q[0]!.id, 'plan-10000000000000000000');
   });
   test('message ids are ordered as pkg/steerid orders them', async () => {
@@ -228,6 +268,37 @@ describe('/plan typed in the harness', () => {
   test('a full queue is refused with what to do', async () => {
     const { planPatch, MAX_QUEUE } = await import('../src/command.js');
     const q = Array.from({ length: MAX_QUEUE }, (_, i) => ({ id: `m${i}`, text: 'x' }));
-    assert.throws(() => planPatch(session({ steerQueue: q }), { active: true, message: 'more' }), /wait for it to take some, then send again/);
+    assert.throws(() => planPatch(session({ steerQueue: q }), { active: true, message: 'more', images: [] }), /wait for it to take some, then send again/);
+  });
+});
+
+describe('spec.fork', () => {
+  test('the agent seeds a fork through the store\'s ownership-checked fork, once; a refusal names spec.fork and copies nothing', async () => {
+    const { seedFork } = await import('../src/fork.js');
+    const s = new SqliteLogStore(join(mkdtempSync(join(tmpdir(), 'fork-')), 'log.db'));
+    s.append('p', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }, { type: 'plan/mode', seq: 1, time: 1, data: { active: true } },
+      { type: 'turn/end', seq: 2, time: 1, data: { turn: 1, reason: { kind: 'completed' } } }, { type: 'turn/start', seq: 3, time: 1, data: { turn: 2 } }]);
+    s.claimOwner('p', { namespace: 'team-a', name: 'parent', uid: 'u-p' });
+    const fork = (namespace: string, sessionID: string, throughSeq?: number): AgentSession => ({
+      metadata: { name: 'child', namespace, uid: 'u-c' }, spec: { sessionID, fork: { sessionID: 'p', ...(throughSeq !== undefined ? { throughSeq } : {}) } },
+    });
+    const logged: unknown[][] = [];
+    const log = (...args: unknown[]) => { logged.push(args); };
+
+    await assert.rejects(seedFork(s, fork('team-b', 'stolen'), log), (e: Error) => e.cause instanceof OwnershipError
+      && (e.cause as OwnershipError).refusal === 'ParentOfAnotherNamespace'
+      && e.message.startsWith('seed session "stolen" as a fork of "p" (spec.fork): ') && !e.message.includes('team-a'));
+    assert.equal(s.info('stolen'), undefined, 'nothing of the parent was copied');
+    await assert.rejects(seedFork(s, fork('team-a', 'inside', 3), log), /\(spec\.fork\): fork boundary 3 in session "p" ends inside open turn 2/);
+    assert.equal(s.info('inside'), undefined);
+
+    await seedFork(s, fork('team-a', 'c'), log);
+    assert.deepEqual([s.info('c')?.parentSession, s.info('c')?.seedLength, s.tail('c').active], ['p', 3, true]);
+    assert.deepEqual(s.claimOwner('c', { namespace: 'team-a', name: 'other', uid: 'u' }), { namespace: 'team-a', name: 'child', uid: 'u-c' }, 'the fork is recorded as the child\'s');
+    const next = s.tail('c').nextSeq;
+    await seedFork(s, fork('team-a', 'c'), log); // a restart finds it seeded
+    assert.equal(s.tail('c').nextSeq, next);
+    assert.equal(logged.length, 1);
+    s.close();
   });
 });

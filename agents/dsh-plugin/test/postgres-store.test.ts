@@ -243,6 +243,19 @@ describe('PostgreSQL store', () => {
     await s.close();
   });
 
+  test('the harness\'s header fields are kept with the session it creates, and read back', async () => {
+    const s = await open();
+    const header = { createdAt: 7, parentSession: 'root', cwd: '/srv/project', origin: 'subagent', delegationDepth: 1, agentPreset: 'standard' };
+    await s.append('hdr-child', [ev('turn/start', 0, { turn: 1 })], { header });
+    assert.deepEqual(await s.info('hdr-child'), { id: 'hdr-child', createdAt: 7, seedLength: 0, parentSession: 'root', cwd: '/srv/project', origin: 'subagent', agentPreset: 'standard', delegationDepth: 1 });
+    await s.append('hdr-plain', [ev('turn/start', 0, { turn: 1 })]);
+    const info = await s.info('hdr-plain');
+    assert.equal(info?.cwd, undefined);
+    assert.equal(info?.delegationDepth, undefined);
+    assert.deepEqual((await s.list()).filter((r) => r.id.startsWith('hdr-')).map((r) => [r.id, r.cwd, r.agentPreset]),
+      [['hdr-child', '/srv/project', 'standard'], ['hdr-plain', undefined, undefined]]);
+  });
+
   test('one identity per database, kept across opens', async () => {
     const a = await open(), b = await open();
     const id = await a.identity();

@@ -9,7 +9,7 @@
 import { logStoreOf } from '../src/config.js';
 import { ConflictError, type LogEvent } from '../src/events.js';
 import { sharedStore } from '../src/shared.js';
-import { NOTICE_OFF, NOTICE_ON } from '../src/notices.js';
+import { NoticeDefault as NOTICE_OFF, NoticePlanOn as NOTICE_ON } from '../src/texts.js';
 
 const [db, id, flag] = process.argv.slice(2);
 if (!db || !id) throw new Error('usage: race-agent STORE SESSION [--no-lock]');

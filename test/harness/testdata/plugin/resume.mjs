@@ -1,4 +1,5 @@
-// plantest-resume: resumes a session the Go suite placed in the harness's store (an operator
+// plantest-resume: lists the sessions of the project it runs in (the harness's own session
+// query, by cwd), resumes a session the Go suite placed in the harness's store (an operator
 // export), reads its plan state, runs one turn and prints the tail of the log it wrote.
 // Environment: PLANTEST_RESUME (session id).
 import { installModelSelection } from '@deepseek-ai/dsh-agent';
@@ -6,7 +7,7 @@ import { createUserMessage } from '@deepseek-ai/dsh-llm';
 import { SessionId } from '@deepseek-ai/dsh-session';
 
 export const name = 'plantest-resume';
-export const inject = ['agentDefaultModel', 'agents', 'sessions', 'planMode'];
+export const inject = ['agentDefaultModel', 'agents', 'sessions', 'sessionQuery', 'planMode'];
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
@@ -14,6 +15,8 @@ export function apply(ctx) {
   const exit = ctx.get('appExit');
   (async () => {
     await ctx.get('loader')?.await();
+    const listed = await ctx.sessionQuery.filterSessions([{ kind: 'cwd', values: [process.cwd()] }]);
+    out({ op: 'listed', cwd: process.cwd(), ids: listed.map((r) => r.header.id) });
     const selection = ctx.agentDefaultModel.currentSelection();
     const id = process.env.PLANTEST_RESUME;
     const { agent } = await ctx.agents.resume({

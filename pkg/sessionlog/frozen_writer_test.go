@@ -1,0 +1,109 @@
+package sessionlog
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+)
+
+// A writer frozen inside its own write transaction (a SIGSTOPped manager: its connection stays
+// open and it sends nothing more) must not hold another writer of the session past a bound
+// where the store allows one. PostgreSQL: the server ends the frozen transaction after
+// PostgresWriteTxIdleLimit, and the other writer's append then goes through. SQLite: the
+// frozen writer holds the file's write lock, and the other writer waits at most the busy
+// timeout, then fails (the exception docs/protocol.md states).
+
+// frozenAppendBound is how long after the freeze the other writer's append must be done on
+// PostgreSQL: the server's limit plus room for a loaded machine's scheduling.
+const frozenAppendBound = PostgresWriteTxIdleLimit + time.Second
+
+func TestFrozenWriterPostgres(t *testing.T) {
+	ctx := context.Background()
+	b := postgresBackend(t)
+	manager, agent := b.open(t), b.open(t)
+	defer func() { _ = manager.Close(); _ = agent.Close() }()
+	const id = "frozen"
+	mustAppend(t, agent, id, ev(harness.TypeTurnStart, `{"turn":1}`))
+
+	// The manager's write transaction, stopped after it locked the session's row: its first
+	// batch as pgWrite sends it, then nothing.
+	conn, err := unwrapBackend(manager).(*postgresStore).pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{`BEGIN`, pgBoundWriteTx} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `SELECT next_seq FROM sessions WHERE session_id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+
+	// The agent's step/start waits on the row lock until the server ends the frozen
+	// transaction.
+	tail, err := agent.Append(ctx, id, harness.Sequence(1, ev(harness.TypeStepStart, `{"turn":1,"step":1}`)))
+	waited := time.Since(frozen)
+	if err != nil {
+		t.Fatalf("the agent's append failed after %s: %v", waited, err)
+	}
+	if tail.NextSeq != 2 {
+		t.Fatalf("tail after the append: %s", fmtTail(tail))
+	}
+	if waited > frozenAppendBound {
+		t.Fatalf("the agent's append waited %s for the frozen transaction; bound %s", waited, frozenAppendBound)
+	}
+	t.Logf("the agent's append went through %s after the manager froze (limit %s)", waited.Round(time.Millisecond), PostgresWriteTxIdleLimit)
+	// The frozen transaction was rolled back by the server: its session is gone.
+	if _, err := conn.Exec(ctx, `SELECT 1`); err == nil {
+		t.Fatal("the frozen transaction's session still answers; the server did not end it")
+	}
+}
+
+func TestFrozenWriterSQLite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "log.db")
+	agent, err := Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = agent.Close() }()
+	const id = "frozen"
+	mustAppend(t, agent, id, ev(harness.TypeTurnStart, `{"turn":1}`))
+
+	// The manager's write transaction, stopped after BEGIN IMMEDIATE took the write lock.
+	manager, err := sql.Open("sqlite", sqliteDSN(path, "immediate", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = manager.Close() }()
+	tx, err := manager.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT next_seq FROM sessions WHERE session_id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	_, err = agent.Append(ctx, id, harness.Sequence(1, ev(harness.TypeStepStart, `{"turn":1,"step":1}`)))
+	waited := time.Since(frozen)
+	busy := time.Duration(SQLiteBusyTimeoutMillis) * time.Millisecond
+	if err == nil {
+		t.Fatalf("the agent's append went through while the manager held the write lock (after %s)", waited)
+	}
+	if waited < busy || waited > busy+5*time.Second {
+		t.Fatalf("the agent's append failed after %s; the busy timeout is %s: %v", waited, busy, err)
+	}
+	t.Logf("with the write lock held, the agent's append failed after %s: %v", waited.Round(time.Millisecond), err)
+	// Once the frozen writer is gone, the same append goes through.
+	_ = tx.Rollback()
+	if _, err := agent.Append(ctx, id, harness.Sequence(1, ev(harness.TypeStepStart, `{"turn":1,"step":1}`))); err != nil {
+		t.Fatal(err)
+	}
+}
