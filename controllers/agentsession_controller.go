@@ -60,10 +60,6 @@ type AgentSessionReconciler struct {
 	EventMaxHold time.Duration
 	// Metrics is told about every status written (internal/metrics); nil disables it.
 	Metrics StatusObserver
-	// PendingPoll is kept for cmd/manager's --pending-poll and has no effect since protocol v2:
-	// a selection queued during a turn waits for a step boundary of a later turn instead of
-	// committing when the turn ends, so nothing polls for turn/end.
-	PendingPoll time.Duration
 	// MaxStoreBackoff caps the workqueue's per-session backoff after failed reconciles (a log
 	// store that is down). Zero: 30s.
 	MaxStoreBackoff time.Duration

@@ -34,8 +34,7 @@ import (
 const (
 	timeout  = 20 * time.Second
 	interval = 25 * time.Millisecond
-	// quiet is how long Consistently watches for writes that must not happen. The manager's
-	// pending poll in these tests is 100ms, so several polls run within it.
+	// quiet is how long Consistently watches for writes that must not happen.
 	quiet       = 1500 * time.Millisecond
 	testSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
 	agentOwner  = "planmode-agent"
@@ -203,7 +202,6 @@ func startManager(ns string, store sessionlog.Store, o managerOptions) *testMana
 		Client:          mgr.GetClient(),
 		Store:           tm.store,
 		Recorder:        mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll:     100 * time.Millisecond,
 		MaxStoreBackoff: 500 * time.Millisecond,
 		StoreID:         o.storeID,
 	}

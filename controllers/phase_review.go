@@ -63,7 +63,7 @@ func (sc *sessionScope) approvalExits() bool {
 		return rs.Phase == agentsv1alpha1.ReviewPending && sc.refuseDecision(rs.PlanSHA256, req, d) == ""
 	}
 	// openReview admits the plan only in committed plan mode, for a turn of this session's log.
-	return sc.tail.Active && sc.reviewNotOfThisSession(req) == "" && sc.refuseDecision("", req, d) == ""
+	return sc.tail.Active && sc.reviewNotOfThisSession(req) == "" && sc.refuseDecision(planmode.PlanSHA256(req.Plan), req, d) == ""
 }
 
 func agentReview(s *agentsv1alpha1.AgentSession) *agentsv1alpha1.PlanReviewRequest {
@@ -110,9 +110,6 @@ func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, 
 		return false // no decision, or one for another (older) plan: never applies to this one
 	}
 	rs := status.Review
-	if rs.PlanSHA256 == "" {
-		rs.PlanSHA256 = planmode.PlanSHA256(req.Plan) // a review opened before digests were recorded
-	}
 	if why := sc.refuseDecision(rs.PlanSHA256, req, d); why != "" { // review_binding.go
 		sc.emitDecisionRefused(why)
 		return false

@@ -31,13 +31,9 @@ func (sc *sessionScope) reviewNotOfThisSession(req *agentsv1alpha1.PlanReviewReq
 }
 
 // refuseDecision reports why decision d must not decide the plan under review, or "".
-// recorded is the digest the review was opened with ("" for a review opened before digests
-// were recorded: the posted plan's is taken then).
+// recorded is the digest the review was opened with.
 func (sc *sessionScope) refuseDecision(recorded string, req *agentsv1alpha1.PlanReviewRequest, d *agentsv1alpha1.ReviewDecision) string {
 	posted := planmode.PlanSHA256(req.Plan)
-	if recorded == "" {
-		recorded = posted
-	}
 	switch {
 	case posted != recorded:
 		return fmt.Sprintf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): "+

@@ -48,7 +48,6 @@ type options struct {
 	leaderElectionNamespace string
 	events                  string
 	eventMaxHold            time.Duration
-	pendingPoll             time.Duration
 	maxStoreBackoff         time.Duration
 	logStoreTimeout         time.Duration
 	concurrency             int
@@ -80,8 +79,6 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
 	fs.DurationVar(&o.eventMaxHold, "event-max-hold", controllers.DefaultEventMaxHold,
 		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
-	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
-		"Kept for compatibility; no effect since protocol v2: a selection queued during a turn waits for a step boundary of a later turn, so nothing polls for the turn's end.")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
 	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
@@ -115,7 +112,7 @@ func run() error {
 	}
 
 	storeURL := o.logStore
-	if v, _ := storeenv.Lookup(os.Stderr); v != "" && !flagSet(fs, "log-store") {
+	if v := storeenv.Lookup(); v != "" && !flagSet(fs, "log-store") {
 		storeURL = v
 	}
 	if err := checkOptions(&o); err != nil {
@@ -183,7 +180,6 @@ func run() error {
 		StoreID:         probe.StoreID,
 		StoreChanged:    probe.changed,
 		Metrics:         rec,
-		PendingPoll:     o.pendingPoll,
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
@@ -296,9 +292,6 @@ func checkOptions(o *options) error {
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Sprintf("--max-concurrent-reconciles is %d; use 1 or more", o.concurrency))
-	}
-	if o.pendingPoll <= 0 {
-		errs = append(errs, fmt.Sprintf("--pending-poll is %s; use a positive duration such as 2s", o.pendingPoll))
 	}
 	if o.logStoreTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("--log-store-timeout is %s; use a positive duration such as 15s", o.logStoreTimeout))

@@ -23,7 +23,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// storeEnv supplies --store when the flag is not given (the deprecated PLANLOG_STORE still works, with a warning).
+// storeEnv supplies --store when the flag is not given.
 const storeEnv = storeenv.Name
 
 func main() {
@@ -52,7 +52,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	// resolve names the store; readers open it read-only, so a mistyped path or URL creates nothing.
 	resolve := func(cmd *cobra.Command) (string, error) {
 		if storeURL == "" {
-			storeURL, _ = storeenv.Lookup(cmd.ErrOrStderr())
+			storeURL = storeenv.Lookup()
 		}
 		if storeURL == "" {
 			return "", fmt.Errorf("no store: pass --store URL or set $%s", storeEnv)
@@ -125,10 +125,6 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 		},
 	}
 	importCmd.Flags().StringVar(&importOpts.SessionID, "session", "", "store under this id instead of the header's")
-	// Unknown event types are always kept now; the flag stays so existing scripts keep working.
-	var allowUnknown bool
-	importCmd.Flags().BoolVar(&allowUnknown, "allow-unknown", false, "no effect: event types this tool does not know are always kept verbatim")
-	_ = importCmd.Flags().MarkDeprecated("allow-unknown", "event types this tool does not know are always kept verbatim")
 
 	var tailID string
 	tailCmd := &cobra.Command{

@@ -66,7 +66,7 @@ func run() error {
 	})
 	flag.Parse()
 	if *storeURL == "" {
-		*storeURL, _ = storeenv.Lookup(os.Stderr)
+		*storeURL = storeenv.Lookup()
 	}
 	switch {
 	case *namespace == "" || *name == "":

@@ -80,7 +80,7 @@ agentsessions.agents.harness.dev.`,
 }
 
 func (o *Options) log(ctx context.Context, name string, f logFlags) error {
-	url, err := o.storeURL(f.store, o.Streams.ErrOut)
+	url, err := o.storeURL(f.store)
 	if err != nil {
 		return err
 	}

@@ -30,15 +30,9 @@ var (
 	// ErrProposalFailed: the manager refused the boundary report as invalid (it does not match
 	// a live turn of the log). Use errors.As with *ProposalFailedError for its message.
 	ErrProposalFailed = errors.New("step proposal failed")
-	// ErrTimeout was protocol v1's "no acknowledgement within the caller's timeout". Boundary no
-	// longer returns it: without an answer the step proceeds (Result.Unanswered).
-	ErrTimeout = errors.New("timed out waiting for the manager to acknowledge the step boundary")
 	// ErrInvalidBoundary: the caller proposed a step the log does not allow (no open turn, or
 	// another turn number than the open one). Nothing was written.
 	ErrInvalidBoundary = errors.New("invalid step boundary")
-	// ErrConfigMissing was protocol v1's failure for a plan-mode step whose PlanModeConfig does
-	// not exist. Boundary no longer returns it: the step proceeds (Result.GuidanceMissing).
-	ErrConfigMissing = errors.New("plan mode config not found")
 	// ErrSessionNotFound: the AgentSession does not exist (or was deleted).
 	ErrSessionNotFound = errors.New("AgentSession not found")
 )

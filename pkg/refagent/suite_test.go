@@ -129,7 +129,6 @@ func startManager(store sessionlog.Store) *manager {
 		Client:          mgr.GetClient(),
 		Store:           m.store,
 		Recorder:        mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll:     100 * time.Millisecond,
 		MaxStoreBackoff: 500 * time.Millisecond,
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())

@@ -79,7 +79,7 @@ func (s cliStore) run(t *testing.T, stdin []byte, name string, args ...string) (
 	env := []string{storeenv.Name + "=" + s.url}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != storeenv.Name && !slices.Contains(storeenv.Deprecated, k) {
+		if k != storeenv.Name {
 			env = append(env, kv)
 		}
 	}

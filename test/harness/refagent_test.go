@@ -82,7 +82,7 @@ func startOperator(t *testing.T) *operatorEnv {
 		t.Fatal(err)
 	}
 	r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll: 100 * time.Millisecond, MaxStoreBackoff: 500 * time.Millisecond}
+		MaxStoreBackoff: 500 * time.Millisecond}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,6 @@ var _ = BeforeSuite(func() {
 	Expect(webhooks.SetupWithManager(mgr, opts)).To(Succeed())
 	r := &controllers.AgentSessionReconciler{
 		Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll: 200 * time.Millisecond,
 	}
 	Expect(r.SetupWithManager(mgr, controller.Options{})).To(Succeed())
 	mctx, mstop := context.WithCancel(ctx)
