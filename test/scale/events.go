@@ -146,8 +146,9 @@ func startEventWriter(ctx context.Context, writer string, cfg *rest.Config) (crr
 	return nil, nil, fmt.Errorf("-event-writers: unknown writer %q; use %s or %s", writer, writerRecorder, writerSink)
 }
 
-// eventWritesSettle waits until the API server's count of Event writes has stood still for 2 s
-// (at most 5 minutes) and returns when it last moved.
+// eventWritesSettle waits until the API server's count of Event writes (429s included) has stood
+// still for 15 s, longer than client-go's broadcaster sleeps between the tries of a refused
+// write (10 s, jittered by up to a quarter), at most 5 minutes; it returns when it last moved.
 func (b *bench) eventWritesSettle(ctx context.Context) (time.Time, error) {
 	count := func() (float64, error) {
 		m, err := apiWrites(ctx, b.cfg)
@@ -159,11 +160,11 @@ func (b *bench) eventWritesSettle(ctx context.Context) (time.Time, error) {
 	}
 	moved := time.Now()
 	deadline := moved.Add(5 * time.Minute)
-	for time.Since(moved) < 2*time.Second {
+	for time.Since(moved) < 15*time.Second {
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("the Event writes did not settle within 5 minutes")
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 		c, err := count()
 		if err != nil {
 			return time.Time{}, err
