@@ -93,7 +93,7 @@ func (b *bench) events(ctx context.Context, writer string, n int) (*eventsResult
 	r := &eventsResult{writer: writer, n: n}
 	for _, round := range eventRounds {
 		logPhase("events: %s, %d sessions, %s", writer, n, round)
-		s0, err := apiWrites(ctx, b.cfg)
+		s0, err := apiWritesPatiently(ctx, b.cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +106,7 @@ func (b *bench) events(ctx context.Context, writer string, n int) (*eventsResult
 		if err != nil {
 			return nil, err
 		}
-		s1, err := apiWrites(ctx, b.cfg)
+		s1, err := apiWritesPatiently(ctx, b.cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +151,7 @@ func startEventWriter(ctx context.Context, writer string, cfg *rest.Config) (crr
 // write (10 s, jittered by up to a quarter), at most 5 minutes; it returns when it last moved.
 func (b *bench) eventWritesSettle(ctx context.Context) (time.Time, error) {
 	count := func() (float64, error) {
-		m, err := apiWrites(ctx, b.cfg)
+		m, err := apiWritesPatiently(ctx, b.cfg)
 		return m["events"] + m["events 429"], err
 	}
 	last, err := count()
@@ -186,6 +186,23 @@ func processNow() processSample {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return processSample{goroutines: runtime.NumGoroutine(), stack: int64(m.StackInuse)}
+}
+
+// apiWritesPatiently is apiWrites, tried again for up to a minute: with tens of thousands of
+// Event writes in flight the API server can be too busy to complete a TLS handshake in time.
+func apiWritesPatiently(ctx context.Context, cfg *rest.Config) (map[string]float64, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m, err := apiWrites(ctx, cfg)
+		if err == nil || time.Now().After(deadline) {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // sampleProcess samples this process every 10 ms until the returned function is called, which
