@@ -8,7 +8,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/eventqueue"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -37,9 +35,6 @@ const (
 	defaultMaxStoreBackoff = 30 * time.Second
 	minStoreBackoff        = 250 * time.Millisecond
 )
-
-// DefaultEventMaxHold is cmd/manager's --event-max-hold (AgentSessionReconciler.EventMaxHold).
-const DefaultEventMaxHold = 30 * time.Second
 
 // AgentSessionReconciler projects each session's log into status.planMode, commits selections
 // between turns, and answers the agent's step-boundary reports (docs/protocol.md).
@@ -53,11 +48,9 @@ type AgentSessionReconciler struct {
 	// StoreChanged, when set, receives an event whenever the store's identity changed: every
 	// session is then reconciled, and one recorded against the old store stops.
 	StoreChanged <-chan ctrlevent.GenericEvent
-	// Recorder emits events.k8s.io Events; nil disables them.
+	// Recorder records the Events (events.go): the manager's GetEventRecorder. Nil records
+	// none; the manager's log still has a line for each.
 	Recorder recorder.EventRecorder
-	// EventMaxHold, when positive, holds Events while reconciles run (internal/eventqueue), for
-	// at most this long, so the acknowledgements agents wait for do not queue behind them.
-	EventMaxHold time.Duration
 	// Metrics is told about every status written (internal/metrics); nil disables it.
 	Metrics StatusObserver
 	// MaxStoreBackoff caps the workqueue's per-session backoff after failed reconciles (a log
@@ -71,7 +64,6 @@ type AgentSessionReconciler struct {
 	APIReader client.Reader
 
 	sessions sessionMemory
-	inFlight atomic.Int64 // reconciles running now
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -80,19 +72,11 @@ type AgentSessionReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
-// SetupWithManager registers the reconciler, its watches and, with EventMaxHold, its Event
-// queue. A failed reconcile is retried with the workqueue's per-session exponential backoff,
+// SetupWithManager registers the reconciler and its watches. A failed reconcile is retried with the workqueue's per-session exponential backoff,
 // from minStoreBackoff up to MaxStoreBackoff.
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
-	}
-	if r.Recorder != nil && r.EventMaxHold > 0 {
-		q := eventqueue.New(r.Recorder, r.busy, r.EventMaxHold)
-		if err := mgr.Add(q); err != nil {
-			return fmt.Errorf("add the Event queue: %w", err)
-		}
-		r.Recorder = q
 	}
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
@@ -130,8 +114,6 @@ func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client
 // Reconcile reads the session, computes its status in phases (appending plan/mode only where
 // the protocol says so), writes the status once, and then emits the transition Events.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.inFlight.Add(1)
-	defer r.inFlight.Add(-1)
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -149,7 +131,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	// Events go out after the status write: the acknowledgement the agent waits for must not
 	// queue behind them at the API server.
-	defer r.emitEvents(sc)
+	defer r.recordEvents(sc)
 	if res, err := r.writeStatus(ctx, sc); err != nil || !res.IsZero() {
 		return res, err
 	}
@@ -158,9 +140,6 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	return sc.result, nil
 }
-
-// busy reports whether a reconcile is running: the Event queue holds Events meanwhile.
-func (r *AgentSessionReconciler) busy() bool { return r.inFlight.Load() > 0 }
 
 func (r *AgentSessionReconciler) maxBackoff() time.Duration {
 	if r.MaxStoreBackoff > 0 {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 
@@ -60,8 +61,7 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, storeErrorf("fork session %q from %q: %w", sid, f.SessionID, err)
 	}
 	sc.forkSeedLength = tail.NextSeq
-	sc.emit(corev1.EventTypeNormal, EventReasonForkSeeded, "Fork",
-		fmt.Sprintf("seeded %d events from session %q; inherited plan mode %v", tail.NextSeq, f.SessionID, tail.Active))
+	logf.FromContext(ctx).Info("seeded a forked session's log from its parent", "parent", f.SessionID, "events", tail.NextSeq, "active", tail.Active)
 	return ctrl.Result{}, nil
 }
 

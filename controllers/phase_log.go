@@ -90,7 +90,7 @@ func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bo
 		return failure
 	}
 	sc.tail = t
-	sc.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), committedNote.of(active))
+	sc.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), committedNote(active))
 	return nil
 }
 

@@ -24,10 +24,6 @@ import (
 // webhook refuses most such sessions at create already (webhooks: the cached sessionID
 // index); this is what holds when two are created at once, or a session predates the check.
 
-// EventReasonSessionIDInUse is the Event reason of a session whose log belongs to another
-// AgentSession.
-const EventReasonSessionIDInUse = "SessionIDInUse"
-
 // SessionIDInUseError is a session whose spec.sessionID names a log another AgentSession owns.
 // It is terminal: spec.sessionID is immutable, so no retry can cure it. The message does not
 // name the owner, which may be in a namespace the reader cannot see; the manager's log does.

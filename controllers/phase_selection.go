@@ -36,13 +36,10 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		sc.setPending(d.Pending)
 		if sel && sc.holdsEntry() {
 			sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
-			return ctrl.Result{}, nil
 		}
-		sc.emitSeries(corev1.EventTypeNormal, EventReasonQueued, transitionAction(sel), queuedNote.of(sel))
 		return ctrl.Result{}, nil
 	case planmode.Cancelled:
 		sc.setPending(d.Pending)
-		sc.emitSeries(corev1.EventTypeNormal, EventReasonCancelled, transitionAction(sel), cancelledNote.of(sel))
 		return ctrl.Result{}, nil
 	}
 	// Committed: between turns, append at once.

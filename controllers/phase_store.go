@@ -11,9 +11,6 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
 
-// EventReasonStoreMismatch is the Warning Event of a session stopped by LogStoreMismatch.
-const EventReasonStoreMismatch = "LogStoreMismatch"
-
 // LogStoreMismatchError is a log store that is not the one the session's status was recorded
 // against: another identity, or a log that ends before the recorded position. Appending there
 // would run the session on a log that forgot its plan state, so nothing is appended; the

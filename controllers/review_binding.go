@@ -16,10 +16,6 @@ import (
 // changed under its review id, is refused with a Warning Event and the review stays open. The
 // admission webhook refuses both earlier; this holds without it.
 
-// EventReasonReviewDecisionRefused is the Event reason of a decision that did not match the
-// plan under review.
-const EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
-
 // reviewNotOfThisSession explains why a posted plan is not this session's to review, or "".
 // A plan may be reviewed after its turn ended (approved between turns), so only a turn the
 // log has not reached marks it as another's.

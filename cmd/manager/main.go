@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,7 +26,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
-	"github.com/harness-dev/planmode-operator/internal/eventpath"
+	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
@@ -47,7 +48,6 @@ type options struct {
 	leaderElectionID        string
 	leaderElectionNamespace string
 	events                  string
-	eventMaxHold            time.Duration
 	maxStoreBackoff         time.Duration
 	logStoreTimeout         time.Duration
 	concurrency             int
@@ -77,8 +77,6 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
-	fs.DurationVar(&o.eventMaxHold, "event-max-hold", controllers.DefaultEventMaxHold,
-		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
 	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
@@ -183,11 +181,15 @@ func run() error {
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
 	if o.events == "on" {
-		stop, err := startEvents(ctx, mgr, r, o.eventMaxHold)
+		sink, stop, err := eventsink.Start(ctx, mgr, controllers.FieldManager, ctrl.Log.WithName("events"))
 		if err != nil {
 			return err
 		}
-		defer stop() // after mgr.Start returned: the queue's last Events are written
+		defer stop() // after mgr.Start returned: the Events of the last reconciles are written
+		if err := registerCollectors(sink.Collectors()...); err != nil {
+			return fmt.Errorf("register the Event metrics: %w", err)
+		}
+		r.Recorder = sink
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
@@ -220,22 +222,13 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// startEvents gives r its Events: a bounded sink (internal/eventpath; the boundary benchmark
-// runs the same), held while reconciles run so under load they trail the status writes. stop
-// drains the sink once the manager has stopped.
-func startEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSessionReconciler, maxHold time.Duration) (stop func(), err error) {
-	events, err := eventpath.Start(ctx, mgr, eventpath.Options{Controller: controllers.FieldManager, Log: ctrl.Log.WithName("events")})
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range events.Sink.Collectors() {
+func registerCollectors(cs ...prometheus.Collector) error {
+	for _, c := range cs {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
-			events.Stop()
-			return nil, fmt.Errorf("register the Event metrics: %w", err)
+			return err
 		}
 	}
-	r.Recorder, r.EventMaxHold = events.Sink, maxHold
-	return events.Stop, nil
+	return nil
 }
 
 // openStore opens the session log with one PostgreSQL connection per worker: each reconcile
@@ -286,9 +279,6 @@ func checkOptions(o *options) error {
 	var errs []string
 	if o.events != "on" && o.events != "off" {
 		errs = append(errs, fmt.Sprintf("--events is %q; use on or off", o.events))
-	}
-	if o.eventMaxHold < 0 {
-		errs = append(errs, fmt.Sprintf("--event-max-hold is %s; use a duration >= 0 (0 sends each Event at once)", o.eventMaxHold))
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Sprintf("--max-concurrent-reconciles is %d; use 1 or more", o.concurrency))

@@ -9,7 +9,7 @@
 //     agents; the user's own toggle writes are counted apart and not charged). The manager's
 //     Events are writes like the others: their own column, and in the total.
 //
-// The manager side runs the real reconciler with cmd/manager's Event path (internal/eventpath).
+// The manager side runs the real reconciler with cmd/manager's Event writer (internal/eventsink).
 // The floor (test/framework/floor) answers the same boundary with no log work: it marks the
 // selection pending and copies the report into lastBoundary with the current tail. The ratio
 // manager/floor is the cost of plan mode itself.
