@@ -86,7 +86,7 @@ type opts struct {
 	tailTime          string
 	floorShape        string // --status-shape of the floor process
 	eventWriters      []string
-	apf               bool   // ordinary identities, so API Priority and Fairness queues their requests (default)
+	apf               bool // ordinary identities, so API Priority and Fairness queues their requests (default)
 	root, tmp         string
 }
 
