@@ -11,6 +11,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -65,7 +66,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove, Feedback: tc.feedback}
 			s.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# Plan\n", Turn: tail.Turn}}
 			if tc.prev != "" {
-				s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: tc.prev}
+				s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: tc.prev, PlanSHA256: planmode.PlanSHA256("# Plan\n")}
 			}
 			out, err := e.r.compute(context.Background(), s)
 			if err != nil {

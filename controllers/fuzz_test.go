@@ -31,6 +31,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -344,7 +345,7 @@ func FuzzReviewDecision(f *testing.F) {
 			agentsv1alpha1.ReviewKeptPlanning, agentsv1alpha1.ReviewDismissed, agentsv1alpha1.ReviewExpired, agentsv1alpha1.ReviewRejected}
 		prev := phases[int(prevPhase)%len(phases)]
 		if prev != "" {
-			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier"}
+			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier", PlanSHA256: planmode.PlanSHA256(s.Status.Agent.Review.Plan)}
 		}
 		if hasDecision {
 			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback}
