@@ -2,12 +2,15 @@
 //
 // A reconcile reads the session, its PlanModeConfig and the log tail, computes the new status in
 // named phases (phases.go lists them in order, one file per concern), and writes the status once
-// (status_writer.go). Conditions are set from typed failures (errors.go, conditions.go).
+// (status_patcher.go). A phase's typed failure (failures.go) becomes the conditions
+// (conditions.go); the Events a person needs are recorded in events.go.
 package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +37,9 @@ const (
 	configRefIndexKey      = ".spec.planMode.configRef.name"
 	defaultMaxStoreBackoff = 30 * time.Second
 	minStoreBackoff        = 250 * time.Millisecond
+	// staleRequeue is how soon a reconcile whose write was stale runs again, from the newer
+	// object.
+	staleRequeue = 5 * time.Millisecond
 )
 
 // AgentSessionReconciler projects each session's log into status.planMode, commits selections
@@ -59,11 +65,13 @@ type AgentSessionReconciler struct {
 	// Now is the clock (tests may pin it). Nil: time.Now.
 	Now func() time.Time
 	// APIReader reads the AgentSession past the cache when the cache may lag the manager's own
-	// last write. SetupWithManager defaults it to the manager's API reader; nil trusts the cache
-	// (tests that drive compute alone).
+	// last write (status_patcher.go). SetupWithManager defaults it to the manager's API reader;
+	// nil trusts the cache (tests that drive compute alone).
 	APIReader client.Reader
 
-	sessions sessionMemory
+	statusOnce sync.Once
+	status     statusPatcher
+	claims     logClaims // phase_owner.go
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -117,7 +125,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.sessions.forget(req.NamespacedName)
+			r.patcher().forget(req.NamespacedName)
+			r.claims.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -132,13 +141,43 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// Events go out after the status write: the acknowledgement the agent waits for must not
 	// queue behind them at the API server.
 	defer r.recordEvents(sc)
-	if res, err := r.writeStatus(ctx, sc); err != nil || !res.IsZero() {
+	if res, err := r.patchStatus(ctx, sc); err != nil || !res.IsZero() {
 		return res, err
 	}
 	if sc.failure != nil {
 		return ctrl.Result{}, terminal(sc.failure) // shown in the status now; retried with the workqueue's backoff
 	}
 	return sc.result, nil
+}
+
+// patcher is the reconciler's status patcher, made on first use (the reconciler's fields are
+// set by then).
+func (r *AgentSessionReconciler) patcher() *statusPatcher {
+	r.statusOnce.Do(func() { r.status.client, r.status.live = r.Client, r.APIReader })
+	return &r.status
+}
+
+// patchStatus writes the status a reconcile computed, once, or, when no write is due,
+// remembers a status it checked against the log. A stale write is computed again soon.
+func (r *AgentSessionReconciler) patchStatus(ctx context.Context, sc *sessionScope) (ctrl.Result, error) {
+	p, key := r.patcher(), client.ObjectKeyFromObject(sc.session)
+	if !sc.changed {
+		if sc.logChecked() {
+			p.checked(key, &sc.session.Status)
+		}
+		return ctrl.Result{}, nil
+	}
+	if err := p.patch(ctx, sc.session, sc.status); err != nil {
+		if errors.Is(err, errStaleStatus) {
+			logf.FromContext(ctx).V(1).Info("the status changed since it was read; computing again")
+			return ctrl.Result{RequeueAfter: staleRequeue}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("patch status of AgentSession %s: %w", key, err)
+	}
+	pm := sc.status.PlanMode
+	logf.FromContext(ctx).V(1).Info("status written", "active", pm.Active, "pending", pm.Pending, "nextSeq", pm.NextSeq)
+	r.observe(sc.session, sc.session.Status, sc.status)
+	return ctrl.Result{}, nil
 }
 
 func (r *AgentSessionReconciler) maxBackoff() time.Duration {

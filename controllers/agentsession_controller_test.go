@@ -565,11 +565,11 @@ func reconcilerSpecs(be func() *backend) {
 
 			r := &AgentSessionReconciler{Client: k8sClient, Store: be().mgrStore}
 			write := func(r *AgentSessionReconciler, basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) (ctrl.Result, error) {
-				return r.writeStatus(suiteCtx, &sessionScope{r: r, session: basis, status: status, changed: true})
+				return r.patchStatus(suiteCtx, &sessionScope{r: r, session: basis, status: status, changed: true})
 			}
 			undo := *stale.Status.DeepCopy()
 			undo.PlanMode.Selection = F
-			for i := 0; i < 2; i++ { // the retry is resourceVersion-locked, and refused too
+			for i := 0; i < 2; i++ { // each carries the stale resourceVersion: a conflict, and the live status differs
 				res, err := write(r, stale, undo)
 				Expect(err).NotTo(HaveOccurred(), "attempt %d", i)
 				Expect(res.RequeueAfter).To(Equal(staleRequeue), "attempt %d: refused as stale, recomputed soon", i)
@@ -595,7 +595,7 @@ func reconcilerSpecs(be func() *backend) {
 
 			// Holding its own last write, the manager sends the changed fields alone, with no
 			// precondition: the agent's next write is no conflict either, and is kept.
-			Expect(r2.sessions.holds(a.key, digestStatus(&as.Status))).To(BeTrue(), "the stored manager-owned status is r2's write")
+			Expect(r2.patcher().unchangedSince(a.key, &as.Status)).To(BeTrue(), "the stored manager-owned status is r2's write")
 			a.report(1, 1, a.tail().NextSeq+1)
 			next = *as.Status.DeepCopy()
 			next.PlanMode.Selection = T
@@ -611,7 +611,7 @@ func reconcilerSpecs(be func() *backend) {
 			start()
 			a := newSession(ns, "forget", nil, nil, be().agentStore)
 			a.settled(false, false)
-			held := func() bool { _, ok := mgr.r.sessions.heldDigest(a.key); return ok }
+			held := func() bool { _, ok := mgr.r.patcher().remembered(a.key); return ok }
 			// The write is visible before the reconciler has recorded it: wait for the record.
 			Eventually(held, timeout, interval).Should(BeTrue(), "the manager holds its last write of the session")
 			Expect(k8sClient.Delete(suiteCtx, a.get())).To(Succeed())

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -76,7 +75,7 @@ func (sc *sessionScope) project() {
 // appendPlanMode appends plan/mode{active} at seq with compare-and-swap. Losing the race for
 // the seq restarts the phases on a fresh tail; any other failure is a *StoreError.
 func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bool) error {
-	if err := sc.ensureNewestSession(ctx); err != nil {
+	if err := sc.decideOnNewest(ctx); err != nil {
 		return err
 	}
 	sid := sc.session.Spec.SessionID
@@ -94,22 +93,18 @@ func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bo
 	return nil
 }
 
-// ensureNewestSession makes sure an append is decided on the newest session. The cache can
-// lag the manager's own last status write (a pending selection already settled, or one
-// already taken on); appending on such a read would log a state the user no longer wants.
-// Unless the reconcile already knows its session is the newest (newestKnown), one live read
-// decides, and a newer session restarts the phases from it.
-func (sc *sessionScope) ensureNewestSession(ctx context.Context) error {
-	if sc.r.APIReader == nil || sc.sessionIsNewest {
+// decideOnNewest makes sure an append is decided on the API server's newest session, unless
+// the reconcile already knows it is (status_patcher.go): a newer one restarts the phases from it.
+func (sc *sessionScope) decideOnNewest(ctx context.Context) error {
+	if sc.sessionIsNewest {
 		return nil
 	}
-	key := client.ObjectKeyFromObject(sc.session)
-	var live agentsv1alpha1.AgentSession
-	if err := sc.r.APIReader.Get(ctx, key, &live); err != nil {
-		return fmt.Errorf("read AgentSession %s before appending: %w", key, err)
+	newer, err := sc.r.patcher().newer(ctx, sc.session)
+	if err != nil {
+		return err
 	}
-	if live.ResourceVersion != sc.session.ResourceVersion {
-		return &recomputeError{from: &live, reason: "the cached session is older than the API server's"}
+	if newer != nil {
+		return &recomputeError{from: newer, reason: "the cached session is older than the API server's"}
 	}
 	sc.sessionIsNewest = true
 	return nil

@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -40,7 +43,7 @@ func (e *SessionIDInUseError) Error() string {
 func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	s := sc.session
 	key, sid := client.ObjectKeyFromObject(s), s.Spec.SessionID
-	if sc.r.sessions.holdsClaim(key, s.UID, sid) {
+	if sc.r.claims.has(key, s.UID, sid) {
 		return ctrl.Result{}, nil
 	}
 	me := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
@@ -49,12 +52,59 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, storeErrorf("record AgentSession %s as the owner of session %q's log: %w", key, sid, err)
 	}
 	if holder.SameSession(me) {
-		sc.r.sessions.claimed(key, s.UID, sid)
+		sc.r.claims.record(key, s.UID, sid)
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).Info("refusing a session whose log belongs to another AgentSession",
 		"sessionID", sid, "owner", holder.String(), "ownerUID", holder.UID)
 	return sc.stopWith(agentsv1alpha1.ReasonSessionIDInUse, EventReasonSessionIDInUse, "ClaimLog", &SessionIDInUseError{SessionID: sid})
+}
+
+// logClaims remembers, per session, the (UID, sessionID) whose log this process recorded as
+// the session's in the store, so that a settled session costs no ClaimOwner call. A digest,
+// not the two strings: the cache replaces the session's object on every write, and copies kept
+// here would outlive it, one pair per session. The zero value is ready to use.
+type logClaims struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]claimDigest
+}
+
+// claimDigest is a truncated SHA-256 of a session's UID and spec.sessionID.
+type claimDigest [16]byte
+
+func digestClaim(uid types.UID, sid string) claimDigest {
+	h := sha256.New()
+	h.Write([]byte(uid))
+	h.Write([]byte{0})
+	h.Write([]byte(sid))
+	var d claimDigest
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// has reports whether this process recorded the log of sid as the session with uid's.
+func (c *logClaims) has(key types.NamespacedName, uid types.UID, sid string) bool {
+	d := digestClaim(uid, sid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.m[key]
+	return ok && got == d
+}
+
+func (c *logClaims) record(key types.NamespacedName, uid types.UID, sid string) {
+	d := digestClaim(uid, sid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[types.NamespacedName]claimDigest{}
+	}
+	c.m[key] = d
+}
+
+func (c *logClaims) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
 }
 
 // stopWith ends the phases on a failure that needs a person (a condition with reason): a

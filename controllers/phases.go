@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -40,7 +39,7 @@ var phases = []phase{
 // nothing to the API. An error means the reconcile decided nothing.
 func (r *AgentSessionReconciler) compute(ctx context.Context, s *agentsv1alpha1.AgentSession) (*sessionScope, error) {
 	log := logf.FromContext(ctx)
-	basis, newest, err := r.newestKnown(ctx, s)
+	basis, newest, err := r.patcher().basis(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -99,26 +98,12 @@ func (sc *sessionScope) finish(res ctrl.Result, failure error) {
 		old.PlanMode.Notice = nil // a delivered notice is dropped with the next write, but is no reason to write
 	}
 	sc.status, sc.failure, sc.result = status, failure, res
-	sc.changed = statusChanged(*old, status)
+	sc.changed = writeDue(*old, status)
 }
 
 // logChecked reports that the stored status was computed against a log tail read without a
 // failure: when no write is due, it is known to match the log.
 func (sc *sessionScope) logChecked() bool { return sc.logRead && sc.failure == nil }
-
-// statusChanged reports whether a write is due. The log-position mirror fields (nextSeq,
-// turnOpen, toldActive) alone never cause a write: they move with every event the agent
-// appends, and writing them would cost an API write per agent event. They are refreshed with
-// every write made for another reason.
-func statusChanged(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
-	a, b := stored.DeepCopy(), computed.DeepCopy()
-	for _, s := range []*agentsv1alpha1.AgentSessionStatus{a, b} {
-		s.PlanMode.NextSeq = 0
-		s.PlanMode.TurnOpen = false
-		s.PlanMode.ToldActive = nil
-	}
-	return !equality.Semantic.DeepEqual(a, b)
-}
 
 // soonest is the result that looks again first (a zero result never asks to).
 func soonest(a, b ctrl.Result) ctrl.Result {

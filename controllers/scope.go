@@ -29,7 +29,7 @@ type sessionScope struct {
 	// parent): a terminal condition, while the other phases go on.
 	forkRefused *ForkRefusedError
 	// sessionIsNewest: the session is known to be the API server's newest, so an append may
-	// be decided on it (ensureNewestSession).
+	// be decided on it (decideOnNewest).
 	sessionIsNewest bool
 	events          []event
 

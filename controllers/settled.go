@@ -23,7 +23,7 @@ func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.
 		!selectionOutstanding(s) &&
 		unanswered(s) == nil &&
 		!reviewInProgress(s) &&
-		r.sessions.holds(client.ObjectKeyFromObject(s), digestStatus(&s.Status)) &&
+		r.patcher().unchangedSince(client.ObjectKeyFromObject(s), &s.Status) &&
 		r.configUnchanged(ctx, s) &&
 		r.storeUnchanged(s) // phase_store.go
 }
