@@ -144,10 +144,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if res, err := r.patchStatus(ctx, sc); err != nil || !res.IsZero() {
 		return res, err
 	}
-	if sc.failure != nil {
-		return ctrl.Result{}, terminal(sc.failure) // shown in the status now; retried with the workqueue's backoff
-	}
-	return sc.result, nil
+	return sc.outcome()
 }
 
 // patcher is the reconciler's status patcher, made on first use (the reconciler's fields are

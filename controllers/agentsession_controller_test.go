@@ -363,7 +363,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(ack.Result).To(Equal(agentsv1alpha1.BoundaryFailed))
 			Expect(ack.Message).To(ContainSubstring("status.agent.boundary.seq"))
 			Eventually(func() string { return readyReason(a.get()) }, timeout, interval).Should(Equal("False/" + agentsv1alpha1.ReasonInvalidBoundary))
-			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonInvalidBound))
+			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonInvalidBoundary))
 			a.report(2, 1, seq) // wrong turn
 			Expect(a.awaitAck(2, 1, seq).Message).To(ContainSubstring("status.agent.boundary.turn"))
 			Expect(a.planModes()).To(BeEmpty())
@@ -406,7 +406,7 @@ func reconcilerSpecs(be func() *backend) {
 			Expect(r.ack.Message).To(ContainSubstring("injected fault"))
 			as := a.settled(false, true)
 			Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonLogStoreError))
-			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonAppendFailed))
+			Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonLogStoreError))
 			Expect(a.planModes()).To(BeEmpty())
 
 			// A v2 agent goes on under the committed state; its turn ends. The selection was
@@ -779,6 +779,6 @@ var _ = Describe("AgentSession reconciler when the PostgreSQL server stops", fun
 			g.Expect(as.Status.PlanMode.Pending).To(BeTrue())
 			g.Expect(as.Status.PlanMode.Active).To(BeFalse())
 		}, timeout, interval).Should(Succeed())
-		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonStoreError))
+		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonLogStoreError))
 	})
 })

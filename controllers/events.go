@@ -14,17 +14,12 @@ import (
 // the manager's log as an info line (so it shows with --events off too). They are handed to the
 // events.k8s.io recorder (AgentSessionReconciler.Recorder: cmd/manager's internal/eventsink)
 // after the reconcile's status write: a committed transition, a plan review opened, decided,
-// expired or refused, and a failure that needs a person. No Event is recorded for a selection
-// queued or cancelled, a step boundary answered, or any other step the status already shows.
+// expired or refused, and a failure that needs a person (a Warning with Ready's reason,
+// recorded once when Ready first shows it: warnOnce in conditions.go). No Event is recorded
+// for a selection queued or cancelled, a step boundary answered, or any other step the status
+// already shows.
 const (
 	EventReasonCommitted             = "Committed"
-	EventReasonAppendFailed          = "AppendFailed"
-	EventReasonInvalidBound          = "InvalidBoundaryReport"
-	EventReasonStoreError            = "LogStoreUnavailable"
-	EventReasonStoreMismatch         = "LogStoreMismatch"
-	EventReasonSessionIDInUse        = "SessionIDInUse"
-	EventReasonForkRefused           = "ForkRefused"
-	EventReasonConfigMissing         = "ConfigMissing"
 	EventReasonReviewOpened          = "ReviewOpened"
 	EventReasonReviewDecided         = "ReviewDecided"
 	EventReasonReviewExpired         = "ReviewExpired"

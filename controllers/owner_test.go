@@ -50,7 +50,7 @@ var _ = Describe("one log per session", func() {
 			}, timeout, interval).Should(Succeed())
 			Expect(owner.planModes()).To(BeEmpty(), "the second session appended to the first one's log")
 			// Events trail status writes while reconciles are in flight (the reconciler's Event queue).
-			Eventually(func() []string { return eventReasons(intruder.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonSessionIDInUse))
+			Eventually(func() []string { return eventReasons(intruder.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonSessionIDInUse))
 
 			// Its agent, waiting at a boundary, is answered Failed at once.
 			intruder.report(1, 1, 0)

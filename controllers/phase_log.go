@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -14,20 +13,17 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// readLog reads the log's tail. When the log cannot be read at all, a waiting boundary is
-// answered Failed at once, so the agent fails its proposal instead of waiting out its timeout.
+// readLog reads the log's tail and checks that it is the log the status was recorded against
+// (phase_store.go). When the log cannot be read at all, a waiting boundary is answered Failed at
+// once (failures.go), so the agent goes on instead of waiting out its bound.
 func (sc *sessionScope) readLog(ctx context.Context) (ctrl.Result, error) {
 	sid := sc.session.Spec.SessionID
 	t, err := sc.r.Store.Tail(ctx, sid)
 	if err != nil {
-		failure := storeErrorf("read the log tail of session %q: %w", sid, err)
-		if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonLogStoreError {
-			sc.emit(corev1.EventTypeWarning, EventReasonStoreError, "ReadLog", failure.Error())
-		}
-		if b := unanswered(sc.session); b != nil {
-			sc.planMode.LastBoundary = sc.failedAck(b, sc.stored.Active, sc.stored.NextSeq, failure)
-		}
-		return ctrl.Result{}, failure
+		return ctrl.Result{}, storeFailure("ReadLog", "read the log tail of session %q: %w", sid, err)
+	}
+	if err := sc.checkLogStore(t); err != nil {
+		return ctrl.Result{}, err
 	}
 	sc.tail = t
 	sc.logRead = true
@@ -84,9 +80,7 @@ func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bo
 		if sessionlog.IsConflict(err) {
 			return &recomputeError{reason: fmt.Sprintf("seq %d was taken", seq)}
 		}
-		failure := storeErrorf("append plan/mode {active: %v} at seq %d to session %q: %w", active, seq, sid, err)
-		sc.emit(corev1.EventTypeWarning, EventReasonAppendFailed, "Append", failure.Error())
-		return failure
+		return storeFailure("Append", "append plan/mode {active: %v} at seq %d to session %q: %w", active, seq, sid, err)
 	}
 	sc.tail = t
 	sc.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), committedNote(active))

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -24,9 +23,9 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 	}
 	d := planmode.Set(sc.state(), sel)
 	if d.Append != nil && *d.Append && sc.holdsEntry() {
-		// Between turns with no guidance to render: the entry waits for the config, and says so.
+		// Between turns with no guidance to render: the entry waits for the config (Ready says
+		// so: ConfigMissing).
 		sc.setPending(&planmode.Pending{Active: true, Narrate: true})
-		sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
 		return ctrl.Result{}, nil
 	}
 	switch d.Outcome {
@@ -34,9 +33,6 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, nil
 	case planmode.Queued:
 		sc.setPending(d.Pending)
-		if sel && sc.holdsEntry() {
-			sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
-		}
 		return ctrl.Result{}, nil
 	case planmode.Cancelled:
 		sc.setPending(d.Pending)
@@ -44,7 +40,7 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 	}
 	// Committed: between turns, append at once.
 	if err := sc.appendPlanMode(ctx, sc.tail.NextSeq, sel); err != nil {
-		if reportedFailure(err) != "" {
+		if asFailure(err) != nil {
 			// Keep the durable selection pending so the between-turns flush retries it.
 			sc.setPending(&planmode.Pending{Active: sel, Narrate: true})
 		}

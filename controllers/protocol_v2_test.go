@@ -53,7 +53,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			g.Expect(stalled(as)).To(BeFalse())
 			g.Expect(as.Status.PlanMode.QueuedInTurn).To(BeEquivalentTo(1))
 		}, timeout, interval).Should(Succeed())
-		Expect(eventReasons(a.key)).NotTo(ContainElement("Warning/" + EventReasonInvalidBound))
+		Expect(eventReasons(a.key)).NotTo(ContainElement("Warning/" + agentsv1alpha1.ReasonInvalidBoundary))
 		Expect(a.planModes()).To(BeEmpty(), "queued in turn 1: nothing is appended when the turn ends")
 
 		// The next turn's first boundary applies it.
@@ -93,7 +93,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "cancelled: nothing is ever logged")
 	})
 
-	It("stalls nothing for a missing PlanModeConfig unless plan mode is involved, and warns", func() {
+	It("stalls nothing for a missing PlanModeConfig unless plan mode is involved, and then warns", func() {
 		ns = newNamespace(false)
 		startManager(ns, be().mgrStore, managerOptions{})
 		a := newSession(ns, "nocfg", nil, nil, be().agentStore)
@@ -102,8 +102,9 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			g.Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))
 			g.Expect(readyReason(as)).To(Equal("True/InSync"))
 			g.Expect(stalled(as)).To(BeFalse())
+			g.Expect(as.Status.Conditions).To(ContainElement(HaveField("Message", ContainSubstring("PlanModeConfig"))), "Ready names the missing config")
 		}, timeout, interval).Should(Succeed())
-		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonConfigMissing))
+		Expect(eventReasons(a.key)).NotTo(ContainElement("Warning/"+agentsv1alpha1.ReasonConfigMissing), "nothing waits for it yet")
 		// Steps run, with nothing to ask.
 		a.startTurn(1)
 		Expect(a.boundary(1, 1).asked).To(BeFalse())
@@ -117,6 +118,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			g.Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonConfigMissing))
 			g.Expect(stalled(as)).To(BeTrue())
 		}, timeout, interval).Should(Succeed())
+		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonConfigMissing))
 		Expect(a.planModes()).To(BeEmpty())
 		createConfig(ns, agentsv1alpha1.DefaultPlanModeConfigName)
 		Expect(readyReason(a.settled(true, false))).To(Equal("True/InSync"))
@@ -157,7 +159,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			c := meta.FindStatusCondition(as.Status.Conditions, agentsv1alpha1.ConditionReady)
 			g.Expect(c.Message).To(ContainSubstring("new spec.sessionID"))
 		}, timeout, interval).Should(Succeed())
-		Eventually(func() []string { return eventReasons(child.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonForkRefused))
+		Eventually(func() []string { return eventReasons(child.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonForkRefused))
 
 		setActive(child.key, T)
 		r := child.boundary(1, 1)
