@@ -131,7 +131,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, err
 	}
-	if !s.DeletionTimestamp.IsZero() || r.settled(ctx, &s) {
+	if !s.DeletionTimestamp.IsZero() || r.upToDate(ctx, &s) {
 		return ctrl.Result{}, nil
 	}
 	sc, err := r.compute(ctx, &s)

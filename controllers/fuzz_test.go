@@ -161,7 +161,7 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: id},
 	}
 	a := tail.Active
-	s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{Active: tail.Active, Selection: &a, NextSeq: tail.NextSeq, TurnOpen: tail.TurnOpen, ToldActive: tail.Told}
+	s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{Active: tail.Active, Selection: &a, NextSeq: tail.NextSeq, TurnOpen: tail.TurnOpen, ToldActive: tail.LastShown}
 	return s, evs
 }
 

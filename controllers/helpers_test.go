@@ -419,7 +419,7 @@ func (a *agent) boundary(turn, step int64) stepResult {
 	}
 	a.append(evs...)
 	reason := harness.HeaderReasonChange
-	if told := t.Told; told == nil {
+	if told := t.LastShown; told == nil {
 		reason = harness.HeaderReasonInitial
 	}
 	a.header(res.committed, reason)

@@ -67,7 +67,7 @@ func (sc *sessionScope) answerBoundary(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, err // a store failure answers the boundary Failed (failures.go)
 	}
 	sc.setPending(nil)
-	sc.owe(d.Notice) // at b.seq: the admitted step records it (the answer carries it)
+	sc.setOwedNotice(d.Notice) // at b.seq: the admitted step records it (the answer carries it)
 	sc.admit(b, sc.tail.Active, sc.tail.NextSeq, d.Notice)
 	return ctrl.Result{}, nil
 }
@@ -78,7 +78,7 @@ func (sc *sessionScope) boundaryDecision() planmode.FlushDecision {
 	t := sc.tail
 	d := planmode.Flush(sc.state())
 	switch {
-	case d.Append != nil && *d.Append && sc.holdsEntry():
+	case d.Append != nil && *d.Append && sc.entryWaitsForConfig():
 		return planmode.FlushDecision{Active: t.Active} // the entry waits for its config
 	case d.Append != nil && t.Step >= 1 && t.LastPlanModeSeq > t.LastStepStartSeq:
 		// A plan/mode already landed at this boundary and no step started since (only an

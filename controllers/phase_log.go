@@ -45,7 +45,7 @@ func (sc *sessionScope) recoverUnrecorded(context.Context) (ctrl.Result, error) 
 	if sc.stored.PendingSource == agentsv1alpha1.PendingSourceExit && sc.stored.PendingActive != nil && *sc.stored.PendingActive == t.Active {
 		return ctrl.Result{}, nil // an approved exit is never narrated
 	}
-	if n := planmode.Narration(t.Told, t.Active); n != "" {
+	if n := planmode.Narration(t.LastShown, t.Active); n != "" {
 		sc.planMode.Notice = &agentsv1alpha1.OwedNotice{Seq: t.LastPlanModeSeq, Text: n}
 	}
 	return ctrl.Result{}, nil
@@ -61,7 +61,7 @@ func (sc *sessionScope) project() {
 	pm.Active = t.Active
 	pm.NextSeq = t.NextSeq
 	pm.TurnOpen = t.TurnOpen
-	pm.ToldActive = t.Told
+	pm.ToldActive = t.LastShown
 	pm.Pending = pm.PendingActive != nil && *pm.PendingActive != t.Active
 	if pm.Notice != nil && pm.Notice.Seq < t.LastStepStartSeq {
 		pm.Notice = nil // delivered: a step started after it

@@ -22,7 +22,7 @@ import (
 // index); this is what holds when two are created at once, or a session predates the check.
 
 // claimLog makes sure the log of spec.sessionID belongs to this AgentSession. A claim this
-// process already made for the same UID is not repeated, so a settled session costs no extra
+// process already made for the same UID is not repeated, so an up-to-date session costs no extra
 // store call.
 func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	s := sc.session
@@ -45,7 +45,7 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 }
 
 // logClaims remembers, per session, the (UID, sessionID) whose log this process recorded as
-// the session's in the store, so that a settled session costs no ClaimOwner call. A digest,
+// the session's in the store, so that an up-to-date session costs no ClaimOwner call. A digest,
 // not the two strings: the cache replaces the session's object on every write, and copies kept
 // here would outlive it, one pair per session. The zero value is ready to use.
 type logClaims struct {

@@ -22,7 +22,7 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, nil // the review records it as the approved exit: silent, at the next boundary
 	}
 	d := planmode.Set(sc.state(), sel)
-	if d.Append != nil && *d.Append && sc.holdsEntry() {
+	if d.Append != nil && *d.Append && sc.entryWaitsForConfig() {
 		// Between turns with no guidance to render: the entry waits for the config (Ready says
 		// so: ConfigMissing).
 		sc.setPending(&planmode.Pending{Active: true, Narrate: true})
@@ -47,7 +47,7 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, err
 	}
 	sc.setPending(nil)
-	sc.owe(d.Notice)
+	sc.setOwedNotice(d.Notice)
 	return ctrl.Result{}, nil
 }
 
@@ -65,7 +65,7 @@ func (sc *sessionScope) reassertSelection(ctx context.Context) (ctrl.Result, err
 	if sc.planMode.Selection == nil || *sc.planMode.Selection != *x {
 		return ctrl.Result{}, nil // not taken on yet: applySelection decides it
 	}
-	if !*x || !sc.holdsEntry() {
+	if !*x || !sc.entryWaitsForConfig() {
 		logf.FromContext(ctx).Info("the log does not hold the selection the status took on; selecting it again",
 			"selection", *x, "logged", sc.tail.Active)
 	}
@@ -86,13 +86,13 @@ func (sc *sessionScope) flushBetweenTurns(ctx context.Context) (ctrl.Result, err
 		sc.setPending(nil) // net-zero: nothing to log
 		return ctrl.Result{}, nil
 	}
-	if sc.planMode.QueuedInTurn != 0 || *d.Append && sc.holdsEntry() {
+	if sc.planMode.QueuedInTurn != 0 || *d.Append && sc.entryWaitsForConfig() {
 		return ctrl.Result{}, nil
 	}
 	if err := sc.appendPlanMode(ctx, sc.tail.NextSeq, *d.Append); err != nil {
 		return ctrl.Result{}, err
 	}
 	sc.setPending(nil)
-	sc.owe(d.Notice)
+	sc.setOwedNotice(d.Notice)
 	return ctrl.Result{}, nil
 }

@@ -31,7 +31,7 @@ func (sc *sessionScope) checkLogStore(t harness.Tail) error {
 }
 
 // storeUnchanged: the status was recorded against the store as last probed, so a session
-// that is otherwise settled need not read its log; after the store's identity changed, each
+// that is otherwise up to date need not read its log; after the store's identity changed, each
 // session's next reconcile reads it and meets checkLogStore.
 func (r *AgentSessionReconciler) storeUnchanged(s *agentsv1alpha1.AgentSession) bool {
 	if r.StoreID == nil {

@@ -46,7 +46,7 @@ func (sc *sessionScope) state() planmode.State {
 	if sc.planMode.PendingActive != nil {
 		p = &planmode.Pending{Active: *sc.planMode.PendingActive, Narrate: sc.planMode.PendingSource != agentsv1alpha1.PendingSourceExit}
 	}
-	return planmode.State{Logged: sc.tail.Active, Pending: p, TurnOpen: sc.tail.TurnOpen, Told: sc.tail.Told}
+	return planmode.State{Logged: sc.tail.Active, Pending: p, TurnOpen: sc.tail.TurnOpen, LastShown: sc.tail.LastShown}
 }
 
 // setPending records the pending selection and the turn it was queued in: one queued while a
@@ -70,9 +70,9 @@ func (sc *sessionScope) setPending(p *planmode.Pending) {
 	}
 }
 
-// owe records the narration of the plan/mode just appended (at tail.LastPlanModeSeq); an
+// setOwedNotice records the narration of the plan/mode just appended (at tail.LastPlanModeSeq); an
 // append without narration supersedes any earlier owed notice.
-func (sc *sessionScope) owe(text string) {
+func (sc *sessionScope) setOwedNotice(text string) {
 	if text == "" {
 		sc.planMode.Notice = nil
 		return
@@ -80,9 +80,9 @@ func (sc *sessionScope) owe(text string) {
 	sc.planMode.Notice = &agentsv1alpha1.OwedNotice{Seq: sc.tail.LastPlanModeSeq, Text: text}
 }
 
-// holdsEntry reports that entering plan mode must wait: no PlanModeConfig is in force, so there
+// entryWaitsForConfig reports that entering plan mode must wait: no PlanModeConfig is in force, so there
 // is no guidance to render (readConfig).
-func (sc *sessionScope) holdsEntry() bool { return sc.planMode.Config == nil }
+func (sc *sessionScope) entryWaitsForConfig() bool { return sc.planMode.Config == nil }
 
 // openTurn is the turn open in the log, 0 when none (or the log was not read).
 func (sc *sessionScope) openTurn() int64 {

@@ -78,7 +78,7 @@ func (p *statusPatcher) basis(ctx context.Context, cached *agentsv1alpha1.AgentS
 
 // newer reads the session live and returns it when it is newer than s (nil when s is the
 // API server's newest): an append must not be decided on a session the cache has not caught
-// up with (a selection already settled, or one already taken on).
+// up with (a selection already decided, or one already taken on).
 func (p *statusPatcher) newer(ctx context.Context, s *agentsv1alpha1.AgentSession) (*agentsv1alpha1.AgentSession, error) {
 	if p.live == nil {
 		return nil, nil

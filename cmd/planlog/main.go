@@ -169,7 +169,7 @@ type tailJSON struct {
 	NextSeq          int64  `json:"nextSeq"`
 	Active           bool   `json:"active"`
 	LastPlanModeSeq  int64  `json:"lastPlanModeSeq"`
-	Told             *bool  `json:"told"`
+	LastShown             *bool  `json:"told"`
 	TurnOpen         bool   `json:"turnOpen"`
 	Turn             int64  `json:"turn"`
 	Step             int64  `json:"step"`
@@ -179,6 +179,6 @@ type tailJSON struct {
 
 func tailView(info sessionlog.SessionInfo, t harness.Tail) tailJSON {
 	return tailJSON{Session: info.ID, CreatedAt: info.CreatedAt, ParentSession: info.ParentSession, SeedLength: info.SeedLength,
-		NextSeq: t.NextSeq, Active: t.Active, LastPlanModeSeq: t.LastPlanModeSeq, Told: t.Told, TurnOpen: t.TurnOpen,
+		NextSeq: t.NextSeq, Active: t.Active, LastPlanModeSeq: t.LastPlanModeSeq, LastShown: t.LastShown, TurnOpen: t.TurnOpen,
 		Turn: t.Turn, Step: t.Step, StepOpen: t.StepOpen, LastStepStartSeq: t.LastStepStartSeq}
 }

@@ -54,7 +54,7 @@ func TestImportExportTail(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &tail); err != nil {
 				t.Fatalf("tail output %q: %v", out, err)
 			}
-			if tail.NextSeq != 20 || !tail.Active || tail.Told == nil || !*tail.Told || !tail.TurnOpen || tail.Turn != 2 || tail.Step != 1 || tail.LastPlanModeSeq != 8 {
+			if tail.NextSeq != 20 || !tail.Active || tail.LastShown == nil || !*tail.LastShown || !tail.TurnOpen || tail.Turn != 2 || tail.Step != 1 || tail.LastPlanModeSeq != 8 {
 				t.Fatalf("tail = %s", out)
 			}
 			// Importing again is refused, and the error says why.

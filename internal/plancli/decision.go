@@ -11,7 +11,7 @@ import (
 // before ours.
 func StateOf(as *v1alpha1.AgentSession) planmode.State {
 	pm := as.Status.PlanMode
-	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, Told: pm.ToldActive}
+	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, LastShown: pm.ToldActive}
 	if pm.PendingActive != nil {
 		s.Pending = &planmode.Pending{Active: *pm.PendingActive, Narrate: pm.PendingSource != v1alpha1.PendingSourceExit}
 	}

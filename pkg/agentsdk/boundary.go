@@ -226,7 +226,7 @@ func owedNotice(s *v1alpha1.AgentSession, t harness.Tail) string {
 	if pm.PendingSource == v1alpha1.PendingSourceExit && pm.PendingActive != nil && *pm.PendingActive == t.Active {
 		return ""
 	}
-	return planmode.Narration(t.Told, t.Active)
+	return planmode.Narration(t.LastShown, t.Active)
 }
 
 // ask reports the boundary and waits at most wait for its answer. Without one (or with one

@@ -181,8 +181,8 @@ func checkFold(t *testing.T, l *liveLog, tail harness.Tail, events []harness.Eve
 			turns++
 		}
 	}
-	if (told == nil) != (tail.Told == nil) || (told != nil && *told != *tail.Told) {
-		t.Errorf("operator fold: told %v; the harness's last request/header described plan mode %v", boolText(tail.Told), boolText(told))
+	if (told == nil) != (tail.LastShown == nil) || (told != nil && *told != *tail.LastShown) {
+		t.Errorf("operator fold: told %v; the harness's last request/header described plan mode %v", boolText(tail.LastShown), boolText(told))
 	}
 	if tail.Turn != turns {
 		t.Errorf("operator fold: turn %d; the harness logged %d turns", tail.Turn, turns)
