@@ -19,7 +19,7 @@ type goldenTail struct {
 	NextSeq          int64 `json:"nextSeq"`
 	Active           bool  `json:"active"`
 	LastPlanModeSeq  int64 `json:"lastPlanModeSeq"`
-	LastShown             *bool `json:"told"`
+	LastShown        *bool `json:"told"`
 	TurnOpen         bool  `json:"turnOpen"`
 	Turn             int64 `json:"turn"`
 	LastStepStartSeq int64 `json:"lastStepStartSeq"`
