@@ -44,79 +44,94 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errOut)
-	var storeURL string
 	root.Version = version.String("planlog")
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.PersistentFlags().StringVar(&storeURL, "store", "", "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
+	st := &store{}
+	root.PersistentFlags().StringVar(&st.url, "store", "", "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
+	root.AddCommand(newExportCmd(st), newImportCmd(st), newTailCmd(st))
+	return root
+}
 
-	// resolve names the store; readers open it read-only, so a mistyped path or URL creates nothing.
-	resolve := func(cmd *cobra.Command) (string, error) {
-		if storeURL == "" {
-			storeURL = storeenv.Lookup()
-		}
-		if storeURL == "" {
-			return "", fmt.Errorf("no store: pass --store URL or set $%s", storeEnv)
-		}
-		return storeURL, nil
-	}
-	open := func(cmd *cobra.Command) (sessionlog.Store, error) {
-		url, err := resolve(cmd)
-		if err != nil {
-			return nil, err
-		}
-		return sessionlog.Open(cmd.Context(), url)
-	}
-	openRead := func(cmd *cobra.Command) (sessionlog.Store, error) {
-		url, err := resolve(cmd)
-		if err != nil {
-			return nil, err
-		}
-		return sessionlog.OpenReadOnly(cmd.Context(), url)
-	}
-	requireSession := func(id string) error {
-		if id == "" {
-			return fmt.Errorf("--session is required")
-		}
-		return nil
-	}
+// store is the --store every subcommand shares.
+type store struct{ url string }
 
-	var exportID string
-	var exportOpts sessionlog.ExportOptions
-	exportCmd := &cobra.Command{
+// resolve names the store: --store, else $PLANMODE_LOG_STORE.
+func (st *store) resolve() (string, error) {
+	if st.url == "" {
+		st.url = storeenv.Lookup()
+	}
+	if st.url == "" {
+		return "", fmt.Errorf("no store: pass --store URL or set $%s", storeEnv)
+	}
+	return st.url, nil
+}
+
+// open opens the store for writing.
+func (st *store) open(cmd *cobra.Command) (sessionlog.Store, error) {
+	url, err := st.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return sessionlog.Open(cmd.Context(), url)
+}
+
+// openRead opens the store read-only, so a mistyped path or URL creates nothing.
+func (st *store) openRead(cmd *cobra.Command) (sessionlog.Store, error) {
+	url, err := st.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return sessionlog.OpenReadOnly(cmd.Context(), url)
+}
+
+func requireSession(id string) error {
+	if id == "" {
+		return fmt.Errorf("--session is required")
+	}
+	return nil
+}
+
+func newExportCmd(st *store) *cobra.Command {
+	var id string
+	var opts sessionlog.ExportOptions
+	cmd := &cobra.Command{
 		Use:   "export --session ID [--cwd DIR]",
 		Short: "Write one session as harness JSONL (header line, then one event per line) to stdout",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireSession(exportID); err != nil {
+			if err := requireSession(id); err != nil {
 				return err
 			}
-			s, err := openRead(cmd)
+			s, err := st.openRead(cmd)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = s.Close() }()
-			if exportOpts.Cwd == "" {
+			if opts.Cwd == "" {
 				// The harness resumes such a log but fails its next turn: its prompt needs a cwd.
 				fmt.Fprintln(cmd.ErrOrStderr(), "planlog: the header has no cwd; to run turns on this log in the harness, export with --cwd DIR (the directory it resumes in)")
 			}
-			return sessionlog.ExportJSONL(cmd.Context(), s, exportID, cmd.OutOrStdout(), exportOpts)
+			return sessionlog.ExportJSONL(cmd.Context(), s, id, cmd.OutOrStdout(), opts)
 		},
 	}
-	exportCmd.Flags().StringVar(&exportID, "session", "", "session id to export")
-	exportCmd.Flags().StringVar(&exportOpts.Cwd, "cwd", "", "working directory to record in the header: the directory the harness resumes the session in")
+	cmd.Flags().StringVar(&id, "session", "", "session id to export")
+	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "working directory to record in the header: the directory the harness resumes the session in")
+	return cmd
+}
 
-	var importOpts sessionlog.ImportOptions
-	importCmd := &cobra.Command{
+func newImportCmd(st *store) *cobra.Command {
+	var opts sessionlog.ImportOptions
+	cmd := &cobra.Command{
 		Use:   "import [--session ID] < session.jsonl[.zstd]",
 		Short: "Create a session from a harness log on stdin, plain or zstd-compressed (refused if it exists; nothing stored on any error)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := open(cmd)
+			s, err := st.open(cmd)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = s.Close() }()
-			info, tail, err := sessionlog.Import(cmd.Context(), s, cmd.InOrStdin(), importOpts)
+			info, tail, err := sessionlog.Import(cmd.Context(), s, cmd.InOrStdin(), opts)
 			if err != nil {
 				return err
 			}
@@ -124,27 +139,30 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	importCmd.Flags().StringVar(&importOpts.SessionID, "session", "", "store under this id instead of the header's")
+	cmd.Flags().StringVar(&opts.SessionID, "session", "", "store under this id instead of the header's")
+	return cmd
+}
 
-	var tailID string
-	tailCmd := &cobra.Command{
+func newTailCmd(st *store) *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
 		Use:   "tail --session ID",
 		Short: "Print the session's header and tail state (next seq, plan state, told, turn/step) as JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireSession(tailID); err != nil {
+			if err := requireSession(id); err != nil {
 				return err
 			}
-			s, err := openRead(cmd)
+			s, err := st.openRead(cmd)
 			if err != nil {
 				return err
 			}
 			defer func() { _ = s.Close() }()
-			info, err := s.Info(cmd.Context(), tailID)
+			info, err := s.Info(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
-			t, err := s.Tail(cmd.Context(), tailID)
+			t, err := s.Tail(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -153,10 +171,8 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 			return enc.Encode(tailView(info, t))
 		},
 	}
-	tailCmd.Flags().StringVar(&tailID, "session", "", "session id")
-
-	root.AddCommand(exportCmd, importCmd, tailCmd)
-	return root
+	cmd.Flags().StringVar(&id, "session", "", "session id")
+	return cmd
 }
 
 // tailJSON is tail's output: the header plus the tail state, with told null when no
@@ -169,7 +185,7 @@ type tailJSON struct {
 	NextSeq          int64  `json:"nextSeq"`
 	Active           bool   `json:"active"`
 	LastPlanModeSeq  int64  `json:"lastPlanModeSeq"`
-	LastShown             *bool  `json:"told"`
+	LastShown        *bool  `json:"told"`
 	TurnOpen         bool   `json:"turnOpen"`
 	Turn             int64  `json:"turn"`
 	Step             int64  `json:"step"`
