@@ -55,6 +55,8 @@ type options struct {
 	shardSelector           string // shard.go
 	pprofAddr               string
 	webhook                 webhooks.Options
+	// Resolved by parseOptions: the store URL in force and the GOGC the process runs with.
+	storeURL, gogc string
 }
 
 func main() {
@@ -94,41 +96,18 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 const defaultGCPercent = 50
 
 func run() error {
-	var o options
-	fs := flag.CommandLine
-	bindFlags(fs, &o)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("setup")
-	gogc := os.Getenv("GOGC")
-	if gogc == "" {
-		debug.SetGCPercent(defaultGCPercent)
-		gogc = fmt.Sprint(defaultGCPercent)
-	}
-
-	storeURL := o.logStore
-	if v := storeenv.Lookup(); v != "" && !flagSet(fs, "log-store") {
-		storeURL = v
-	}
-	if err := checkOptions(&o); err != nil {
-		return err
-	}
-
-	scheme, err := newScheme()
+	o, fs, err := parseOptions()
 	if err != nil {
 		return err
 	}
-
+	log := ctrl.Log.WithName("setup")
 	ctx := ctrl.SetupSignalHandler()
-	if err := ensureSQLiteDir(storeURL, storeURL == defaultLogStore); err != nil {
+	if err := ensureSQLiteDir(o.storeURL, o.storeURL == defaultLogStore); err != nil {
 		return err
 	}
 	log.Info("starting", "version", version.String("manager"))
-	log.Info("opening the session log store", "url", connstr.Redact(storeURL))
-	store, err := openStore(ctx, storeURL, o.concurrency, o.logStoreTimeout)
+	log.Info("opening the session log store", "url", connstr.Redact(o.storeURL))
+	store, err := openStore(ctx, o.storeURL, o.concurrency, o.logStoreTimeout)
 	if err != nil {
 		return err
 	}
@@ -137,40 +116,96 @@ func run() error {
 			log.Error(err, "close the session log store")
 		}
 	}()
-
-	srv, err := webhooks.NewServer(o.webhook)
+	mgr, err := newManager(&o, leaderElectionID(fs, &o))
 	if err != nil {
 		return err
 	}
+	stopEvents, err := setupReconciler(ctx, mgr, store, &o)
+	if err != nil {
+		return err
+	}
+	defer stopEvents() // after mgr.Start returned: the Events of the last reconciles are written
+	if o.webhook.Port >= 0 {
+		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
+			return fmt.Errorf("set up the admission webhooks: %w", err)
+		}
+	}
+	log.Info("starting the manager", "logStore", connstr.Redact(o.storeURL), "leaderElect", o.leaderElect,
+		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector, "gogc", o.gogc)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run the manager: %w", err)
+	}
+	log.Info("manager stopped")
+	return nil
+}
+
+// parseOptions reads the command line, sets up logging and GOGC, resolves the store URL (the
+// environment's unless --log-store is given) and checks the options.
+func parseOptions() (options, *flag.FlagSet, error) {
+	var o options
+	fs := flag.CommandLine
+	bindFlags(fs, &o)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	o.gogc = os.Getenv("GOGC")
+	if o.gogc == "" {
+		debug.SetGCPercent(defaultGCPercent)
+		o.gogc = fmt.Sprint(defaultGCPercent)
+	}
+	o.storeURL = o.logStore
+	if v := storeenv.Lookup(); v != "" && !flagSet(fs, "log-store") {
+		o.storeURL = v
+	}
+	return o, fs, checkOptions(&o)
+}
+
+// newManager is the controller-runtime manager the options describe.
+func newManager(o *options, leaseID string) (ctrl.Manager, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := webhooks.NewServer(o.webhook)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(faultinject.WrapConfig(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsOptions(o),
+		Metrics:                       metricsOptions(*o),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              leaderElectionID(fs, &o),
+		LeaderElectionID:              leaseID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // the process exits right after Start returns
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		WebhookServer:                 srv,
 		PprofBindAddress:              o.pprofAddr,
 		// managedFields stripped; with --shard-selector only that shard's sessions (shard.go).
-		Cache: cacheOptions(&o),
+		Cache: cacheOptions(o),
 	})
 	if err != nil {
-		return fmt.Errorf("create the manager: %w", err)
+		return nil, fmt.Errorf("create the manager: %w", err)
 	}
+	return mgr, nil
+}
 
-	// Metrics (docs/metrics.md) on controller-runtime's registry, served on /metrics.
+// setupReconciler registers the metrics (docs/metrics.md, on controller-runtime's registry,
+// served on /metrics), the health checks and the store probe, and the AgentSession reconciler
+// with its Event writer when --events is on; stopEvents drains that writer.
+func setupReconciler(ctx context.Context, mgr ctrl.Manager, store sessionlog.Store, o *options) (stopEvents func(), err error) {
 	rec := planmetrics.New()
 	if err := rec.Register(ctrlmetrics.Registry); err != nil {
-		return fmt.Errorf("register the plan-mode metrics: %w", err)
+		return nil, fmt.Errorf("register the plan-mode metrics: %w", err)
 	}
 	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
-		return fmt.Errorf("register the session gauges: %w", err)
+		return nil, fmt.Errorf("register the session gauges: %w", err)
 	}
 	probe, err := addHealthChecks(mgr, store, o.webhook.Port >= 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := &controllers.AgentSessionReconciler{
 		Client:          mgr.GetClient(),
@@ -180,34 +215,23 @@ func run() error {
 		Metrics:         rec,
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
+	stopEvents = func() {}
 	if o.events == "on" {
 		sink, stop, err := eventsink.Start(ctx, mgr, controllers.FieldManager, ctrl.Log.WithName("events"))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer stop() // after mgr.Start returned: the Events of the last reconciles are written
 		if err := registerCollectors(sink.Collectors()...); err != nil {
-			return fmt.Errorf("register the Event metrics: %w", err)
+			stop()
+			return nil, fmt.Errorf("register the Event metrics: %w", err)
 		}
-		r.Recorder = sink
+		r.Recorder, stopEvents = sink, stop
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
-		return fmt.Errorf("set up the AgentSession controller: %w", err)
+		stopEvents()
+		return nil, fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
-	if o.webhook.Port >= 0 {
-		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
-			return fmt.Errorf("set up the admission webhooks: %w", err)
-		}
-	}
-
-	log.Info("starting the manager", "logStore", connstr.Redact(storeURL), "leaderElect", o.leaderElect,
-		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector,
-		"gogc", gogc)
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("run the manager: %w", err)
-	}
-	log.Info("manager stopped")
-	return nil
+	return stopEvents, nil
 }
 
 // newScheme holds the built-in types and agents.harness.dev/v1alpha1.
