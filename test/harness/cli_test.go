@@ -138,7 +138,7 @@ func checkCommands(t *testing.T, l *liveLog, libExport []byte, libTail harness.T
 		NextSeq          int64  `json:"nextSeq"`
 		Active           bool   `json:"active"`
 		LastPlanModeSeq  int64  `json:"lastPlanModeSeq"`
-		LastShown             *bool  `json:"told"`
+		LastShown        *bool  `json:"told"`
 		TurnOpen         bool   `json:"turnOpen"`
 		Turn             int64  `json:"turn"`
 		Step             int64  `json:"step"`
