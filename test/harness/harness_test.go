@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
@@ -216,13 +217,13 @@ func checkResume(t *testing.T, store sessionlog.Store, id string, active bool) {
 	if err := os.WriteFile(filepath.Join(dir, "session.jsonl"), exported.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	model := newScriptedModel(t, []reply{{Text: "resumed."}})
+	model := newScriptedModel(t, []chatmodel.Reply{{Text: "resumed."}})
 	run := runDsh(t, dshOptions{Home: home, Overlays: []string{"plain.yml", "resume.yml"}, Env: []string{"PLANTEST_RESUME=" + id}, Model: model})
 	resumed := run.last("resumed")
 	if resumed.Get == nil || resumed.Get.Active != active {
 		t.Fatalf("the harness resumed the export with plan state %+v, the operator's fold says active %v", resumed.Get, active)
 	}
-	reqs := model.requests()
+	reqs := model.Requests()
 	if len(reqs) == 0 {
 		b, _ := os.ReadFile(filepath.Join(dir, "session.jsonl"))
 		t.Fatalf("the resumed session sent no request; driver said %+v; log tail:\n%s", run.Lines, tailOf(string(b), 3000))
