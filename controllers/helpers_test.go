@@ -407,9 +407,9 @@ func setActive(key types.NamespacedName, v *bool) {
 	Expect(k8sClient.Patch(suiteCtx, as, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
-// settled waits until the manager has acted on the current generation and the status says
+// awaitStatus waits until the manager has acted on the current generation and the status says
 // active/pending as given.
-func (a *agent) settled(active, pending bool) *agentsv1alpha1.AgentSession {
+func (a *agent) awaitStatus(active, pending bool) *agentsv1alpha1.AgentSession {
 	GinkgoHelper()
 	var as *agentsv1alpha1.AgentSession
 	Eventually(func(g Gomega) {

@@ -26,12 +26,12 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		ns = newNamespace(true)
 		mgr := startManager(ns, be().mgrStore, managerOptions{})
 		a := newSession(ns, "outage", nil, nil, be().agentStore)
-		a.settled(false, false)
+		a.awaitStatus(false, false)
 		a.startTurn(1)
 		a.boundary(1, 1)
 		a.endStep(1, 1)
 		setActive(a.key, T)
-		a.settled(false, true)
+		a.awaitStatus(false, true)
 
 		mgr.stop()
 		// The agent reports step 2's boundary, gets no answer within its bound, and goes on
@@ -61,7 +61,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		r := a.boundary(2, 1)
 		Expect(r.asked).To(BeTrue())
 		Expect(r.committed).To(BeTrue())
-		as := a.settled(true, false)
+		as := a.awaitStatus(true, false)
 		Expect(readyReason(as)).To(Equal("True/InSync"))
 		Expect(stalled(as)).To(BeFalse())
 		Expect(activeValues(a.planModes())).To(Equal([]bool{true}))
@@ -71,18 +71,18 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		ns = newNamespace(true)
 		startManager(ns, be().mgrStore, managerOptions{})
 		a := newSession(ns, "turnend", nil, nil, be().agentStore)
-		a.settled(false, false)
+		a.awaitStatus(false, false)
 		a.startTurn(1)
 		a.boundary(1, 1)
 		setActive(a.key, T) // after the turn's final step boundary
-		a.settled(false, true)
+		a.awaitStatus(false, true)
 		a.endStep(1, 1)
 		a.endTurn("aborted") // however the turn ends
 		Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "no commit after turn/end")
 		Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
 
 		setActive(a.key, F) // cancelled between turns
-		as := a.settled(false, false)
+		as := a.awaitStatus(false, false)
 		Expect(as.Status.PlanMode.PendingActive).To(BeNil())
 		Expect(readyReason(as)).To(Equal("True/InSync"))
 
@@ -121,7 +121,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonConfigMissing))
 		Expect(a.planModes()).To(BeEmpty())
 		createConfig(ns, agentsv1alpha1.DefaultPlanModeConfigName)
-		Expect(readyReason(a.settled(true, false))).To(Equal("True/InSync"))
+		Expect(readyReason(a.awaitStatus(true, false))).To(Equal("True/InSync"))
 	})
 
 	It("takes a fork the agent seeded before the manager's first reconcile", func() {
@@ -137,7 +137,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		child.append(harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}))
 
 		startManager(ns, be().mgrStore, managerOptions{})
-		as := child.settled(true, false)
+		as := child.awaitStatus(true, false)
 		Expect(readyReason(as)).To(Equal("True/InSync"))
 		Expect(child.planModes()).To(HaveLen(1), "the inherited plan/mode only")
 		Expect(child.boundary(2, 1).committed).To(BeTrue())
