@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // A phase that cannot do what the session asks returns a *failure. The end of the reconcile
@@ -39,9 +40,15 @@ func (f *failure) Error() string { return f.err.Error() }
 func (f *failure) Unwrap() error { return f.err }
 
 // storeFailure is a session-log read or write that failed: the selection stays pending, and
-// the reconcile is retried with the workqueue's backoff.
+// the reconcile is retried with the workqueue's backoff. A store that is no longer the one
+// opened (sessionlog.StoreLostError) is a LogStoreMismatch, like a log that is not the one the
+// status was recorded against.
 func storeFailure(action, format string, args ...any) error {
-	return &failure{reason: agentsv1alpha1.ReasonLogStoreError, err: fmt.Errorf(format, args...), action: action, retry: true, answer: true}
+	err := fmt.Errorf(format, args...)
+	if sessionlog.IsStoreLost(err) {
+		return logStoreMismatch(err)
+	}
+	return &failure{reason: agentsv1alpha1.ReasonLogStoreError, err: err, action: action, retry: true, answer: true}
 }
 
 // appendConflict is another writer winning the race for the log's next seq on every attempt

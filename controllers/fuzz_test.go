@@ -149,7 +149,7 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 	t.Helper()
 	id := fmt.Sprintf("fz-%d", fzSeq.Add(1))
 	evs := fzLog(ops)
-	if _, err := e.store.Seed(context.Background(), sessionlog.SessionInfo{ID: id, CreatedAt: 1}, evs); err != nil {
+	if _, err := e.store.Seed(context.Background(), sessionlog.SessionInfo{ID: id, CreatedAt: 1}, evs, sessionlog.Owner{}); err != nil {
 		t.Fatalf("seed a generated log: %v", err)
 	}
 	tail, err := e.store.Tail(context.Background(), id)

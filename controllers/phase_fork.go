@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,10 +38,22 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	if f.ThroughSeq != nil {
 		through = *f.ThroughSeq
 	}
-	tail, err := sc.r.Store.Fork(ctx, f.SessionID, sid, through)
+	owner := sessionlog.Owner{Namespace: sc.session.Namespace, Name: sc.session.Name, UID: string(sc.session.UID)}
+	tail, err := sc.r.Store.Fork(ctx, f.SessionID, sid, through, owner)
 	if err != nil {
 		if sessionlog.IsConflict(err) {
 			return ctrl.Result{}, &recomputeError{reason: "a concurrent reconcile seeded the fork"}
+		}
+		var refused *sessionlog.OwnershipError
+		if errors.As(err, &refused) {
+			// The store refused who asks (docs/admission.md, "Who may fork whom"). A parent
+			// nobody owns yet may be claimed soon (its AgentSession was created at the same
+			// time): that one is tried again; the others are terminal.
+			var res ctrl.Result
+			if refused.Refusal == sessionlog.RefusedParentUnowned {
+				res.RequeueAfter = forkParentRetry
+			}
+			return res, forkRefused(fmt.Errorf("spec.fork: session %q cannot be seeded from %q: %w", sid, f.SessionID, refused))
 		}
 		var inTurn *sessionlog.ForkBoundaryError
 		if errors.As(err, &inTurn) {
@@ -56,6 +69,9 @@ func (sc *sessionScope) ensureFork(ctx context.Context) (ctrl.Result, error) {
 	logf.FromContext(ctx).Info("seeded a forked session's log from its parent", "parent", f.SessionID, "events", tail.NextSeq, "active", tail.Active)
 	return ctrl.Result{}, nil
 }
+
+// forkParentRetry is how soon a fork whose parent log has no owner yet is tried again.
+const forkParentRetry = 5 * time.Second
 
 // forkMismatchError is a session's log that exists and was not seeded from the parent spec.fork
 // names: an agent without fork support appended first, or the session ID was reused.

@@ -8,6 +8,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // Protocol v2 (docs/protocol.md): an agent never waits on the manager, a report the log has
@@ -132,7 +133,11 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		parent.endTurn("completed")
 		// No manager yet: the agent (pkg/agentsdk does this at start) seeds the fork and starts a turn.
 		child := newSession(ns, "child", nil, &agentsv1alpha1.ForkSource{SessionID: parent.sid}, be().agentStore)
-		_, err := be().agentStore.Fork(suiteCtx, parent.sid, child.sid, -1)
+		// The parent's agent claimed its log at its start; the child's agent forks it for the child.
+		parentAS, childAS := parent.get(), child.get()
+		_, err := be().agentStore.ClaimOwner(suiteCtx, parent.sid, sessionlog.Owner{Namespace: ns, Name: "parent", UID: string(parentAS.UID)})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = be().agentStore.Fork(suiteCtx, parent.sid, child.sid, -1, sessionlog.Owner{Namespace: ns, Name: "child", UID: string(childAS.UID)})
 		Expect(err).NotTo(HaveOccurred())
 		child.append(harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}))
 

@@ -130,15 +130,14 @@ func startLocalControlPlane(o options, dir string, out io.Writer) (*controlPlane
 			}
 		},
 	}
-	// Three identities, as in a cluster: the manager, the agent (a member of the agent group,
-	// so the webhook limits it to status.agent) and you.
+	// Three identities, as in a cluster: the manager, you, and the agent, a service account
+	// with a token of its own (agentidentity.go, once the demo namespace exists).
 	for _, u := range []struct {
 		user envtest.User
 		path string
 	}{
 		{envtest.User{Name: "developer", Groups: []string{mastersGroup}}, cp.kubeconfig},
 		{envtest.User{Name: "planmode-manager", Groups: []string{mastersGroup}}, cp.managerKubeconfig},
-		{envtest.User{Name: "demo-agent", Groups: []string{mastersGroup, "planmode:agents"}}, cp.agentKubeconfig},
 	} {
 		if err := writeUserKubeconfig(env, u.user, u.path); err != nil {
 			cp.stop()
@@ -201,8 +200,9 @@ func readyz(ctx context.Context, cfg *rest.Config) error {
 	return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 }
 
-// ensureDemo creates the demo PlanModeConfig and AgentSession when they are absent, and never
-// changes them when they exist: a restart must not write a selection the user did not make.
+// ensureDemo creates the demo PlanModeConfig and AgentSession when they are absent, and changes
+// nothing a user could have set when they exist (a restart must not write a selection the user
+// did not make): it only binds an unbound session to its agent's service account.
 // The session is created with no selection (spec.planMode.active unset), which follows the log
 // and appends nothing. It returns what it created.
 func ensureDemo(ctx context.Context, c client.Client, o options) ([]string, error) {
@@ -224,15 +224,29 @@ func ensureDemo(ctx context.Context, c client.Client, o options) ([]string, erro
 	case !apierrors.IsAlreadyExists(err):
 		return nil, fmt.Errorf("create the demo PlanModeConfig: %w", err)
 	}
+	binding := &agentsv1alpha1.AgentBinding{ServiceAccountName: demoAgentServiceAccount(o.session)}
 	s := &agentsv1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.session},
-		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: o.session + "-session"},
+		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: o.session + "-session", Agent: binding},
 	}
 	switch err := c.Create(ctx, s); {
 	case err == nil:
 		created = append(created, "AgentSession "+o.namespace+"/"+s.Name)
 	case !apierrors.IsAlreadyExists(err):
 		return nil, fmt.Errorf("create the demo AgentSession: %w", err)
+	default:
+		// A session kept from a run before agents were bound: bind it, or its agent may not
+		// write its status.agent.
+		if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			return nil, fmt.Errorf("read the demo AgentSession: %w", err)
+		}
+		if s.Spec.Agent == nil {
+			patch := client.MergeFrom(s.DeepCopy())
+			s.Spec.Agent = binding
+			if err := c.Patch(ctx, s, patch); err != nil {
+				return nil, fmt.Errorf("bind the demo AgentSession to its agent's service account: %w", err)
+			}
+		}
 	}
 	return created, nil
 }

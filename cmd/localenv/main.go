@@ -157,6 +157,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := announceDemo(ctx, cp, o, out); err != nil {
 		return err
 	}
+	if o.clusterConfig == "" {
+		if err := issueAgentKubeconfig(ctx, cp, o, cp.agentKubeconfig); err != nil {
+			return err
+		}
+	}
 	var agent *process
 	if !o.noAgent && o.agent == agentDsh {
 		agent, err = startDshAgent(o, p, cp)
@@ -237,6 +242,7 @@ func startManager(ctx context.Context, o options, p paths, cp *controlPlane, out
 		"--kubeconfig="+cp.managerKubeconfig,
 		"--log-store="+p.store,
 		"--metrics-bind-address="+p.metricsAddr,
+		"--metrics-secure=false", // plain HTTP on loopback, for the person at this machine
 		"--health-probe-bind-address="+p.probeAddr,
 		// Readable logs for a person at a terminal; the deployed manager keeps JSON.
 		"--zap-encoder=console",

@@ -71,8 +71,10 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"Session log store URL: sqlite://<path> (a file; relative paths are under the working directory) or "+
 			"postgres://user:password@host:5432/db?sslmode=... (shared with the agent pods). "+
 			"The environment variable "+storeenv.Name+" overrides the default, so a password need not be on the command line.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint ('0' disables it).")
-	fs.BoolVar(&o.secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint ('0' disables it).")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true,
+		"Serve metrics over HTTPS, only to callers whose token passes a TokenReview and who may get /metrics (the metrics-reader role). "+
+			"=false serves plain, unauthenticated HTTP: an explicit choice, for a loopback address on a developer's machine.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints ('0' disables them).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one manager replica reconciles (and appends) at a time.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "planmode-operator.agents.harness.dev", "Name of the leader-election Lease.")

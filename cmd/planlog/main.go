@@ -1,8 +1,9 @@
 // Command planlog exports, imports and inspects session logs in the harness's JSONL format.
 //
 //	planlog export --store URL --session ID [--cwd DIR] > session.jsonl
-//	planlog import --store URL [--session ID] < session.jsonl[.zstd]
+//	planlog import --store URL [--session ID] [--owner NAMESPACE/NAME] < session.jsonl[.zstd]
 //	planlog tail   --store URL --session ID
+//	planlog release --store URL --session ID --owner NAMESPACE/NAME
 //
 // URL is a session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...);
 // --store defaults to $PLANMODE_LOG_STORE, the variable every binary reads (internal/storeenv).
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +50,7 @@ func newRootCmd(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	st := &store{}
 	root.PersistentFlags().StringVar(&st.url, "store", "", "session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...); default $"+storeEnv)
-	root.AddCommand(newExportCmd(st), newImportCmd(st), newTailCmd(st))
+	root.AddCommand(newExportCmd(st), newImportCmd(st), newTailCmd(st), newReleaseCmd(st))
 	return root
 }
 
@@ -140,6 +142,8 @@ func newImportCmd(st *store) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&opts.SessionID, "session", "", "store under this id instead of the header's")
+	cmd.Flags().Var(ownerFlag{&opts.Owner}, "owner", "NAMESPACE/NAME of the AgentSession the log is for (its namespace may then fork it); "+
+		"unset: the log belongs to nobody until an AgentSession names it, and nobody may fork it")
 	return cmd
 }
 
@@ -147,7 +151,7 @@ func newTailCmd(st *store) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
 		Use:   "tail --session ID",
-		Short: "Print the session's header and tail state (next seq, plan state, told, turn/step) as JSON",
+		Short: "Print the session's header, owner and tail state (next seq, plan state, told, turn/step) as JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireSession(id); err != nil {
@@ -166,14 +170,73 @@ func newTailCmd(st *store) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			view := tailView(info, t)
+			if o, ok, err := s.OwnerOf(cmd.Context(), id); err != nil {
+				return err
+			} else if ok {
+				view.Owner = o.String()
+			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(tailView(info, t))
+			return enc.Encode(view)
 		},
 	}
 	cmd.Flags().StringVar(&id, "session", "", "session id")
 	return cmd
 }
+
+// newReleaseCmd is planlog release: the store keeps a log its AgentSession's owning record
+// after the session is deleted, so no other session (in any namespace) can claim or fork it by
+// naming its ID; release drops that record (docs/operations.md, "Releasing a deleted
+// session's log"). It needs write access to the store, which only the platform team has.
+func newReleaseCmd(st *store) *cobra.Command {
+	var id string
+	var holder sessionlog.Owner
+	cmd := &cobra.Command{
+		Use:   "release --session ID --owner NAMESPACE/NAME",
+		Short: "Let another AgentSession claim a deleted session's log (the events stay; the owner named must be the recorded one)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" || holder.IsZero() {
+				return fmt.Errorf("--session and --owner are both required: planlog release --session ID --owner NAMESPACE/NAME (planlog tail --session ID shows the owner)")
+			}
+			s, err := st.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = s.Close() }()
+			if err := s.ReleaseOwner(cmd.Context(), id, holder); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "released session %q from AgentSession %s: the next AgentSession that names it, in any namespace, owns its log\n", id, holder)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&id, "session", "", "session id whose log to release")
+	cmd.Flags().Var(ownerFlag{&holder}, "owner", "NAMESPACE/NAME of the AgentSession the store records as the owner")
+	return cmd
+}
+
+// ownerFlag is a NAMESPACE/NAME flag naming an AgentSession.
+type ownerFlag struct{ o *sessionlog.Owner }
+
+func (f ownerFlag) String() string {
+	if f.o == nil || f.o.IsZero() {
+		return ""
+	}
+	return f.o.String()
+}
+
+func (f ownerFlag) Set(v string) error {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("%q: expected NAMESPACE/NAME of an AgentSession", v)
+	}
+	*f.o = sessionlog.Owner{Namespace: ns, Name: name}
+	return nil
+}
+
+func (ownerFlag) Type() string { return "namespace/name" }
 
 // tailJSON is tail's output: the header plus the tail state, with told null when no
 // request/header was logged.
@@ -182,6 +245,7 @@ type tailJSON struct {
 	CreatedAt        int64  `json:"createdAt"`
 	ParentSession    string `json:"parentSession,omitempty"`
 	SeedLength       int64  `json:"seedLength,omitempty"`
+	Owner            string `json:"owner,omitempty"` // NAMESPACE/NAME of the AgentSession that owns the log
 	NextSeq          int64  `json:"nextSeq"`
 	Active           bool   `json:"active"`
 	LastPlanModeSeq  int64  `json:"lastPlanModeSeq"`

@@ -75,8 +75,8 @@ type StatusView struct {
 	Ready           string                      `json:"ready,omitempty"`
 	ReadyReason     string                      `json:"readyReason,omitempty"`
 	ReadyMessage    string                      `json:"readyMessage,omitempty"`
-	Steer           *v1alpha1.SteerMessage      `json:"steer,omitempty"`
-	SteerDelivered  bool                        `json:"steerDelivered,omitempty"`
+	LastMessage     *v1alpha1.SteerMessage      `json:"lastMessage,omitempty"` // the queue's last (spec.steerQueue)
+	LastDelivered   bool                        `json:"lastMessageDelivered,omitempty"`
 	ObservedCurrent bool                        `json:"observedCurrent"`
 	// Live is the log's tail read from the store (--store), when given.
 	Live *LiveTail `json:"live,omitempty"`
@@ -100,7 +100,7 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 		Session: as.Name, Namespace: as.Namespace, SessionID: as.Spec.SessionID,
 		Committed: pm.Active, TurnOpen: pm.TurnOpen, NextSeq: pm.NextSeq,
 		Desired: as.Spec.PlanMode.Active, Config: pm.Config, Notice: pm.Notice, LastBoundary: pm.LastBoundary,
-		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review, Steer: as.Spec.Steer,
+		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review,
 		ConfigRef:       v1alpha1.DefaultPlanModeConfigName,
 		ObservedCurrent: as.Status.ObservedGeneration == as.Generation,
 	}
@@ -115,9 +115,12 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 		t := pm.LastTransitionTime.UTC()
 		v.LastTransition = &t
 	}
+	if q := as.Spec.SteerQueue; len(q) > 0 {
+		v.LastMessage = &q[len(q)-1]
+	}
 	if as.Status.Agent != nil {
 		v.Review = as.Status.Agent.Review
-		v.SteerDelivered = as.Spec.Steer != nil && as.Status.Agent.SteerID == as.Spec.Steer.ID
+		v.LastDelivered = v.LastMessage != nil && as.Status.Agent.SteerID == v.LastMessage.ID
 	}
 	if as.Spec.ReviewTimeout != nil {
 		v.ReviewTimeout = as.Spec.ReviewTimeout.Duration.String()
@@ -233,12 +236,12 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 		row("Log position", "next seq %d", v.NextSeq)
 	}
 	row("Review", "%s", reviewLine(v))
-	if v.Steer != nil {
+	if v.LastMessage != nil {
 		state := "not yet delivered"
-		if v.SteerDelivered {
+		if v.LastDelivered {
 			state = "delivered"
 		}
-		row("Last message", "%q (%s)", abbreviate(v.Steer.Text, 60), state)
+		row("Last message", "%q (%s)", abbreviate(v.LastMessage.Text, 60), state)
 	}
 	if v.Ready != "" {
 		row("Ready", "%s %s%s", v.Ready, v.ReadyReason, prefixed(": ", v.ReadyMessage))

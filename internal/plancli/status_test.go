@@ -30,7 +30,7 @@ func busySession() *v1alpha1.AgentSession {
 	as.Spec.PlanMode.Active = bp(false)
 	as.Spec.PlanMode.ConfigRef = &v1alpha1.ConfigReference{Name: "strict"}
 	as.Spec.ReviewTimeout = &metav1.Duration{Duration: 90 * time.Minute}
-	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "kp-1", Text: "draft   the\nmigration"}
+	as.Spec.SteerQueue = []v1alpha1.SteerMessage{{ID: "kp-1", Text: "draft   the\nmigration"}}
 	as.Spec.Review = &v1alpha1.ReviewDecision{ReviewID: "r1", Decision: v1alpha1.ReviewApprove}
 	lt := metav1.NewTime(changed.In(time.FixedZone("CET", 3600)))
 	as.Status = v1alpha1.AgentSessionStatus{
@@ -56,9 +56,9 @@ func TestViewOf(t *testing.T) {
 	if v.Pending == nil || *v.Pending || v.PendingSource != v1alpha1.PendingSourceExit {
 		t.Errorf("pending %v %q, want false Exit", v.Pending, v.PendingSource)
 	}
-	if v.ConfigRef != "strict" || v.ReviewTimeout != "1h30m0s" || !v.SteerDelivered || v.ObservedCurrent {
-		t.Errorf("configRef %q, reviewTimeout %q, steerDelivered %v, observedCurrent %v; want strict, 1h30m0s, true, false",
-			v.ConfigRef, v.ReviewTimeout, v.SteerDelivered, v.ObservedCurrent)
+	if v.ConfigRef != "strict" || v.ReviewTimeout != "1h30m0s" || !v.LastDelivered || v.ObservedCurrent {
+		t.Errorf("configRef %q, reviewTimeout %q, lastMessageDelivered %v, observedCurrent %v; want strict, 1h30m0s, true, false",
+			v.ConfigRef, v.ReviewTimeout, v.LastDelivered, v.ObservedCurrent)
 	}
 	if v.LastTransition == nil || !v.LastTransition.Equal(changed) || v.LastTransition.Location() != time.UTC {
 		t.Errorf("last transition %v, want %v in UTC", v.LastTransition, changed)
@@ -67,15 +67,15 @@ func TestViewOf(t *testing.T) {
 		t.Errorf("ready %q %q, review %+v", v.Ready, v.ReadyReason, v.Review)
 	}
 
-	// PendingActive without Pending is a leftover, not a pending selection; a steer the agent
-	// has not recorded is not delivered; no configRef is the default config.
+	// PendingActive without Pending is a leftover, not a pending selection; a message the
+	// agent has not recorded is not delivered; no configRef is the default config.
 	as := session("quiet")
 	as.Status.PlanMode.PendingActive = bp(true)
-	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "kp-2", Text: "hi"}
+	as.Spec.SteerQueue = []v1alpha1.SteerMessage{{ID: "kp-1", Text: "hello"}, {ID: "kp-2", Text: "hi"}}
 	as.Status.Agent = &v1alpha1.AgentReport{SteerID: "kp-1"}
 	v = viewOf(as)
-	if v.Pending != nil || v.SteerDelivered || v.ConfigRef != v1alpha1.DefaultPlanModeConfigName || !v.ObservedCurrent {
-		t.Errorf("quiet session: pending %v, steerDelivered %v, configRef %q, observedCurrent %v", v.Pending, v.SteerDelivered, v.ConfigRef, v.ObservedCurrent)
+	if v.Pending != nil || v.LastDelivered || v.ConfigRef != v1alpha1.DefaultPlanModeConfigName || !v.ObservedCurrent {
+		t.Errorf("quiet session: pending %v, lastMessageDelivered %v, configRef %q, observedCurrent %v", v.Pending, v.LastDelivered, v.ConfigRef, v.ObservedCurrent)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 )
 
 // KubeconfigExtension names the kubeconfig context extension that records the session-log
@@ -142,7 +143,7 @@ store in the kubeconfig it writes.`,
 
 func (o *Options) useStore(url string) error {
 	if !strings.HasPrefix(url, "sqlite://") && !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
-		return fmt.Errorf("store URL %q: use sqlite:///abs/path.db or postgres://user@host:5432/db", url)
+		return fmt.Errorf("store URL %q: use sqlite:///abs/path.db or postgres://user@host:5432/db", connstr.Redact(url))
 	}
 	loader := o.Flags.ToRawKubeConfigLoader()
 	raw, err := loader.RawConfig()

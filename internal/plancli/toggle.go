@@ -11,12 +11,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
+
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/pkg/steerid"
 )
 
 // DefaultWait is how long a toggle waits for the manager to take the selection on.
@@ -261,7 +262,7 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 			spec["planMode"] = map[string]any{"active": x}
 		}
 		if text != "" || len(imgs) > 0 {
-			q, err := queueMessage(as, v1alpha1.SteerMessage{ID: "kp-" + string(uuid.NewUUID()), Text: text, Images: imageRefs(imgs)})
+			q, err := queueMessage(as, v1alpha1.SteerMessage{Text: text, Images: imageRefs(imgs)})
 			if err != nil {
 				return err
 			}
@@ -273,7 +274,6 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 				stored = true
 			}
 			spec["steerQueue"] = q
-			spec["steer"] = nil // a protocol v1 message not delivered yet is in the queue now
 			w.idle = !as.Status.PlanMode.TurnOpen
 		}
 		if len(spec) == 0 {
@@ -296,26 +296,28 @@ func (o *Options) writeSelection(ctx context.Context, name string, x bool, text 
 // maxQueued is spec.steerQueue's size limit (the CRD's maxItems).
 const maxQueued = 64
 
-// queueMessage is spec.steerQueue with m appended: the messages the agent already recorded
-// (up to status.agent.steerID) are dropped, and a protocol v1 spec.steer not recorded yet goes
-// first, so every message is delivered once, in order.
+// queueMessage is spec.steerQueue with m appended under a new id, after every id the session has
+// used (pkg/steerid: the webhook refuses any other): the messages the agent already recorded
+// (up to status.agent.steerID) are dropped, so every message is delivered once, in order.
 func queueMessage(as *v1alpha1.AgentSession, m v1alpha1.SteerMessage) ([]v1alpha1.SteerMessage, error) {
 	recorded := ""
 	if as.Status.Agent != nil {
 		recorded = as.Status.Agent.SteerID
 	}
+	last := recorded
 	var q []v1alpha1.SteerMessage
-	if st := as.Spec.Steer; st != nil && st.ID != recorded {
-		q = append(q, *st)
-	}
 	for i, e := range as.Spec.SteerQueue {
+		last = steerid.Max(last, e.ID)
 		if e.ID == recorded {
-			q = q[:0] // everything up to here is recorded, including a v1 message before it
-			q = append(q, as.Spec.SteerQueue[i+1:]...)
+			q = append(q[:0], as.Spec.SteerQueue[i+1:]...)
 			break
 		}
 		q = append(q, e)
 	}
+	for _, e := range q {
+		last = steerid.Max(last, e.ID)
+	}
+	m.ID = steerid.Next("kp-", last, time.Now())
 	if len(q) >= maxQueued {
 		return nil, fmt.Errorf("session %q already has %d messages the agent has not recorded (spec.steerQueue holds at most %d); "+
 			"wait for the agent to take them (kubectl plan status %s) and send again", as.Name, len(q), maxQueued, as.Name)

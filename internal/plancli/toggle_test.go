@@ -114,11 +114,11 @@ func TestToggleWithMessage(t *testing.T) {
 	}
 }
 
-// A message to an idle agent starts a turn, and the reply says so; a protocol v1 spec.steer
-// not recorded yet is kept, first.
+// A message to an idle agent starts a turn, and the reply says so; a message not recorded yet
+// is kept, first, and the new one takes an id after it.
 func TestMessageToAnIdleAgent(t *testing.T) {
 	as := toggled(true, false)
-	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "old", Text: "written by an older plugin"}
+	as.Spec.SteerQueue = []v1alpha1.SteerMessage{{ID: "kp-9999999999999999999", Text: "written by a writer whose clock is ahead"}}
 	c := newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
 	if err := c.toggle(context.Background(), "demo", true, "go", nil); err != nil {
 		t.Fatal(err)
@@ -127,11 +127,8 @@ func TestMessageToAnIdleAgent(t *testing.T) {
 		t.Errorf("reply: %q", c.out.String())
 	}
 	got := c.read(t)
-	if q := got.Spec.SteerQueue; len(q) != 2 || q[0].ID != "old" || q[1].Text != "go" {
-		t.Errorf("spec.steerQueue %+v, want [old, go]", q)
-	}
-	if got.Spec.Steer != nil {
-		t.Errorf("spec.steer %+v, want it moved into the queue", got.Spec.Steer)
+	if q := got.Spec.SteerQueue; len(q) != 2 || q[0].ID != "kp-9999999999999999999" || q[1].Text != "go" || q[1].ID != "kp-10000000000000000000" {
+		t.Errorf("spec.steerQueue %+v, want [the kept one, go] with go's id after the kept one's", q)
 	}
 }
 

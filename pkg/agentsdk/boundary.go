@@ -67,12 +67,10 @@ type Result struct {
 	Notice string
 	// NextSeq is where the step's step/start goes.
 	NextSeq int64
-	// Messages are the user messages (kubectl plan message: spec.steerQueue, and a spec.steer
-	// of a protocol v1 writer) this session has not recorded yet, oldest first; StartStep
-	// records them as the step's last input, before the notice.
+	// Messages are the user messages (kubectl plan message: spec.steerQueue) this session has
+	// not recorded yet, oldest first; StartStep records them as the step's last input, before
+	// the notice.
 	Messages []v1alpha1.SteerMessage
-	// Steer is the first of Messages, for callers written against protocol v1.
-	Steer *v1alpha1.SteerMessage
 	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
 	Asked bool
 	// Unanswered: the SDK asked, but the manager did not answer within the wait (or answered
@@ -355,9 +353,7 @@ func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (R
 
 func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, error) {
 	res.ExitAdmitted = res.Active
-	if res.Messages = c.undelivered(s); len(res.Messages) > 0 {
-		res.Steer = &res.Messages[0]
-	}
+	res.Messages = c.undelivered(s)
 	name, text, ok := c.section(s)
 	res.ConfigName = name
 	if !res.Active {
@@ -371,8 +367,7 @@ func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, erro
 
 // undelivered is the user messages this session has not recorded, oldest first: the queue's
 // entries after the last one recorded (this process's own record first, it may be ahead of
-// status.agent.steerID; an id no longer in the queue was delivered and dropped by a writer),
-// then a protocol v1 spec.steer not recorded yet.
+// status.agent.steerID; an id no longer in the queue was delivered and dropped by a writer).
 func (c *Client) undelivered(s *v1alpha1.AgentSession) []v1alpha1.SteerMessage {
 	acked := ""
 	if s.Status.Agent != nil {
@@ -386,11 +381,7 @@ func (c *Client) undelivered(s *v1alpha1.AgentSession) []v1alpha1.SteerMessage {
 			break
 		}
 	}
-	out := append([]v1alpha1.SteerMessage(nil), q[from:]...)
-	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && st.ID != acked && steerIndex(q, st.ID) < 0 && len(q) == 0 {
-		out = append(out, *st) // a v1 writer's single message (a v2 writer moves it into the queue)
-	}
-	return out
+	return append([]v1alpha1.SteerMessage(nil), q[from:]...)
 }
 
 func steerIndex(q []v1alpha1.SteerMessage, id string) int {

@@ -65,7 +65,10 @@ func TestJSONLRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A fork's header carries parentSession and seedLength.
-			if _, err := s.Fork(ctx, "spec-examples", "child", -1); err != nil {
+			if _, err := s.ClaimOwner(ctx, "spec-examples", Owner{Namespace: "a", Name: "spec", UID: "u"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Fork(ctx, "spec-examples", "child", -1, Owner{Namespace: "a", Name: "child", UID: "u2"}); err != nil {
 				t.Fatal(err)
 			}
 			got.Reset()

@@ -58,7 +58,7 @@ var _ = Describe("AgentSession", func() {
 		s.Spec.PlanMode.Active = ptr.To(true)
 		s.Spec.PlanMode.ConfigRef = &agentsv1alpha1.ConfigReference{Name: "strict"}
 		s.Spec.ReviewTimeout = &metav1.Duration{Duration: 90_000_000_000}
-		s.Spec.Steer = &agentsv1alpha1.SteerMessage{ID: "m1", Text: "draft the migration ✓"}
+		s.Spec.SteerQueue = []agentsv1alpha1.SteerMessage{{ID: "m1", Text: "draft the migration ✓"}}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
 		s.Status.ObservedGeneration = 1

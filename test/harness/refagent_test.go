@@ -64,6 +64,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	wo := &env.WebhookInstallOptions
 	wopts := webhooks.DefaultOptions()
 	wopts.Host, wopts.Port, wopts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	wopts.RequireAgentBinding = false // the agents run as the manager's identity here; binding has its own specs in webhooks/
 	srv, err := webhooks.NewServer(wopts)
 	if err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 			})
 		Expect(kplan("demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(offCommitted)))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)))
-		Expect(get(ns, "demo").Spec.Steer).To(BeNil())
+		Expect(get(ns, "demo").Spec.SteerQueue).To(BeEmpty())
 	})
 
 	It("refuses to re-select a value spec already holds when the state moved away from it, naming the fix, and writes nothing", func() {

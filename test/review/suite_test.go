@@ -110,6 +110,9 @@ var _ = BeforeSuite(func() {
 	opts := webhooks.DefaultOptions()
 	opts.Host, opts.Port, opts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
 	opts.ManagerUsernames = []string{managerUser}
+	// One agent service account serves every session here: the specs are about review, and
+	// agent binding, the default, has its own in webhooks/.
+	opts.RequireAgentBinding = false
 	srv, err := webhooks.NewServer(opts)
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := framework.StartManager(ctx, impersonate(managerUser), framework.ManagerOptions{Scheme: scheme, WebhookServer: srv,
