@@ -44,16 +44,16 @@ type fzEnv struct {
 
 var fzSeq atomic.Int64
 
-func newFzEnv(f *testing.F) *fzEnv {
-	f.Helper()
-	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(f.TempDir(), "fz.db"))
+func newFzEnv(tb testing.TB) *fzEnv {
+	tb.Helper()
+	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "fz.db"))
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.Cleanup(func() { _ = store.Close() })
+	tb.Cleanup(func() { _ = store.Close() })
 	sch := runtime.NewScheme()
 	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg := &agentsv1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "fz", Name: agentsv1alpha1.DefaultPlanModeConfigName, Generation: 1},

@@ -476,3 +476,17 @@ func stableWrites(c *atomic.Int64) int64 {
 	}, timeout, 300*time.Millisecond).Should(BeTrue())
 	return last
 }
+
+// pendingInTurn creates a session that ran step 1 of turn 1 and has plan mode on selected since,
+// pending for the agent's next step boundary.
+func pendingInTurn(ns, name string, store sessionlog.Store) *agent {
+	GinkgoHelper()
+	a := newSession(ns, name, nil, nil, store)
+	a.awaitStatus(false, false)
+	a.startTurn(1)
+	a.boundary(1, 1)
+	a.endStep(1, 1)
+	setActive(a.key, T)
+	a.awaitStatus(false, true)
+	return a
+}

@@ -3,7 +3,6 @@ package controllers
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/ptr"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -17,13 +16,7 @@ func appendFailureSpecs(fx *specFixture) {
 		BeforeEach(fx.start)
 
 		It("answers the boundary Failed, keeps the selection pending, and commits it at a later boundary once the store is back", func() {
-			a := newSession(fx.ns, "fail", nil, nil, fx.be().agentStore)
-			a.awaitStatus(false, false)
-			a.startTurn(1)
-			a.boundary(1, 1)
-			a.endStep(1, 1)
-			setActive(a.key, T)
-			a.awaitStatus(false, true)
+			a := pendingInTurn(fx.ns, "fail", fx.be().agentStore)
 
 			fx.mgr.store.failPlanMode.Store(true)
 			r := a.boundary(1, 2)
@@ -89,13 +82,7 @@ var _ = Describe("AgentSession reconciler when the PostgreSQL server stops", fun
 
 		ns := newNamespace(true)
 		startManager(ns, mgrStore, managerOptions{})
-		a := newSession(ns, "pgstop", nil, nil, agentStore)
-		a.awaitStatus(false, false)
-		a.startTurn(1)
-		a.boundary(1, 1)
-		a.endStep(1, 1)
-		setActive(a.key, ptr.To(true))
-		a.awaitStatus(false, true)
+		a := pendingInTurn(ns, "pgstop", agentStore)
 		seq := a.tail().NextSeq
 
 		Expect(srv.Stop()).To(Succeed()) // the real server goes away

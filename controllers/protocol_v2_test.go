@@ -26,13 +26,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 	It("dismisses a report the log moved past while the manager was down: not Failed, not Stalled; the selection applies at a later boundary", func() {
 		ns = newNamespace(true)
 		mgr := startManager(ns, be().mgrStore, managerOptions{})
-		a := newSession(ns, "outage", nil, nil, be().agentStore)
-		a.awaitStatus(false, false)
-		a.startTurn(1)
-		a.boundary(1, 1)
-		a.endStep(1, 1)
-		setActive(a.key, T)
-		a.awaitStatus(false, true)
+		a := pendingInTurn(ns, "outage", be().agentStore)
 
 		mgr.stop()
 		// The agent reports step 2's boundary, gets no answer within its bound, and goes on

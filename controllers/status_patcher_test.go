@@ -48,13 +48,7 @@ func crashSafetySpecs(fx *specFixture) {
 		It("does not append again after a crash between the boundary append and the acknowledgement", func() {
 			fx.ns = newNamespace(true)
 			m1 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})
-			a := newSession(fx.ns, "crashb", nil, nil, fx.be().agentStore)
-			a.awaitStatus(false, false)
-			a.startTurn(1)
-			a.boundary(1, 1)
-			a.endStep(1, 1)
-			setActive(a.key, T)
-			a.awaitStatus(false, true)
+			a := pendingInTurn(fx.ns, "crashb", fx.be().agentStore)
 			m1.stop()
 
 			seq := a.tail().NextSeq
