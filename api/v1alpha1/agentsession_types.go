@@ -536,10 +536,10 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=as;asess,categories={planmode,agents}
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionID`,priority=1
-// +kubebuilder:printcolumn:name="Plan",type=boolean,JSONPath=`.status.planMode.active`,description="Committed plan state (from the session log)"
-// +kubebuilder:printcolumn:name="Pending",type=boolean,JSONPath=`.status.planMode.pending`,description="A selection awaits the next step boundary"
-// +kubebuilder:printcolumn:name="Desired",type=boolean,JSONPath=`.spec.planMode.active`,description="The user's selection"
-// +kubebuilder:printcolumn:name="Review",type=string,JSONPath=`.status.review.phase`,description="Phase of the last plan review (Pending: a plan awaits kubectl plan approve, revise or dismiss)"
+// +kubebuilder:printcolumn:name="Plan-Mode",type=boolean,JSONPath=`.status.planMode.active`,description="Plan mode committed in the session log: true (on) or false (off)"
+// +kubebuilder:printcolumn:name="Pending",type=boolean,JSONPath=`.status.planMode.pendingActive`,description="The plan mode waiting for the agent's next step boundary: true (entering) or false (leaving); empty when nothing waits"
+// +kubebuilder:printcolumn:name="Selected",type=boolean,JSONPath=`.spec.planMode.active`,description="The user's selection (kubectl plan on or off); empty: none, the session follows its log"
+// +kubebuilder:printcolumn:name="Review",type=string,JSONPath=`.status.review.phase`,description="The last plan review: Pending (awaiting kubectl plan approve, revise or dismiss), Approved, KeepPlanning, Dismissed, Expired or Rejected"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -2,7 +2,7 @@
 //
 //	planlog export --store URL --session ID [--cwd DIR] > session.jsonl
 //	planlog import --store URL [--session ID] [--owner NAMESPACE/NAME] < session.jsonl[.zstd]
-//	planlog tail   --store URL --session ID
+//	planlog tail   --store URL SESSION   (or --session ID)
 //	planlog release --store URL --session ID --owner NAMESPACE/NAME
 //
 // URL is a session-log store URL (sqlite:///abs/path.db, sqlite://rel.db, postgres://...);
@@ -150,10 +150,16 @@ func newImportCmd(st *store) *cobra.Command {
 func newTailCmd(st *store) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "tail --session ID",
+		Use:   "tail SESSION",
 		Short: "Print the session's header, owner and tail state (next seq, plan state, told, turn/step) as JSON",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && id != "" && id != args[0] {
+				return fmt.Errorf("two sessions: %q and --session %q; give one", args[0], id)
+			}
+			if len(args) == 1 {
+				id = args[0]
+			}
 			if err := requireSession(id); err != nil {
 				return err
 			}
@@ -181,7 +187,7 @@ func newTailCmd(st *store) *cobra.Command {
 			return enc.Encode(view)
 		},
 	}
-	cmd.Flags().StringVar(&id, "session", "", "session id")
+	cmd.Flags().StringVar(&id, "session", "", "session id (the same as the SESSION argument)")
 	return cmd
 }
 

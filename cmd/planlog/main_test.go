@@ -64,6 +64,10 @@ func TestImportExportTail(t *testing.T) {
 		if tail.NextSeq != 20 || !tail.Active || tail.LastShown == nil || !*tail.LastShown || !tail.TurnOpen || tail.Turn != 2 || tail.Step != 1 || tail.LastPlanModeSeq != 8 {
 			t.Fatalf("tail = %s", out)
 		}
+		// The session may be given as kubectl-style positional argument.
+		if positional, err := run(t, "", "tail", "--store", store, "spec-examples"); err != nil || positional != out {
+			t.Fatalf("tail SESSION = %q, %v; want the --session output", positional, err)
+		}
 		// Importing again is refused, and the error says why.
 		if _, err := run(t, string(want), "import", "--store", store); err == nil || !strings.Contains(err.Error(), "seq conflict") {
 			t.Fatalf("second import: %v", err)
@@ -99,6 +103,7 @@ func TestErrors(t *testing.T) {
 		{"", []string{"export", "--store", store}, "--session is required"},
 		{"", []string{"export", "--store", store, "--session", "missing"}, `session "missing": session not found`},
 		{"", []string{"tail", "--store", store, "--session", "missing"}, "session not found"},
+		{"", []string{"tail", "--store", store, "a", "--session", "b"}, `two sessions: "a" and --session "b"`},
 		{"", []string{"export", "--store", "ftp://x", "--session", "s"}, "unknown store URL"},
 		{`{"type":"session","version":3,"id":"s","createdAt":1}`, []string{"import", "--store", store}, "line 1: unsupported session format version 3"},
 	} {

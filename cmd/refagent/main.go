@@ -3,9 +3,9 @@
 // drive plan mode end to end.
 //
 //	refagent --namespace team-a --name demo --store sqlite:///var/lib/planmode/log.db --turns 3 --steps 2 --step-delay 200ms
-//	refagent ... --script cmd/refagent/demo.txt --loop
+//	refagent ... --script cmd/refagent/demo.txt --wait-for-messages
 //
-// Script lines: turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end
+// Script lines: turn [prompt] | step [text] | retry | tool NAME | exit PLAN | present PLAN | sleep DUR | end | on-message
 // (pkg/refagent.ParseScript). The protocol it follows is docs/protocol.md.
 package main
 
@@ -93,7 +93,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.storeURL, "store", "", "session log URL: sqlite:///abs/path.db or postgres://... (default $"+storeenv.Name+")")
 	flag.IntVar(&o.turns, "turns", 1, "turns to run when no --script is given")
 	flag.IntVar(&o.steps, "steps", 1, "steps per turn when no --script is given")
-	flag.StringVar(&o.scriptPath, "script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | sleep DUR | end")
+	flag.StringVar(&o.scriptPath, "script", "", "script file: lines turn [prompt] | step [text] | retry | tool NAME | exit PLAN | present PLAN | sleep DUR | end | on-message")
 	flag.DurationVar(&o.stepDelay, "step-delay", 0, "model time per step, between its request and its step/end")
 	flag.BoolVar(&o.loop, "loop", false, "repeat the script until interrupted (demo)")
 	flag.BoolVar(&o.waitForMessages, "wait-for-messages", false,
