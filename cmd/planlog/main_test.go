@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -62,7 +61,7 @@ func TestImportExportTail(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &tail); err != nil {
 			t.Fatalf("tail output %q: %v", out, err)
 		}
-		if tail.NextSeq != 20 || !tail.Active || tail.Told == nil || !*tail.Told || !tail.TurnOpen || tail.Turn != 2 || tail.Step != 1 || tail.LastPlanModeSeq != 8 {
+		if tail.NextSeq != 20 || !tail.Active || tail.LastShown == nil || !*tail.LastShown || !tail.TurnOpen || tail.Turn != 2 || tail.Step != 1 || tail.LastPlanModeSeq != 8 {
 			t.Fatalf("tail = %s", out)
 		}
 		// The session may be given as kubectl-style positional argument.
@@ -85,7 +84,6 @@ func TestImportExportTail(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	t.Setenv(storeEnv, "")
-	t.Setenv("PLANLOG_STORE", "")
 	dir := t.TempDir()
 	store := "sqlite://" + filepath.Join(dir, "log.db")
 	created, err := sessionlog.Open(context.Background(), store)
@@ -119,18 +117,6 @@ func TestErrors(t *testing.T) {
 	t.Setenv(storeEnv, store)
 	if _, err := run(t, "", "export", "--session", "missing"); err == nil || !strings.Contains(err.Error(), "session not found") {
 		t.Fatalf("store from $%s not used: %v", storeEnv, err)
-	}
-	// The older name still works, with a warning naming the new one.
-	t.Setenv(storeEnv, "")
-	t.Setenv("PLANLOG_STORE", store)
-	var errOut bytes.Buffer
-	cmd := newRootCmd(strings.NewReader(""), io.Discard, &errOut)
-	cmd.SetArgs([]string{"export", "--session", "missing"})
-	if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "session not found") {
-		t.Fatalf("store from $PLANLOG_STORE not used: %v", err)
-	}
-	if !strings.Contains(errOut.String(), "PLANLOG_STORE is deprecated; set PLANMODE_LOG_STORE") {
-		t.Fatalf("no deprecation warning: %q", errOut.String())
 	}
 }
 
@@ -169,10 +155,6 @@ func TestImportRealHarnessLogs(t *testing.T) {
 	out, err = run(t, string(z), "import", "--store", store)
 	if err != nil || !strings.HasPrefix(out, "imported session \"session-") {
 		t.Fatalf("import of the zstd log: %q, %v", out, err)
-	}
-	// --allow-unknown is kept for existing scripts and changes nothing.
-	if _, err := run(t, string(plain), "import", "--store", store, "--session", "again", "--allow-unknown"); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -18,9 +18,9 @@ func StateOf(as *v1alpha1.AgentSession) planmode.State {
 // it is known (the status's copy lags while the agent runs steps that need no API write).
 func stateOf(as *v1alpha1.AgentSession, live *harness.Tail) planmode.State {
 	pm := as.Status.PlanMode
-	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, Told: pm.ToldActive}
+	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, LastShown: pm.ToldActive}
 	if live != nil {
-		s.Logged, s.TurnOpen, s.Told = live.Active, live.TurnOpen, live.Told
+		s.Logged, s.TurnOpen, s.LastShown = live.Active, live.TurnOpen, live.LastShown
 	}
 	if pm.PendingActive != nil {
 		s.Pending = &planmode.Pending{Active: *pm.PendingActive, Narrate: pm.PendingSource != v1alpha1.PendingSourceExit}

@@ -100,7 +100,7 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 	if f.jsonl && (f.follow || f.tail >= 0) {
 		return fmt.Errorf("--jsonl writes the whole session: leave out -f and --tail")
 	}
-	url, err := o.storeURL(f.store, o.Streams.ErrOut)
+	url, err := o.storeURL(f.store)
 	if err != nil {
 		return err
 	}

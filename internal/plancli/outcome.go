@@ -40,7 +40,7 @@ type sessionLog struct {
 // cannot be read (said on warn: the reply then comes from the manager's status alone). A session
 // whose log does not exist yet (no agent has run, nothing committed) reads as an empty log.
 func (o *Options) openSessionLog(ctx context.Context, sessionID string, warn io.Writer) *sessionLog {
-	url, err := o.storeURL("", warn)
+	url, err := o.storeURL("")
 	if err != nil || url == "" {
 		return nil
 	}

@@ -145,7 +145,7 @@ func (o *Options) status(ctx context.Context, name, output, storeURL string) err
 	}
 	v := viewOf(as)
 	explicit := storeURL != ""
-	storeURL, err = o.storeURL(storeURL, o.Streams.ErrOut)
+	storeURL, err = o.storeURL(storeURL)
 	if err != nil {
 		return err
 	}

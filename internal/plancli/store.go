@@ -3,7 +3,6 @@ package plancli
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,14 +87,13 @@ func contextStore(cfg clientcmdapi.Config, contextName string) (string, error) {
 	return ext.URL, nil
 }
 
-// storeURL resolves the session-log store for a read: --store, then $PLANMODE_LOG_STORE (or a
-// deprecated name, with a warning on warn), then the current kubeconfig context's extension.
-// Empty with a nil error when none names one.
-func (o *Options) storeURL(flag string, warn io.Writer) (string, error) {
+// storeURL resolves the session-log store for a read: --store, then $PLANMODE_LOG_STORE, then
+// the current kubeconfig context's extension. Empty with a nil error when none names one.
+func (o *Options) storeURL(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	if url, _ := storeenv.Lookup(warn); url != "" {
+	if url := storeenv.Lookup(); url != "" {
 		return url, nil
 	}
 	if o.Flags == nil {

@@ -32,15 +32,9 @@ var (
 	// v3; the selection stays pending). Use errors.As with *ProposalFailedError for its
 	// message and reason.
 	ErrProposalFailed = errors.New("step proposal failed")
-	// ErrTimeout was protocol v1's "no acknowledgement within the caller's timeout". Boundary no
-	// longer returns it: without an answer the step proceeds (Result.Unanswered).
-	ErrTimeout = errors.New("timed out waiting for the manager to acknowledge the step boundary")
 	// ErrInvalidBoundary: the caller proposed a step the log does not allow (no open turn, or
 	// another turn number than the open one). Nothing was written.
 	ErrInvalidBoundary = errors.New("invalid step boundary")
-	// ErrConfigMissing was protocol v1's failure for a plan-mode step whose PlanModeConfig does
-	// not exist. Boundary no longer returns it: the step proceeds (Result.GuidanceMissing).
-	ErrConfigMissing = errors.New("plan mode config not found")
 	// ErrSessionNotFound: the AgentSession does not exist (or was deleted).
 	ErrSessionNotFound = errors.New("AgentSession not found")
 )
@@ -234,7 +228,7 @@ func owedNotice(s *v1alpha1.AgentSession, t harness.Tail) string {
 	if pm.PendingSource == v1alpha1.PendingSourceExit && pm.PendingActive != nil && *pm.PendingActive == t.Active {
 		return ""
 	}
-	return planmode.Narration(t.Told, t.Active)
+	return planmode.Narration(t.LastShown, t.Active)
 }
 
 // ask reports the boundary and waits at most wait for its answer. Without one (or with one

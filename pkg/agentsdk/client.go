@@ -263,7 +263,7 @@ func (c *Client) start(ctx context.Context) error {
 	if err := c.checkLogStore(ctx, obj, t); err != nil { // logstore.go
 		return err
 	}
-	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.Told != nil
+	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.LastShown != nil
 	return c.withdrawStaleReview(ctx) // review.go
 }
 

@@ -35,8 +35,8 @@ func (c *Client) checkLogStore(ctx context.Context, s *v1alpha1.AgentSession, t 
 	if err != nil {
 		return fmt.Errorf("agentsdk: read the identity of the session log store: %w", err)
 	}
-	if why := s.LogStoreMismatch(id, t.NextSeq); why != "" {
-		return &LogStoreMismatchError{Namespace: c.ns, Name: c.name, Reason: why}
+	if err := s.LogStoreMismatch(id, t.NextSeq); err != nil {
+		return &LogStoreMismatchError{Namespace: c.ns, Name: c.name, Reason: err.Error()}
 	}
 	return nil
 }

@@ -141,10 +141,10 @@ func FuzzAppendValidation(f *testing.F) {
 }
 
 func tailsEqual(a, b harness.Tail) bool {
-	if (a.Told == nil) != (b.Told == nil) || (a.Told != nil && *a.Told != *b.Told) {
+	if (a.LastShown == nil) != (b.LastShown == nil) || (a.LastShown != nil && *a.LastShown != *b.LastShown) {
 		return false
 	}
-	a.Told, b.Told = nil, nil
+	a.LastShown, b.LastShown = nil, nil
 	return a == b
 }
 

@@ -222,9 +222,24 @@ func pgQueueSeedOwnership(b *pgx.Batch, sessionID string, so seedOwnership, chec
 	*check = func() error { return so.check(sessionID, holder, parent) }
 }
 
+// claimChanges reports whether a claim by owner would change the owner record held: only
+// when the log is unowned (not held), or held by the same namespace/name under another UID (a
+// session re-created under its name takes its log over), as the claim statements' WHERE says.
+// Anything else the claim would leave as it is, so a claim reads first and writes only then:
+// a manager taking on sessions it already owns (a restart) makes no store write and takes
+// no write lock.
+func claimChanges(held Owner, ok bool, owner Owner) bool {
+	return !ok || held.Namespace == owner.Namespace && held.Name == owner.Name && held.UID != owner.UID && owner.UID != ""
+}
+
 func (s *sqliteStore) ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error) {
 	if err := validOwner(sessionID, owner); err != nil {
 		return Owner{}, err
+	}
+	if held, ok, err := s.OwnerOf(ctx, sessionID); err != nil {
+		return Owner{}, fmt.Errorf("claim session %q: %w", sessionID, err)
+	} else if !claimChanges(held, ok, owner) {
+		return held, nil
 	}
 	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the claim and its read-back are one step
 	if err != nil {
@@ -247,6 +262,11 @@ func (s *sqliteStore) ClaimOwner(ctx context.Context, sessionID string, owner Ow
 func (s *postgresStore) ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error) {
 	if err := validOwner(sessionID, owner); err != nil {
 		return Owner{}, err
+	}
+	if held, ok, err := s.OwnerOf(ctx, sessionID); err != nil {
+		return Owner{}, fmt.Errorf("claim session %q: %w", sessionID, err)
+	} else if !claimChanges(held, ok, owner) {
+		return held, nil
 	}
 	var got Owner
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

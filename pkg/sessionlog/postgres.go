@@ -209,7 +209,7 @@ const pgTailQuery = `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = 
 // name the session in an error.
 func pgScanTail(row pgx.Row) (harness.Tail, bool, error) {
 	t := harness.EmptyTail()
-	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
+	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.LastShown, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return harness.EmptyTail(), false, nil
 	}
@@ -361,7 +361,7 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, so *seedOwnersh
 		t.Apply(&p.events[i], p.facts[i])
 	}
 	b.Queue(`UPDATE sessions SET next_seq = $2, active = $3, last_plan_mode_seq = $4, told = $5, turn_open = $6, turn = $7, last_step_start_seq = $8, step = $9, step_open = $10 WHERE session_id = $1`,
-		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.Told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen)
+		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.LastShown, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen)
 	b.Queue(`COMMIT`)
 	if err := c.SendBatch(ctx, &b).Close(); err != nil {
 		if len(p.events) == 1 {

@@ -241,7 +241,7 @@ func sqliteLoadTail(ctx context.Context, stmt *sql.Stmt, sessionID string) (harn
 	}
 	if told.Valid {
 		b := told.Bool
-		t.Told = &b
+		t.LastShown = &b
 	}
 	return t, true, nil
 }
@@ -333,8 +333,8 @@ func (s *sqliteStore) insertEvents(ctx context.Context, tx *sql.Tx, sessionID st
 // the tail and the header (info for Seed, now for a first Append).
 func (s *sqliteStore) saveTail(ctx context.Context, tx *sql.Tx, sessionID string, info *SessionInfo, t harness.Tail, exists bool) error {
 	var told any
-	if t.Told != nil {
-		told = *t.Told
+	if t.LastShown != nil {
+		told = *t.LastShown
 	}
 	if exists {
 		_, err := tx.StmtContext(ctx, s.updateTail).ExecContext(ctx,

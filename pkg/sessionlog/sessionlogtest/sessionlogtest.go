@@ -316,12 +316,12 @@ func (b Backend) tailAfterEveryKindOfEvent(t *testing.T) {
 		{harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}), func(t *harness.Tail) { t.Turn = 1; t.TurnOpen = true }},
 		{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}), func(t *harness.Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 3 }},
 		{harness.MustEvent(harness.TypeUserMessage, harness.NewUserText("m1", "explore")), func(*harness.Tail) {}},
-		{header, func(t *harness.Tail) { t.Told = boolp(true) }},
+		{header, func(t *harness.Tail) { t.LastShown = boolp(true) }},
 		{ev(harness.TypeAssistantMessage, `{"role":"assistant","content":[]}`), func(*harness.Tail) {}},
 		{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 1}), func(t *harness.Tail) { t.StepOpen = false }},
 		{harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: false}), func(t *harness.Tail) { t.Active = false; t.LastPlanModeSeq = 8 }},
 		{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 2}), func(t *harness.Tail) { t.Step = 2; t.StepOpen = true; t.LastStepStartSeq = 9 }},
-		{header, func(t *harness.Tail) { t.Told = boolp(false) }},
+		{header, func(t *harness.Tail) { t.LastShown = boolp(false) }},
 		{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 2}), func(t *harness.Tail) { t.StepOpen = false }},
 		{harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: harness.TurnCompleted}), func(t *harness.Tail) { t.TurnOpen = false; t.Step = 0 }},
 		{harness.MustEvent(harness.TypeCommandDone, harness.CommandDone{CommandID: "c1", Kind: harness.CommandSuccess, Text: new("Plan mode on.")}), func(*harness.Tail) {}},
@@ -644,8 +644,8 @@ func (b Backend) seedKeepsHeader(t *testing.T) {
 
 func fmtTail(t harness.Tail) string {
 	told := "nil"
-	if t.Told != nil {
-		told = fmt.Sprint(*t.Told)
+	if t.LastShown != nil {
+		told = fmt.Sprint(*t.LastShown)
 	}
 	return fmt.Sprintf("{next:%d active:%v lastPlan:%d told:%s turn:%d open:%v step:%d stepOpen:%v lastStep:%d}",
 		t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.Turn, t.TurnOpen, t.Step, t.StepOpen, t.LastStepStartSeq)

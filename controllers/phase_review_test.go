@@ -2,38 +2,21 @@ package controllers
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
 // An approval writes spec.review Approve and spec.planMode.active=false in one generation (the
 // webhook requires it). That false is the approval's exit, not a user selection: one generation
-// carrying both must give the silent exit (pending {false, Exit}, no notice, no Queued or
-// Committed transition before the review step), and only an exact Approve for the open review
+// carrying both must give the silent exit (pending {false, Exit}, no notice, no Committed
+// transition before the review step), and only an exact Approve for the open review
 // is read that way.
 func TestApprovalDeselectsSilently(t *testing.T) {
-	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "approval.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	sch := runtime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	cfg := &agentsv1alpha1.PlanModeConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fz", Name: agentsv1alpha1.DefaultPlanModeConfigName, Generation: 1},
-		Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: "plan guidance"},
-	}
-	e := &fzEnv{r: &AgentSessionReconciler{Client: fake.NewClientBuilder().WithScheme(sch).WithObjects(cfg).Build(), Store: store}, store: store}
+	e := newFzEnv(t)
+	store := e.store
 
 	const (
 		inTurn       = "in a turn"
@@ -65,7 +48,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove, Feedback: tc.feedback}
 			s.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# Plan\n", Turn: tail.Turn}}
 			if tc.prev != "" {
-				s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: tc.prev}
+				s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: tc.prev, PlanSHA256: planmode.PlanSHA256("# Plan\n")}
 			}
 			out, err := e.r.compute(context.Background(), s)
 			if err != nil {
@@ -92,7 +75,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 				t.Fatalf("the reconcile that took the approval on appended %v; the exit waits for the review step's pending", after[len(before):])
 			}
 			for _, r := range reasons {
-				if r == EventReasonQueued || r == EventReasonCommitted || r == EventReasonCancelled {
+				if r == EventReasonCommitted {
 					t.Fatalf("the approval's false was treated as a user selection: events %v", reasons)
 				}
 			}

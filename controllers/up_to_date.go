@@ -11,19 +11,19 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
 
-// settled reports, from the cache alone, that no phase has anything to do, so the reconcile
+// upToDate reports, from the cache alone, that no phase has anything to do, so the reconcile
 // costs no log-store read: most reconciles are the echo of the manager's own status write or
 // of an agent write that needs no answer. It asks each phase's own question: the spec's
 // generation was observed and found ready, no selection is new or pending or missing from the
 // log, no boundary waits, no review is in progress, the config in force is unchanged, and the
 // manager-owned status is the one this process last wrote or checked against the log (any
 // other, such as another manager's, is checked against the log once).
-func (r *AgentSessionReconciler) settled(ctx context.Context, s *agentsv1alpha1.AgentSession) bool {
+func (r *AgentSessionReconciler) upToDate(ctx context.Context, s *agentsv1alpha1.AgentSession) bool {
 	return observedReady(s) &&
 		!selectionOutstanding(s) &&
 		unanswered(s) == nil &&
 		!reviewInProgress(s) &&
-		r.sessions.holds(client.ObjectKeyFromObject(s), digestStatus(&s.Status)) &&
+		r.patcher().unchangedSince(client.ObjectKeyFromObject(s), &s.Status) &&
 		r.configUnchanged(ctx, s) &&
 		r.storeUnchanged(s) // phase_store.go
 }

@@ -16,7 +16,7 @@ func TestLogEventIsAnInfoLine(t *testing.T) {
 	var lines []string
 	log := funcr.New(func(prefix, args string) { lines = append(lines, prefix+" "+args) }, funcr.Options{Verbosity: 0})
 	s := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}
-	logEvent(log, s, event{typ: corev1.EventTypeNormal, reason: EventReasonCommitted, action: transitionAction(true), note: committedNote.of(true)})
+	logEvent(log, s, event{typ: corev1.EventTypeNormal, reason: EventReasonCommitted, action: transitionAction(true), note: committedNote(true)})
 	logEvent(log, s, event{typ: corev1.EventTypeWarning, reason: EventReasonReviewRejected, action: "Review", note: "refused"})
 	if len(lines) != 2 {
 		t.Fatalf("%d lines logged, want 2: %q", len(lines), lines)

@@ -1,10 +1,13 @@
 package controllers
 
 import (
+	"testing"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +38,7 @@ var _ = Describe("one log per session", func() {
 				return &agent{store: be.agentStore, key: client.ObjectKeyFromObject(as), sid: sid}
 			}
 			owner := create(nsA, nil)
-			owner.settled(false, false)
+			owner.awaitStatus(false, false)
 
 			// team-b names team-a's log and selects plan mode: nothing reaches the log.
 			intruder := create(nsB, ptr.To(true))
@@ -50,7 +53,7 @@ var _ = Describe("one log per session", func() {
 			}, timeout, interval).Should(Succeed())
 			Expect(owner.planModes()).To(BeEmpty(), "the second session appended to the first one's log")
 			// Events trail status writes while reconciles are in flight (the reconciler's Event queue).
-			Eventually(func() []string { return eventReasons(intruder.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonSessionIDInUse))
+			Eventually(func() []string { return eventReasons(intruder.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonSessionIDInUse))
 
 			// Its agent, waiting at a boundary, is answered Failed at once.
 			intruder.report(1, 1, 0)
@@ -61,7 +64,7 @@ var _ = Describe("one log per session", func() {
 
 			// The owner is unaffected.
 			setActive(owner.key, ptr.To(true))
-			owner.settled(true, false)
+			owner.awaitStatus(true, false)
 			Expect(activeValues(owner.planModes())).To(Equal([]bool{true}))
 
 			// Deleted and created again under its name (a GitOps re-apply), the owner keeps its log.
@@ -70,7 +73,7 @@ var _ = Describe("one log per session", func() {
 				return k8sClient.Get(suiteCtx, owner.key, &agentsv1alpha1.AgentSession{})
 			}, timeout, interval).ShouldNot(Succeed())
 			again := create(nsA, ptr.To(false))
-			again.settled(false, false)
+			again.awaitStatus(false, false)
 			Expect(readyReason(again.get())).To(Equal("True/" + agentsv1alpha1.ReasonInSync))
 			Expect(activeValues(again.planModes())).To(Equal([]bool{true, false}))
 			holder, err := be.agentStore.ClaimOwner(suiteCtx, sid, sessionlog.Owner{Namespace: nsB, Name: "s", UID: "probe"})
@@ -80,3 +83,27 @@ var _ = Describe("one log per session", func() {
 		})
 	}
 })
+
+func TestLogClaims(t *testing.T) {
+	var c logClaims
+	key := types.NamespacedName{Namespace: "team-a", Name: "s"}
+	if c.has(key, "uid-1", "sid-1") {
+		t.Fatal("a session with no claim recorded has one")
+	}
+	c.record(key, "uid-1", "sid-1")
+	if !c.has(key, "uid-1", "sid-1") {
+		t.Fatal("the claim just recorded is not there")
+	}
+	for _, o := range []struct {
+		uid types.UID
+		sid string
+	}{{"uid-2", "sid-1"}, {"uid-1", "sid-2"}, {"uid-1sid", "-1"}} {
+		if c.has(key, o.uid, o.sid) {
+			t.Errorf("the claim of (uid-1, sid-1) is taken for (%s, %s)", o.uid, o.sid)
+		}
+	}
+	c.forget(key)
+	if c.has(key, "uid-1", "sid-1") {
+		t.Fatal("a forgotten session still has its claim")
+	}
+}
