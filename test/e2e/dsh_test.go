@@ -373,7 +373,8 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		// so a message (appended alone: kubectl plan message would turn plan mode on) starts one.
 		Expect(e.get().Status.PlanMode.Pending).To(BeTrue(), "the toggle is still pending after the restart")
 		m := len(e.model.Requests())
-		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "json", "-p", fmt.Sprintf(`[{"op":"add","path":"/spec/steerQueue/-","value":{"id":"zz-%d","text":"carry on"}}]`, time.Now().UnixNano()))
+		carryOn := fmt.Sprintf(`[{"op":"add","path":"/spec/steerQueue/-","value":{"id":"zz-%d","text":"carry on"}}]`, time.Now().UnixNano())
+		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "json", "-p", carryOn)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() bool { s := e.get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
 		e.idleAfter(8)
