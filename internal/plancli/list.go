@@ -17,7 +17,7 @@ import (
 )
 
 func newListCommand(o *Options) *cobra.Command {
-	var all bool
+	var all, awaiting bool
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -32,15 +32,24 @@ func newListCommand(o *Options) *cobra.Command {
   READY     the Ready condition
   AGE       since the AgentSession was created
 
+--awaiting-review lists the plans waiting for a decision instead, oldest first: the plan's
+title, its revision, how long it has waited (by the manager's clock), and what it waits for (a
+decision, or more approvals under the namespace's ReviewPolicy, and whose approval cannot count).
+
 Needs "list" on agentsessions.agents.harness.dev.`,
 		Example: `  kubectl plan list
-  kubectl plan list -A`,
+  kubectl plan list -A
+  kubectl plan list --awaiting-review -A`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if awaiting {
+				return o.inbox(cmd.Context(), all) // inbox.go
+			}
 			return o.list(cmd.Context(), all)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the sessions of every namespace")
+	cmd.Flags().BoolVar(&awaiting, "awaiting-review", false, "List only the plans waiting for a decision, oldest first, with their age, revision and what each waits for")
 	return cmd
 }
 

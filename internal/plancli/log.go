@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/internal/termtext"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -112,6 +113,7 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 	w := tabwriter.NewWriter(o.Streams.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SEQ\tTIME\tEVENT\tDETAIL")
 	s := newSummariser(section)
+	s.actors = planModeActors(as)
 	var from int64
 	n := 0
 	for {
@@ -121,7 +123,8 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 		}
 		for _, ev := range evs {
 			if detail, ok := s.summarise(ev); ok {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", ev.Seq, time.UnixMilli(ev.Time).UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, detail)
+				// The detail quotes text the agent and the model wrote: escaped (internal/termtext).
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", ev.Seq, time.UnixMilli(ev.Time).UTC().Format("2006-01-02T15:04:05.000Z"), termtext.Line(ev.Type), termtext.Line(detail))
 				n++
 			}
 		}
@@ -167,6 +170,8 @@ type summariser struct {
 	active bool
 	// exitCalls are the callIds of exit_plan_mode calls, to pick out their results.
 	exitCalls map[string]bool
+	// actors names who caused the plan/mode events the status still records, by seq.
+	actors map[int64]string
 }
 
 func newSummariser(section string) *summariser {
@@ -185,9 +190,9 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 		}
 		s.active = pm.Active
 		if pm.Active {
-			return "plan mode on (active=true)", true
+			return "plan mode on (active=true)" + s.actors[ev.Seq], true
 		}
-		return "plan mode off (active=false)", true
+		return "plan mode off (active=false)" + s.actors[ev.Seq], true
 	case harness.TypeTurnStart:
 		return "turn " + num("turn"), true
 	case harness.TypeTurnEnd:

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/termtext"
 )
 
 func newStatusCommand(o *Options) *cobra.Command {
@@ -75,6 +76,10 @@ type StatusView struct {
 	Ready           string                      `json:"ready,omitempty"`
 	ReadyReason     string                      `json:"readyReason,omitempty"`
 	ReadyMessage    string                      `json:"readyMessage,omitempty"`
+	SelectedBy      *v1alpha1.Actor             `json:"selectedBy,omitempty"`
+	SelectedAt      *time.Time                  `json:"selectedAt,omitempty"`
+	Changes         []v1alpha1.PlanModeChange   `json:"planModeChanges,omitempty"`
+	ReviewHistory   []v1alpha1.ReviewRevision   `json:"reviewHistory,omitempty"`
 	Steer           *v1alpha1.SteerMessage      `json:"steer,omitempty"`
 	SteerDelivered  bool                        `json:"steerDelivered,omitempty"`
 	ObservedCurrent bool                        `json:"observedCurrent"`
@@ -103,6 +108,11 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review, Steer: as.Spec.Steer,
 		ConfigRef:       v1alpha1.DefaultPlanModeConfigName,
 		ObservedCurrent: as.Status.ObservedGeneration == as.Generation,
+	}
+	v.SelectedBy, v.Changes, v.ReviewHistory = as.Spec.PlanMode.SelectedBy, pm.Changes, as.Status.ReviewHistory
+	if t := as.Spec.PlanMode.SelectedAt; t != nil {
+		at := t.UTC()
+		v.SelectedAt = &at
 	}
 	if pm.Pending && pm.PendingActive != nil {
 		p := *pm.PendingActive
@@ -193,7 +203,7 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 	if v.Desired == nil {
 		row("Desired", "unset (the session follows its log)")
 	} else {
-		row("Desired", "%s (spec.planMode.active=%v)", planWord(*v.Desired), *v.Desired)
+		row("Desired", "%s (spec.planMode.active=%v%s)", planWord(*v.Desired), *v.Desired, selectedByText(v))
 	}
 	switch {
 	case v.Live != nil && v.Live.TurnOpen:
@@ -232,7 +242,7 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 	} else {
 		row("Log position", "next seq %d", v.NextSeq)
 	}
-	row("Review", "%s", reviewLine(v))
+	row("Review", "%s", termtext.Line(reviewLine(v)))
 	if v.Steer != nil {
 		state := "not yet delivered"
 		if v.SteerDelivered {
@@ -288,7 +298,11 @@ func reviewLine(v StatusView) string {
 	title := planTitle(v.Review.Plan)
 	s := fmt.Sprintf("%q (review %s, turn %d)", title, v.Review.ID, v.Review.Turn)
 	if rs := v.ReviewStatus; rs != nil && rs.ID == v.Review.ID {
+		if rs.Revision > 0 {
+			s = fmt.Sprintf("%q (revision %d, review %s, turn %d)", title, rs.Revision, v.Review.ID, v.Review.Turn)
+		}
 		s += ": " + string(rs.Phase)
+		s += reviewProgress(v, rs)
 		if rs.Phase != v1alpha1.ReviewPending && rs.Message != "" {
 			s += " (" + abbreviate(rs.Message, 80) + ")"
 		}
