@@ -30,6 +30,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -347,7 +348,8 @@ func FuzzReviewDecision(f *testing.F) {
 			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier"}
 		}
 		if hasDecision {
-			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback}
+			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback,
+				PlanSHA256: planmode.PlanSHA256("# Plan\n- do it")} // an approval names the text it approves
 		}
 		out, err := e.r.compute(context.Background(), s)
 		if err != nil {

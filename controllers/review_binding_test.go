@@ -44,7 +44,7 @@ func TestReviewBoundToPlanAndSession(t *testing.T) {
 		wantRefusal bool
 	}{
 		{name: "the digest of the plan read approves", posted: read, digest: planmode.PlanSHA256(read), wantPhase: agentsv1alpha1.ReviewApproved},
-		{name: "no digest: bound to the review id only", posted: read, wantPhase: agentsv1alpha1.ReviewApproved},
+		{name: "an approval naming no digest does not count", posted: read, wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a digest of another text is refused", posted: swapped, digest: planmode.PlanSHA256(read), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id is refused", posted: swapped, opened: read, wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id, with the new digest, is refused", posted: swapped, opened: read,

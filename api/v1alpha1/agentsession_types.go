@@ -568,6 +568,9 @@ type ReviewStatus struct {
 	// ApprovalsRequired is how many distinct approvers the review needs.
 	// +optional
 	ApprovalsRequired int32 `json:"approvalsRequired,omitempty"`
+	// SelfApproval is the policy's rule for the requester's approval: Allowed or Forbidden.
+	// +optional
+	SelfApproval SelfApproval `json:"selfApproval,omitempty"`
 	// Approvals is how many counted approvals it has.
 	// +optional
 	Approvals int32 `json:"approvals,omitempty"`
