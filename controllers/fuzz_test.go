@@ -30,8 +30,8 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
-	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
