@@ -144,6 +144,8 @@ func reviewWithdrawn(status *agentsv1alpha1.AgentSessionStatus, now metav1.Time)
 // active, for a turn of this session's log, and under a review id that names no other text.
 func (sc *sessionScope) openReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, rules reviewpolicy.Rules, now metav1.Time) bool {
 	digest := planmode.PlanSHA256(req.Plan)
+	// A plan posted over one still pending supersedes it: the agent no longer waits for it.
+	reviewWithdrawn(status, now)
 	if used := sc.idReusedFor(req); used != nil {
 		// Visible on the session, and not a revision: the text under this id stays the one
 		// recorded.

@@ -144,10 +144,14 @@ func stampSelection(old, obj *agentsv1alpha1.AgentSession, actor agentsv1alpha1.
 func stampDecisions(old, obj *agentsv1alpha1.AgentSession, actor agentsv1alpha1.Actor, now metav1.Time) bool {
 	added := false
 	if d := obj.Spec.Review; d != nil && old.Spec.Review != nil {
-		restoreStamps(d, []agentsv1alpha1.ReviewDecision{*old.Spec.Review})
+		restoreStamps(d, old.Spec.Review, actor)
 	}
+	// By position: two reviewers' votes may be alike but for their stamps, and a vote appended
+	// after the stored ones is new.
 	for i := range obj.Spec.ReviewVotes {
-		restoreStamps(&obj.Spec.ReviewVotes[i], old.Spec.ReviewVotes)
+		if i < len(old.Spec.ReviewVotes) {
+			restoreStamps(&obj.Spec.ReviewVotes[i], &old.Spec.ReviewVotes[i], actor)
+		}
 	}
 	if d := obj.Spec.Review; d != nil && !equality.Semantic.DeepEqual(old.Spec.Review, d) {
 		var stored *agentsv1alpha1.Actor
@@ -157,12 +161,8 @@ func stampDecisions(old, obj *agentsv1alpha1.AgentSession, actor agentsv1alpha1.
 		stampDecision(d, stored, actor, now)
 		added = true
 	}
-	for i := range obj.Spec.ReviewVotes {
-		d := &obj.Spec.ReviewVotes[i]
-		if containsVote(old.Spec.ReviewVotes, d) {
-			continue
-		}
-		stampDecision(d, nil, actor, now)
+	for _, i := range addedVotes(old.Spec.ReviewVotes, obj.Spec.ReviewVotes) {
+		stampDecision(&obj.Spec.ReviewVotes[i], nil, actor, now)
 		added = true
 	}
 	return added
@@ -176,29 +176,40 @@ func stampDecision(d *agentsv1alpha1.ReviewDecision, stored *agentsv1alpha1.Acto
 }
 
 // restoreStamps gives a decision sent without stamps the stamps of the stored decision it
-// repeats (a whole-object write, such as kubectl replace, of a manifest without them).
-func restoreStamps(d *agentsv1alpha1.ReviewDecision, stored []agentsv1alpha1.ReviewDecision) {
-	if d.DecidedBy != nil || d.DecidedAt != nil {
+// repeats, when the writer is the one who took it (their whole-object write, such as kubectl
+// replace, of a manifest without them). Anyone else sending the same decision takes a decision
+// of their own, stamped as theirs.
+func restoreStamps(d, stored *agentsv1alpha1.ReviewDecision, writer agentsv1alpha1.Actor) {
+	if d.DecidedBy != nil || d.DecidedAt != nil || stored.DecidedBy == nil || stored.DecidedBy.Username != writer.Username {
 		return
 	}
-	for i := range stored {
-		s := stored[i].DeepCopy()
-		s.DecidedBy, s.DecidedAt = nil, nil
-		if equality.Semantic.DeepEqual(s, d) {
-			d.DecidedBy, d.DecidedAt = stored[i].DecidedBy.DeepCopy(), stored[i].DecidedAt.DeepCopy()
-			return
-		}
+	s := stored.DeepCopy()
+	s.DecidedBy, s.DecidedAt = nil, nil
+	if equality.Semantic.DeepEqual(s, d) {
+		d.DecidedBy, d.DecidedAt = stored.DecidedBy.DeepCopy(), stored.DecidedAt.DeepCopy()
 	}
 }
 
-func containsVote(votes []agentsv1alpha1.ReviewDecision, d *agentsv1alpha1.ReviewDecision) bool {
-	for i := range votes {
-		if equality.Semantic.DeepEqual(&votes[i], d) {
-			return true
+// addedVotes returns the indexes of the votes in now that were not in was, counting repeats: a
+// vote sent twice, identical to the first to the second, is a new one.
+func addedVotes(was, now []agentsv1alpha1.ReviewDecision) []int {
+	left := make([]bool, len(was))
+	var added []int
+	for i := range now {
+		found := false
+		for j := range was {
+			if !left[j] && equality.Semantic.DeepEqual(&was[j], &now[i]) {
+				left[j], found = true, true
+				break
+			}
+		}
+		if !found {
+			added = append(added, i)
 		}
 	}
-	return false
+	return added
 }
+
 
 // pruneVotes drops the votes naming a review other than the plan under review: the manager
 // applies a vote only to the review it names, and the decided ones are in status.review and

@@ -42,10 +42,8 @@ func (v *AgentSessionValidator) validateDecisions(ctx context.Context, req admis
 	if d := obj.Spec.Review; d != nil && !equality.Semantic.DeepEqual(oldObj.Spec.Review, d) {
 		added, decisions = append(added, field.NewPath("spec", "review")), append(decisions, d)
 	}
-	for i := range obj.Spec.ReviewVotes {
-		if !containsVote(oldObj.Spec.ReviewVotes, &obj.Spec.ReviewVotes[i]) {
-			added, decisions = append(added, votes.Index(i)), append(decisions, &obj.Spec.ReviewVotes[i])
-		}
+	for _, i := range addedVotes(oldObj.Spec.ReviewVotes, obj.Spec.ReviewVotes) {
+		added, decisions = append(added, votes.Index(i)), append(decisions, &obj.Spec.ReviewVotes[i])
 	}
 	if len(decisions) == 0 {
 		return errs, nil
@@ -140,9 +138,8 @@ func validateVotesKept(oldObj, obj *agentsv1alpha1.AgentSession, p *field.Path) 
 			"holds %s on the open review %q, which cannot change while it is open: add a decision to spec.reviewVotes instead (kubectl plan approve|revise|dismiss do)",
 			voteOf(o), posted.ID)))
 	}
-	for i := range oldObj.Spec.ReviewVotes {
-		d := &oldObj.Spec.ReviewVotes[i]
-		if d.ReviewID == posted.ID && !containsVote(obj.Spec.ReviewVotes, d) {
+	for _, i := range addedVotes(obj.Spec.ReviewVotes, oldObj.Spec.ReviewVotes) { // the stored votes the write drops
+		if d := &oldObj.Spec.ReviewVotes[i]; d.ReviewID == posted.ID {
 			errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s on review %q was removed or changed: votes on the plan under review cannot change while it is open; append a vote instead (kubectl plan approve|revise|dismiss)",
 				voteOf(d), posted.ID)))
 		}
@@ -182,11 +179,18 @@ func reviewClosed(obj *agentsv1alpha1.AgentSession, id string) bool {
 	return st != nil && st.ID == id && st.Phase != agentsv1alpha1.ReviewPending && st.Phase != ""
 }
 
-// earlierDecision is a decision the same person already took on d's review, other than d.
+// earlierDecision is another decision (spec.review, or another entry of spec.reviewVotes) the
+// same person took on d's review, or nil. d points into obj's spec.
 func earlierDecision(obj *agentsv1alpha1.AgentSession, d *agentsv1alpha1.ReviewDecision) *agentsv1alpha1.ReviewDecision {
-	for _, o := range reviewpolicy.DecisionsFor(obj, d.ReviewID) {
-		if o.DecidedBy != nil && o.DecidedBy.Username == d.DecidedBy.Username && !equality.Semantic.DeepEqual(&o, d) {
-			return &o
+	same := func(o *agentsv1alpha1.ReviewDecision) bool {
+		return o != d && o.ReviewID == d.ReviewID && o.DecidedBy != nil && o.DecidedBy.Username == d.DecidedBy.Username
+	}
+	if o := obj.Spec.Review; o != nil && same(o) {
+		return o
+	}
+	for i := range obj.Spec.ReviewVotes {
+		if o := &obj.Spec.ReviewVotes[i]; same(o) {
+			return o
 		}
 	}
 	return nil
@@ -238,10 +242,5 @@ func decisionAdded(oldObj, obj *agentsv1alpha1.AgentSession) bool {
 	if obj.Spec.Review != nil && reviewChanged(oldObj, obj) {
 		return true
 	}
-	for i := range obj.Spec.ReviewVotes {
-		if !containsVote(oldObj.Spec.ReviewVotes, &obj.Spec.ReviewVotes[i]) {
-			return true
-		}
-	}
-	return false
+	return len(addedVotes(oldObj.Spec.ReviewVotes, obj.Spec.ReviewVotes)) > 0
 }

@@ -260,7 +260,6 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 	var seen, seenDigest, title string
 	var last *v1alpha1.AgentSession
 	var mine *v1alpha1.ReviewDecision
-	announced := false
 	err := retry.OnError(retry.DefaultRetry, voteRaced, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
@@ -279,12 +278,6 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		if phase, ok := decided(as, r); ok {
 			return fmt.Errorf("nothing under review: the plan %q (review %s) was already decided: %s", termtext.Line(title), r.ID, phase)
 		}
-		if d == v1alpha1.ReviewApprove && f.planSHA256 == "" && f.revision == 0 && !announced {
-			// Bound to the text read now: say which, before it is approved (docs/review.md).
-			fmt.Fprintf(o.Streams.ErrOut, "Approving %s of %q (review %s, SHA-256 %s): the text kubectl plan review %s shows.\n",
-				revisionWord(revisionOf(as, r)), termtext.Line(title), r.ID, digest, name)
-			announced = true
-		}
 		// The digest binds the decision to this text: the webhook and the manager refuse it for
 		// any other.
 		vote := v1alpha1.ReviewDecision{ReviewID: r.ID, Decision: d, PlanSHA256: digest}
@@ -296,6 +289,12 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 			return err
 		}
 		mine = newestVote(obj, vote)
+		if d == v1alpha1.ReviewApprove && f.planSHA256 == "" && f.revision == 0 {
+			// Bound to the text read now, not to one named by the reviewer: say which
+			// (docs/review.md, "Integrity").
+			fmt.Fprintf(o.Streams.ErrOut, "Approving %s of %q (review %s, SHA-256 %s): the text kubectl plan review %s shows.\n",
+				revisionWord(revisionOf(as, r)), termtext.Line(title), r.ID, digest, name)
+		}
 		return nil
 	})
 	if err != nil {
