@@ -210,7 +210,6 @@ func addedVotes(was, now []agentsv1alpha1.ReviewDecision) []int {
 	return added
 }
 
-
 // pruneVotes drops the votes naming a review other than the plan under review: the manager
 // applies a vote only to the review it names, and the decided ones are in status.review and
 // status.reviewHistory.
