@@ -63,7 +63,8 @@ func (sc *sessionScope) review(status *agentsv1alpha1.AgentSessionStatus) ctrl.R
 	if sc.decideReview(status, req, rules, now) {
 		return ctrl.Result{}
 	}
-	return sc.expireReview(status, req, now)
+	res := sc.expireReview(status, req, now)
+	return soonest(res, sc.reviewAgentLiveness(status.Review, now)) // agent_liveness.go
 }
 
 // reviewRules are the rules of the session's namespace's ReviewPolicy, read once per reconcile

@@ -93,6 +93,9 @@ func (sc *sessionScope) setReviewConditions(status *agentsv1alpha1.AgentSessionS
 		waits = fmt.Sprintf("%d more approval(s) (%d of %d, ReviewPolicy %s)", missing, rs.Approvals, rs.ApprovalsRequired, rs.Policy)
 	}
 	msg := fmt.Sprintf("plan review %s (revision %d) awaits %s: kubectl plan review %s -n %s", rs.ID, rs.Revision, waits, sc.session.Name, sc.session.Namespace)
+	if c := rs.AgentConnected; c != nil && !*c {
+		msg += "; its agent is gone (no liveness Lease renewal), so no agent waits for the decision"
+	}
 	cond := metav1.Condition{Type: agentsv1alpha1.ConditionAwaitingReview, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonReviewPending, Message: msg, ObservedGeneration: gen}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if c := meta.FindStatusCondition(status.Conditions, agentsv1alpha1.ConditionReconciling); c == nil || c.Reason == agentsv1alpha1.ReasonReviewPending {

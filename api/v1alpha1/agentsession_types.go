@@ -574,6 +574,14 @@ type ReviewStatus struct {
 	// Approvals is how many counted approvals it has.
 	// +optional
 	Approvals int32 `json:"approvals,omitempty"`
+	// AgentConnected says whether the agent that posted the plan still renews its liveness Lease
+	// (docs/protocol.md, "Agent liveness"): false once the Lease expired or was released, so no
+	// agent waits for the decision; unset when the agent keeps no Lease.
+	// +optional
+	AgentConnected *bool `json:"agentConnected,omitempty"`
+	// AgentRenewedAt is when the agent last renewed its Lease, as the Lease says.
+	// +optional
+	AgentRenewedAt *metav1.Time `json:"agentRenewedAt,omitempty"`
 	// Votes are the decisions read for this review, in the order they were admitted, each with
 	// whether it counts.
 	// +kubebuilder:validation:MaxItems=16

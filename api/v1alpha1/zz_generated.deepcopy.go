@@ -693,6 +693,15 @@ func (in *ReviewStatus) DeepCopyInto(out *ReviewStatus) {
 		*out = new(Actor)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.AgentConnected != nil {
+		in, out := &in.AgentConnected, &out.AgentConnected
+		*out = new(bool)
+		**out = **in
+	}
+	if in.AgentRenewedAt != nil {
+		in, out := &in.AgentRenewedAt, &out.AgentRenewedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Votes != nil {
 		in, out := &in.Votes, &out.Votes
 		*out = make([]ReviewVoteStatus, len(*in))

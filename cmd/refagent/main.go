@@ -103,6 +103,12 @@ func run() error {
 		return err
 	}
 	defer c.Close()
+	// The liveness Lease tells reviewers this agent is there (docs/protocol.md, "Agent liveness").
+	lease, err := agentsdk.StartLease(ctx, cfg, *namespace, *name, log)
+	if err != nil {
+		return err
+	}
+	defer lease.Stop()
 
 	stats, err := refagent.Run(ctx, refagent.Options{
 		Client: c, Script: script, Loop: *loop, WaitForMessages: *serve, StepDelay: *stepDelay, BoundaryTimeout: *timeout, ReviewTimeout: *review,

@@ -67,3 +67,23 @@ func reviewProgress(v StatusView, rs *v1alpha1.ReviewStatus) string {
 	}
 	return s + "; " + approvalsNeededText(rs.ApprovalsRequired-rs.Approvals) + ")"
 }
+
+// agentLine says whether the agent of the plan under review is connected, as the manager last
+// read its liveness Lease, or "" when it has no record.
+func agentLine(v StatusView) string {
+	rs := v.ReviewStatus
+	if v.Review == nil || rs == nil || rs.ID != v.Review.ID || rs.AgentConnected == nil {
+		return ""
+	}
+	renewed := ""
+	if rs.AgentRenewedAt != nil {
+		renewed = rs.AgentRenewedAt.UTC().Format(time.RFC3339)
+	}
+	if *rs.AgentConnected {
+		return "connected (liveness Lease renewed at " + renewed + ")"
+	}
+	if renewed == "" {
+		return "gone (its liveness Lease was released): no agent waits for the review"
+	}
+	return "gone (no liveness Lease renewal since " + renewed + "): no agent waits for the review"
+}

@@ -131,6 +131,9 @@ func waitingFor(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) string
 	if len(not) > 0 {
 		parts = append(parts, "from anyone but "+strings.Join(not, ", "))
 	}
+	if c := rs.AgentConnected; c != nil && !*c {
+		parts = append(parts, "(agent gone)")
+	}
 	return strings.Join(parts, " ")
 }
 

@@ -3,6 +3,7 @@ package plancli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -156,10 +157,10 @@ func reviewState(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) strin
 		return "decided " + phase + ", waiting for the manager"
 	}
 	if rs != nil && rs.ApprovalsRequired > 1 {
-		return fmt.Sprintf("awaiting approval: %d of %d (%s); %s (kubectl plan approve|revise|dismiss %s)",
-			rs.Approvals, rs.ApprovalsRequired, policyText(rs), approvalsNeededText(rs.ApprovalsRequired-rs.Approvals), as.Name)
+		return fmt.Sprintf("awaiting approval: %d of %d (%s); %s (kubectl plan approve|revise|dismiss %s)%s",
+			rs.Approvals, rs.ApprovalsRequired, policyText(rs), approvalsNeededText(rs.ApprovalsRequired-rs.Approvals), as.Name, agentGoneText(rs))
 	}
-	return fmt.Sprintf("awaiting a decision (kubectl plan approve|revise|dismiss %s)", as.Name)
+	return fmt.Sprintf("awaiting a decision (kubectl plan approve|revise|dismiss %s)%s", as.Name, agentGoneText(rs))
 }
 
 type decideFlags struct {
@@ -304,6 +305,9 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		return err
 	}
 	review := last.Status.Review
+	if gone := agentGoneText(reviewOf(last, underReview(last))); gone != "" {
+		fmt.Fprintf(o.Streams.ErrOut, "warning: the plan's agent is gone%s\n", strings.TrimPrefix(gone, "; the agent is gone"))
+	}
 	if o.wait > 0 {
 		if review, err = o.awaitDecision(ctx, name, seen, d, mine); err != nil {
 			return err

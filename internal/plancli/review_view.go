@@ -104,3 +104,16 @@ func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
+
+// agentGoneText is "; the agent is gone (no liveness Lease renewal since T): no agent waits for
+// the decision" when the manager found the plan's agent gone, or "".
+func agentGoneText(rs *v1alpha1.ReviewStatus) string {
+	if rs == nil || rs.AgentConnected == nil || *rs.AgentConnected {
+		return ""
+	}
+	since := ""
+	if rs.AgentRenewedAt != nil {
+		since = " since " + rs.AgentRenewedAt.UTC().Format(time.RFC3339)
+	}
+	return "; the agent is gone (no liveness Lease renewal" + since + "): no agent waits for the decision"
+}

@@ -243,6 +243,9 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 		row("Log position", "next seq %d", v.NextSeq)
 	}
 	row("Review", "%s", termtext.Line(reviewLine(v)))
+	if a := agentLine(v); a != "" {
+		row("Agent", "%s", a)
+	}
 	if v.Steer != nil {
 		state := "not yet delivered"
 		if v.SteerDelivered {

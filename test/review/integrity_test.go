@@ -1,6 +1,7 @@
 package review_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,17 +14,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -139,6 +144,9 @@ func (s *rsession) startAgent() {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(c.Close)
 	s.sdk = c
+	lease, err := agentsdk.StartLease(ctx, s.agent.cfg, s.ns, s.name, logr.Discard())
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(lease.Stop)
 	s.turn, err = c.StartTurn(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	s.nextStep("plan the fix")
@@ -250,6 +258,17 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 			agents[n] = newAgentIdentity(n)
 		}
 		rita, sam, tom = newPerson(reviewer, "reviewers"), newPerson("sam@example.com", "reviewers"), newPerson(toggler, "developers")
+
+		By("installing config/rbac's admission policy for agent Leases")
+		data, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "agent_lease_policy.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		var policy admissionregistrationv1.ValidatingAdmissionPolicy
+		Expect(dec.Decode(&policy)).To(Succeed())
+		var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		Expect(dec.Decode(&binding)).To(Succeed())
+		Expect(k8s.Create(ctx, &policy)).To(Succeed())
+		Expect(k8s.Create(ctx, &binding)).To(Succeed())
 	})
 
 	It("refuses the withdraw-and-repost swap, the approval of an unseen text, and control characters in a plan", func() {
@@ -483,6 +502,33 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(ContainSubstring("Revision:   2 (after revision 1, KeepPlanning by rita@example.com: kubectl plan review " + s.name + " --diff shows what changed)"))
 		rita.kplan(s.ns, "dismiss", s.name).ok()
 		receive(ch)
+	})
+
+	It("marks a review whose agent is gone, and kubectl plan says so; an agent writes only its own kind of Lease", func() {
+		s := newRSession(nsNoPolicy, nil)
+		lease := func(name string, seconds int32) *coordinationv1.Lease {
+			now := metav1.NewMicroTime(time.Now())
+			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pod-1"), LeaseDurationSeconds: &seconds, RenewTime: &now, AcquireTime: &now}}
+		}
+		By("the agent's service account may write its session's liveness Lease, and no other Lease")
+		Eventually(func() error { return s.agent.c.Create(ctx, lease("some-controller-leader", 15)) }).WithTimeout(10 * time.Second).
+			Should(MatchError(ContainSubstring("an agent identity may write only agent liveness Leases, named agentsession-<session>")))
+		Expect(s.agent.c.Create(ctx, lease(agentsv1alpha1.AgentLeaseName(s.name), 3))).To(Succeed(), "a short Lease: the agent stops renewing it")
+
+		Expect(s.postRaw(fmt.Sprintf(`{"id":"r1","plan":%q,"turn":0}`, planA))).To(Succeed())
+		Eventually(func() *bool { return s.opened().AgentConnected }).WithTimeout(10 * time.Second).Should(HaveValue(BeTrue()))
+		Eventually(func() *bool { return s.get().Status.Review.AgentConnected }).WithTimeout(20*time.Second).Should(HaveValue(BeFalse()),
+			"the Lease expired: the manager looks again when it would")
+		Expect(s.get().Status.Conditions).To(ContainElement(And(HaveField("Type", agentsv1alpha1.ConditionAwaitingReview),
+			HaveField("Message", ContainSubstring("its agent is gone (no liveness Lease renewal), so no agent waits for the decision")))))
+		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(MatchRegexp(`State:\s+awaiting a decision \(kubectl plan approve\|revise\|dismiss ` + s.name +
+			`\); the agent is gone \(no liveness Lease renewal since \S+\): no agent waits for the decision\n`))
+		Expect(rita.kplan(s.ns, "status", s.name).ok()).To(MatchRegexp(`Agent:\s+gone \(no liveness Lease renewal since \S+\): no agent waits for the review\n`))
+		Expect(rita.kplan(s.ns, "list", "--awaiting-review").ok()).To(MatchRegexp(s.name + `\s+1\s+\S+\s+Fix the flake\s+a decision \(agent gone\)\n`))
+		r := rita.kplan(s.ns, "dismiss", s.name, "--wait=0")
+		r.ok()
+		Expect(r.Err).To(ContainSubstring("warning: the plan's agent is gone (no liveness Lease renewal since "))
 	})
 
 	It("lists the plans awaiting review across namespaces, oldest first, and the metric counts them", func() {

@@ -23,6 +23,7 @@ import { NOTICE_OFF, NOTICE_ON } from './notices.js';
 import { mustAsk, owedNotice, pendingMessages } from './decide.js';
 import { parsePlanCommand, planPatch, planResultText } from './command.js';
 import type { Awaitable, LogStore } from './log-store.js';
+import { AgentLease } from './lease.js';
 
 const llm = await importHarness<{ createUserMessage: (m: unknown) => unknown }>('@deepseek-ai/dsh-llm');
 const tools = await importHarness<{ defineTool: (t: unknown) => unknown }>('@deepseek-ai/dsh-tools');
@@ -66,6 +67,7 @@ export function apply(ctx: Any): void {
   const cfg: PluginConfig = loadConfig();
   const store: LogStore = sharedStore(cfg.logStore);
   const watch = new SessionWatch(cfg.namespace, cfg.name);
+  const lease = new AgentLease(cfg.namespace, cfg.name, (msg, ...args) => ctx.logger?.info?.(msg, ...args)); // lease.ts
   const answers = new WeakMap<object, Answer>();
   const tails = new WeakMap<object, MemoryTail>();
   let lastReported: { turn: number; step: number; seq: number } | undefined;
@@ -278,6 +280,7 @@ export function apply(ctx: Any): void {
   async function run(): Promise<void> {
     await ctx.get('loader')?.await();
     await watch.start();
+    lease.start();
     const s0 = watch.get()!;
     const id = s0.spec.sessionID;
     const owner = await store.claimOwner(id, { namespace: s0.metadata.namespace, name: s0.metadata.name, uid: s0.metadata.uid });
@@ -369,6 +372,6 @@ export function apply(ctx: Any): void {
     }
   }
 
-  ctx.on('dispose', () => watch.stop());
+  ctx.on('dispose', () => { watch.stop(); void lease.stop(); });
 }
 
