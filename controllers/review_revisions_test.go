@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -205,4 +206,43 @@ func hasEvent(sc *sessionScope, reason, note string) bool {
 		}
 	}
 	return false
+}
+
+// A pending review records whether its agent still renews its Lease, and says when it is gone.
+func TestReviewAgentLiveness(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	renewed := metav1.NewMicroTime(now.Add(-10 * time.Second))
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "fz", Name: agentsv1alpha1.AgentLeaseName("s")},
+		Spec: coordinationv1.LeaseSpec{RenewTime: &renewed, LeaseDurationSeconds: ptrTo(int32(90))}}
+	e := revEnv(t, &now)
+	sch := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	leases := fake.NewClientBuilder().WithScheme(sch).WithObjects(lease).Build()
+	e.r.APIReader = leases
+	s, _ := e.fzSeed(t, []byte{5, 0, 2}, "fz")
+	tail, _ := e.store.Tail(context.Background(), s.Spec.SessionID)
+	s.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# P\n", Turn: tail.Turn}}
+	out := step(t, e, s)
+	if c := s.Status.Review.AgentConnected; c == nil || !*c {
+		t.Fatalf("a fresh Lease: agentConnected %v", c)
+	}
+	if want := 80*time.Second + time.Second; out.result.RequeueAfter != want {
+		t.Fatalf("requeue %v, want %v (when the Lease would expire)", out.result.RequeueAfter, want)
+	}
+	now = now.Add(81 * time.Second)
+	out = step(t, e, s)
+	if c := s.Status.Review.AgentConnected; c == nil || *c {
+		t.Fatalf("an expired Lease: agentConnected %v", c)
+	}
+	if !hasEvent(out, EventReasonReviewAgentGone, "is gone (its Lease was last renewed at 2030-01-02T03:03:55Z)") {
+		t.Fatalf("no ReviewAgentGone Event: %+v", out.events)
+	}
+	if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1alpha1.ConditionAwaitingReview); c == nil || !strings.Contains(c.Message, "its agent is gone") {
+		t.Fatalf("AwaitingReview: %+v", c)
+	}
+	if out = step(t, e, s); hasEvent(out, EventReasonReviewAgentGone, "") {
+		t.Fatalf("the Event repeats: %+v", out.events)
+	}
 }
