@@ -40,9 +40,10 @@ func revEnv(t *testing.T, now *time.Time, objs ...client.Object) *fzEnv {
 	return &fzEnv{r: r, store: store}
 }
 
-func vote(user string, d agentsv1alpha1.ReviewDecisionType, plan string, at time.Time) agentsv1alpha1.ReviewDecision {
+// approval is user's approval of plan on review r1, stamped at at.
+func approval(user, plan string, at time.Time) agentsv1alpha1.ReviewDecision {
 	t := metav1.NewTime(at)
-	return agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: d, PlanSHA256: planmode.PlanSHA256(plan), DecidedBy: &agentsv1alpha1.Actor{Username: user}, DecidedAt: &t}
+	return agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove, PlanSHA256: planmode.PlanSHA256(plan), DecidedBy: &agentsv1alpha1.Actor{Username: user}, DecidedAt: &t}
 }
 
 // step runs one reconcile and carries its status into the session, as the status write would.
@@ -90,7 +91,7 @@ func TestRevisionsAndTheIDRegistry(t *testing.T) {
 		t.Fatalf("AwaitingReview stays after the plan was withdrawn")
 	}
 	post("r1", swapped)
-	s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{vote("rita", agentsv1alpha1.ReviewApprove, swapped, now)}
+	s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{approval("rita", swapped, now)}
 	out := step(t, e, s)
 	rs := s.Status.Review
 	if rs == nil || rs.Phase != agentsv1alpha1.ReviewRejected || !strings.Contains(rs.Message, "review id r1 was already used for another text (revision 1") {
@@ -157,7 +158,7 @@ func TestPolicyOfTwoApprovers(t *testing.T) {
 	if rs := s.Status.Review; rs.Requester == nil || rs.Requester.Username != "tom" || rs.ApprovalsRequired != 2 || rs.Policy != "fz/default" {
 		t.Fatalf("opened: %+v", rs)
 	}
-	s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{vote("tom", agentsv1alpha1.ReviewApprove, plan, now)}
+	s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{approval("tom", plan, now)}
 	out := step(t, e, s)
 	if rs := s.Status.Review; rs.Phase != agentsv1alpha1.ReviewPending || rs.Approvals != 0 || rs.Votes[0].Counted ||
 		!strings.Contains(rs.Votes[0].Reason, "forbids approving your own request") {
@@ -166,7 +167,7 @@ func TestPolicyOfTwoApprovers(t *testing.T) {
 	if !hasEvent(out, EventReasonReviewDecisionRefused, `the Approve of tom on plan review r1 (revision 1) does not count`) {
 		t.Fatalf("no Warning for the uncounted vote: %+v", out.events)
 	}
-	s.Spec.ReviewVotes = append(s.Spec.ReviewVotes, vote("rita", agentsv1alpha1.ReviewApprove, plan, now.Add(time.Second)))
+	s.Spec.ReviewVotes = append(s.Spec.ReviewVotes, approval("rita", plan, now.Add(time.Second)))
 	step(t, e, s)
 	if rs := s.Status.Review; rs.Phase != agentsv1alpha1.ReviewPending || rs.Approvals != 1 {
 		t.Fatalf("one approval of two: %+v", rs)
@@ -175,7 +176,7 @@ func TestPolicyOfTwoApprovers(t *testing.T) {
 		t.Fatalf("AwaitingReview: %+v", c)
 	}
 	off := false
-	s.Spec.ReviewVotes = append(s.Spec.ReviewVotes, vote("sam", agentsv1alpha1.ReviewApprove, plan, now.Add(2*time.Second)))
+	s.Spec.ReviewVotes = append(s.Spec.ReviewVotes, approval("sam", plan, now.Add(2*time.Second)))
 	s.Spec.PlanMode.Active, s.Spec.PlanMode.SelectedBy = &off, &agentsv1alpha1.Actor{Username: "sam"} // the webhook's exit
 	s.Generation++
 	out = step(t, e, s)

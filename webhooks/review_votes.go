@@ -140,8 +140,8 @@ func validateVotesKept(oldObj, obj *agentsv1alpha1.AgentSession, p *field.Path) 
 	}
 	for _, i := range addedVotes(obj.Spec.ReviewVotes, oldObj.Spec.ReviewVotes) { // the stored votes the write drops
 		if d := &oldObj.Spec.ReviewVotes[i]; d.ReviewID == posted.ID {
-			errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s on review %q was removed or changed: votes on the plan under review cannot change while it is open; append a vote instead (kubectl plan approve|revise|dismiss)",
-				voteOf(d), posted.ID)))
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s on review %q was removed or changed: votes on the plan under review cannot change while it is open; "+
+				"append a vote instead (kubectl plan approve|revise|dismiss)", voteOf(d), posted.ID)))
 		}
 	}
 	return errs
@@ -230,7 +230,8 @@ func (v *AgentSessionValidator) validateApprovalExit(ctx context.Context, oldObj
 			"approving a plan leaves plan mode: set spec.planMode.active to false in the same patch (the mutating admission webhook does; kubectl plan approve needs nothing else)")}
 	case !verdict.Approved() && now != nil && !*now && (was == nil || *was):
 		return field.ErrorList{field.Invalid(active, false, fmt.Sprintf(
-			"this approval is not the last one the review needs (%d more approval(s) needed): it does not leave plan mode yet, so leave spec.planMode.active as it is; the approval that completes the review sets it",
+			"this approval is not the last one the review needs (%d more approval(s) needed): it does not leave plan mode yet, "+
+				"so leave spec.planMode.active as it is; the approval that completes the review sets it",
 			verdict.Missing()))}
 	}
 	return nil

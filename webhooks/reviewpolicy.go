@@ -43,7 +43,8 @@ func ValidateReviewPolicy(p *agentsv1alpha1.ReviewPolicy) field.ErrorList {
 	var errs field.ErrorList
 	if p.Name != agentsv1alpha1.DefaultReviewPolicyName {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), p.Name, fmt.Sprintf(
-			"a namespace has one ReviewPolicy, named %q, which governs every AgentSession in it: name this one %q (sessions cannot choose a policy, so the people who toggle plan mode cannot pick a laxer one)",
+			"a namespace has one ReviewPolicy, named %q, which governs every AgentSession in it: name this one %q "+
+				"(sessions cannot choose a policy, so the people who toggle plan mode cannot pick a laxer one)",
 			agentsv1alpha1.DefaultReviewPolicyName, agentsv1alpha1.DefaultReviewPolicyName)))
 	}
 	spec := field.NewPath("spec")

@@ -44,7 +44,8 @@ func (o *Options) reviewDiff(ctx context.Context, name, storeFlag string) error 
 	}
 	prev := revisionOfHistory(as, rs.Revision-1)
 	if prev == nil {
-		return fmt.Errorf("revision %d is no longer recorded (status.reviewHistory keeps the last %d): there is nothing to compare revision %d with", rs.Revision-1, v1alpha1.MaxReviewHistory, rs.Revision)
+		return fmt.Errorf("revision %d is no longer recorded (status.reviewHistory keeps the last %d): there is nothing to compare revision %d with",
+			rs.Revision-1, v1alpha1.MaxReviewHistory, rs.Revision)
 	}
 	url, err := o.storeURL(storeFlag, o.Streams.ErrOut)
 	if err != nil {

@@ -128,7 +128,8 @@ func (r Rules) Refuse(d *v1alpha1.ReviewDecision, by *v1alpha1.Actor, digest str
 			Fix: "ask one of them to approve, or ask the policy's owners to add you to spec.approvers"}
 	}
 	if r.SelfApprovalForbidden && requester != nil && requester.Username == by.Username {
-		return &Refusal{Rule: fmt.Sprintf("%q selected plan mode for this work (spec.planMode.selectedBy), so is its requester, and %s forbids approving your own request (spec.selfApproval: Forbidden)", by.Username, r.Name()),
+		return &Refusal{Rule: fmt.Sprintf("%q selected plan mode for this work (spec.planMode.selectedBy), so is its requester, "+
+			"and %s forbids approving your own request (spec.selfApproval: Forbidden)", by.Username, r.Name()),
 			Fix: "ask another approver"}
 	}
 	return nil

@@ -85,7 +85,7 @@ func clean(s string, multiline bool) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c == 0x7f || c < 0x20 && !(multiline && (c == '\n' || c == '\t')) {
+			if c == 0x7f || c < 0x20 && (!multiline || c != '\n' && c != '\t') {
 				return false
 			}
 			i++

@@ -159,7 +159,7 @@ func (s *rsession) nextStep(input ...string) agentsdk.Result {
 	}
 	res, err := s.sdk.Boundary(ctx, s.turn, s.step+1, 20*time.Second)
 	Expect(err).NotTo(HaveOccurred())
-	var msgs []harness.Event
+	msgs := make([]harness.Event, 0, len(input))
 	for _, in := range input {
 		msgs = append(msgs, agentsdk.UserText(in))
 	}
@@ -441,7 +441,8 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 				return nil
 			}
 			// The other vote created the list first: append to it (what kubectl plan approve does on a fresh read).
-			body, _ = json.Marshal([]map[string]any{{"op": "add", "path": "/spec/reviewVotes/-", "value": map[string]any{"reviewID": "r1", "decision": "Approve", "planSHA256": planmode.PlanSHA256(planA)}}})
+			body, _ = json.Marshal([]map[string]any{{"op": "add", "path": "/spec/reviewVotes/-",
+				"value": map[string]any{"reviewID": "r1", "decision": "Approve", "planSHA256": planmode.PlanSHA256(planA)}}})
 			return c.Patch(ctx, base.DeepCopy(), client.RawPatch(k8stypes.JSONPatchType, body))
 		}
 		start := make(chan struct{})
@@ -499,7 +500,8 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		out := rita.kplan(s.ns, "review", s.name, "--diff", "--store", storeURL).ok()
 		Expect(out).To(MatchRegexp(`^--- revision 1 \(review \S+, KeepPlanning\)\n\+\+\+ revision 2 \(review \S+, under review\)\n`))
 		Expect(out).To(ContainSubstring("-2. Add the lock.\n+2. Add the lock with a timeout.\n+3. Run the unit tests.\n"))
-		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(ContainSubstring("Revision:   2 (after revision 1, KeepPlanning by rita@example.com: kubectl plan review " + s.name + " --diff shows what changed)"))
+		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(ContainSubstring(
+			"Revision:   2 (after revision 1, KeepPlanning by rita@example.com: kubectl plan review " + s.name + " --diff shows what changed)"))
 		rita.kplan(s.ns, "dismiss", s.name).ok()
 		receive(ch)
 	})
