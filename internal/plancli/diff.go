@@ -24,16 +24,9 @@ import (
 // reviewDiff prints a unified diff of the previous revision's text against the plan under
 // review.
 func (o *Options) reviewDiff(ctx context.Context, name, storeFlag string) error {
-	if err := o.complete(); err != nil {
-		return err
-	}
-	as, err := o.get(ctx, name)
+	as, r, err := o.sessionUnderReview(ctx, name)
 	if err != nil {
 		return err
-	}
-	r := underReview(as)
-	if r == nil {
-		return nothingUnderReview(as)
 	}
 	rs := reviewOf(as, r)
 	switch {

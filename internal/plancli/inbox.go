@@ -26,18 +26,11 @@ type awaitingItem struct {
 }
 
 func (o *Options) inbox(ctx context.Context, all bool) error {
-	if err := o.complete(); err != nil {
+	sessions, err := o.listSessions(ctx, all)
+	if err != nil {
 		return err
 	}
-	var l v1alpha1.AgentSessionList
-	var opts []client.ListOption
-	if !all {
-		opts = append(opts, client.InNamespace(o.ns))
-	}
-	if err := o.c.List(ctx, &l, opts...); err != nil {
-		return o.explain(err, "", "list", "list the sessions")
-	}
-	items := awaitingReview(l.Items)
+	items := awaitingReview(sessions)
 	if len(items) == 0 {
 		where := " in namespace " + o.ns
 		if all {
@@ -47,6 +40,22 @@ func (o *Options) inbox(ctx context.Context, all bool) error {
 		return err
 	}
 	return writeInbox(o.Streams.Out, items, all, time.Now())
+}
+
+// listSessions lists the AgentSessions of the namespace, or of every namespace.
+func (o *Options) listSessions(ctx context.Context, all bool) ([]v1alpha1.AgentSession, error) {
+	if err := o.complete(); err != nil {
+		return nil, err
+	}
+	var l v1alpha1.AgentSessionList
+	var opts []client.ListOption
+	if !all {
+		opts = append(opts, client.InNamespace(o.ns))
+	}
+	if err := o.c.List(ctx, &l, opts...); err != nil {
+		return nil, o.explain(err, "", "list", "list the sessions")
+	}
+	return l.Items, nil
 }
 
 // awaitingReview picks the sessions whose plan waits for a decision, oldest first (by when the

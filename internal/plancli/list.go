@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
@@ -54,17 +53,11 @@ Needs "list" on agentsessions.agents.harness.dev.`,
 }
 
 func (o *Options) list(ctx context.Context, all bool) error {
-	if err := o.complete(); err != nil {
+	items, err := o.listSessions(ctx, all) // inbox.go
+	if err != nil {
 		return err
 	}
-	var l v1alpha1.AgentSessionList
-	var opts []client.ListOption
-	if !all {
-		opts = append(opts, client.InNamespace(o.ns))
-	}
-	if err := o.c.List(ctx, &l, opts...); err != nil {
-		return o.explain(err, "", "list", "list the sessions")
-	}
+	l := v1alpha1.AgentSessionList{Items: items}
 	if len(l.Items) == 0 {
 		if all {
 			_, err := fmt.Fprintln(o.Streams.ErrOut, "No AgentSessions found.")

@@ -80,16 +80,9 @@ type reviewFlags struct {
 }
 
 func (o *Options) review(ctx context.Context, name string, raw bool) error {
-	if err := o.complete(); err != nil {
-		return err
-	}
-	as, err := o.get(ctx, name)
+	as, r, err := o.sessionUnderReview(ctx, name)
 	if err != nil {
 		return err
-	}
-	r := underReview(as)
-	if r == nil {
-		return nothingUnderReview(as)
 	}
 	if raw {
 		text := r.Plan
@@ -128,6 +121,22 @@ func (o *Options) review(ctx context.Context, name string, raw bool) error {
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// sessionUnderReview reads session name and the plan under review; it fails when there is none.
+func (o *Options) sessionUnderReview(ctx context.Context, name string) (*v1alpha1.AgentSession, *v1alpha1.PlanReviewRequest, error) {
+	if err := o.complete(); err != nil {
+		return nil, nil, err
+	}
+	as, err := o.get(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := underReview(as)
+	if r == nil {
+		return nil, nil, nothingUnderReview(as)
+	}
+	return as, r, nil
 }
 
 func underReview(as *v1alpha1.AgentSession) *v1alpha1.PlanReviewRequest {

@@ -133,19 +133,23 @@ func toLua(L *lua.LState, v any) lua.LValue {
 
 // The statuses are the shapes the manager writes (see test/e2e/kstatus_test.go, where kstatus
 // reads the same states from the real manager).
+// cond is one status condition as the manager writes it.
+func cond(typ, status, reason, msg string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": 2,
+		"lastTransitionTime": "2026-11-30T06:00:00Z"}
+}
+
+// session is an AgentSession of generation gen with status (nil: none yet), as JSON decodes it.
+func session(gen int64, status map[string]any) map[string]any {
+	o := map[string]any{"apiVersion": "agents.harness.dev/v1alpha1", "kind": "AgentSession",
+		"metadata": map[string]any{"name": "s", "namespace": "team-a", "generation": gen}, "spec": map[string]any{"sessionID": "s"}}
+	if status != nil {
+		o["status"] = status
+	}
+	return o
+}
+
 func TestArgoCDHealthCheck(t *testing.T) {
-	cond := func(typ, status, reason, msg string) map[string]any {
-		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": 2,
-			"lastTransitionTime": "2026-11-30T06:00:00Z"}
-	}
-	session := func(gen int, status map[string]any) map[string]any {
-		o := map[string]any{"apiVersion": "agents.harness.dev/v1alpha1", "kind": "AgentSession",
-			"metadata": map[string]any{"name": "s", "namespace": "team-a", "generation": gen}, "spec": map[string]any{"sessionID": "s"}}
-		if status != nil {
-			o["status"] = status
-		}
-		return o
-	}
 	for _, c := range []struct {
 		name, want, msg string
 		obj             map[string]any
@@ -161,7 +165,7 @@ func TestArgoCDHealthCheck(t *testing.T) {
 				cond("Stalled", "True", "LogStoreUnavailable", "read the log tail: connection refused")}})},
 		{"stale observedGeneration", "Progressing", "The manager has not observed generation 3 yet", session(3, map[string]any{"observedGeneration": 2,
 			"conditions": []any{cond("Ready", "True", "InSync", "plan mode off is committed in the session log")}})},
-		{"a plan awaiting review", "Suspended", awaitingMsg, session(2, awaitingStatus(cond))},
+		{"a plan awaiting review", "Suspended", awaitingMsg, session(2, awaitingStatus())},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, msg := argocdHealth(t, c.obj)
@@ -177,7 +181,7 @@ const awaitingMsg = "plan review r1 (revision 1) awaits 1 more approval(s) (1 of
 // awaitingStatus is what the manager writes while a plan waits for people (controllers,
 // setReviewConditions): Ready stays True (the plan state is in sync), AwaitingReview and
 // Reconciling are True.
-func awaitingStatus(cond func(typ, status, reason, msg string) map[string]any) map[string]any {
+func awaitingStatus() map[string]any {
 	return map[string]any{"observedGeneration": 2, "conditions": []any{
 		cond("Ready", "True", "InSync", "plan mode on is committed in the session log"),
 		cond("AwaitingReview", "True", "ReviewPending", awaitingMsg),
@@ -239,26 +243,13 @@ func TestFluxHealthExpressions(t *testing.T) {
 		}
 		return "InProgress"
 	}
-	cond := func(typ, status, reason, msg string) map[string]any {
-		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg}
-	}
-	session := func(gen int64, status map[string]any) map[string]any {
-		o := map[string]any{"apiVersion": "agents.harness.dev/v1alpha1", "kind": "AgentSession",
-			"metadata": map[string]any{"name": "s", "namespace": "team-a", "generation": gen}, "spec": map[string]any{"sessionID": "s"}}
-		if status != nil {
-			o["status"] = status
-		}
-		return o
-	}
 	for _, c := range []struct {
 		name, want string
 		obj        map[string]any
 	}{
 		{"not reconciled yet", "InProgress", session(1, nil)},
 		{"in sync", "Current", session(2, map[string]any{"observedGeneration": int64(2), "conditions": []any{cond("Ready", "True", "InSync", "")}})},
-		{"a plan awaiting review", "InProgress", session(2, awaitingStatus(func(typ, status, reason, msg string) map[string]any {
-			return cond(typ, status, reason, msg)
-		}))},
+		{"a plan awaiting review", "InProgress", session(2, awaitingStatus())},
 		{"log store down", "Failed", session(2, map[string]any{"observedGeneration": int64(2), "conditions": []any{
 			cond("Ready", "False", "LogStoreUnavailable", ""), cond("Stalled", "True", "LogStoreUnavailable", "")}})},
 		{"stale observedGeneration", "InProgress", session(3, map[string]any{"observedGeneration": int64(2), "conditions": []any{cond("Ready", "True", "InSync", "")}})},

@@ -38,9 +38,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
-	"github.com/harness-dev/planmode-operator/pkg/refagent"
 )
 
 // Review integrity with real identities: each person has their own client certificate (no
@@ -117,10 +115,8 @@ func newAgentIdentity(namespace string) agentIdentity {
 // namespace's service account).
 type rsession struct {
 	ns, name string
-	agent    agentIdentity
-	sdk      *agentsdk.Client
-	turn     int64
-	step     int64
+	ident    agentIdentity
+	*agent   // the SDK agent, once startAgent ran
 }
 
 func (s *rsession) get() *agentsv1alpha1.AgentSession {
@@ -134,58 +130,22 @@ func (s *rsession) get() *agentsv1alpha1.AgentSession {
 // returns the API server's answer.
 func (s *rsession) postRaw(review string) error {
 	body := `{"status":{"agent":{"review":` + review + `}}}`
-	return s.agent.c.Status().Patch(ctx, s.get(), client.RawPatch(k8stypes.MergePatchType, []byte(body)))
+	return s.ident.c.Status().Patch(ctx, s.get(), client.RawPatch(k8stypes.MergePatchType, []byte(body)))
 }
 
-// startAgent starts the session's agent and opens a turn with one step, in plan mode.
+// startAgent starts the session's agent, with its liveness Lease as real agents keep it, and
+// opens a turn with one step, in plan mode.
 func (s *rsession) startAgent() {
 	GinkgoHelper()
-	c, err := agentsdk.New(ctx, agentsdk.Options{Config: s.agent.cfg, Namespace: s.ns, Name: s.name, Store: store})
+	c, err := agentsdk.New(ctx, agentsdk.Options{Config: s.ident.cfg, Namespace: s.ns, Name: s.name, Store: store})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(c.Close)
-	s.sdk = c
-	lease, err := agentsdk.StartLease(ctx, s.agent.cfg, s.ns, s.name, logr.Discard())
+	lease, err := agentsdk.StartLease(ctx, s.ident.cfg, s.ns, s.name, logr.Discard())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lease.Stop)
-	s.turn, err = c.StartTurn(ctx)
-	Expect(err).NotTo(HaveOccurred())
+	s.agent = &agent{ns: s.ns, name: s.name, c: c}
+	s.startTurn()
 	s.nextStep("plan the fix")
-}
-
-func (s *rsession) nextStep(input ...string) agentsdk.Result {
-	GinkgoHelper()
-	if s.step > 0 {
-		Expect(s.sdk.EndStep(ctx, s.turn, s.step)).To(Succeed())
-	}
-	res, err := s.sdk.Boundary(ctx, s.turn, s.step+1, 20*time.Second)
-	Expect(err).NotTo(HaveOccurred())
-	msgs := make([]harness.Event, 0, len(input))
-	for _, in := range input {
-		msgs = append(msgs, agentsdk.UserText(in))
-	}
-	hdr := refagent.Header(res, harness.LLMCallConfig{Provider: "reference", Model: "scripted"}, refagent.DefaultSystem)
-	Expect(s.sdk.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr})).To(Succeed())
-	s.step++
-	return res
-}
-
-// callExit runs exit_plan_mode in the background and records the call, with the plan as its
-// arguments, and its result in the log, as an agent does.
-func (s *rsession) callExit(plan string) <-chan exit {
-	ch := make(chan exit, 1)
-	turn, step := s.turn, s.step
-	go func() {
-		defer GinkgoRecover()
-		res, err := s.sdk.ExitPlanMode(ctx, plan, 60*time.Second)
-		args, _ := json.Marshal(map[string]string{"plan": plan})
-		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err)
-		if evErr == nil {
-			_, evErr = s.sdk.Append(ctx, evs...)
-		}
-		Expect(evErr).NotTo(HaveOccurred())
-		ch <- exit{res, err}
-	}()
-	return ch
 }
 
 // opened waits for the manager to open the review of the plan under review and returns it.
@@ -223,7 +183,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 	// the namespace's agent, and committed in plan mode between turns.
 	newRSession := func(namespace string, spec func(*agentsv1alpha1.AgentSessionSpec)) *rsession {
 		GinkgoHelper()
-		s := &rsession{ns: namespace, name: "r-" + rand.String(6), agent: agents[namespace]}
+		s := &rsession{ns: namespace, name: "r-" + rand.String(6), ident: agents[namespace]}
 		as := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: s.name},
 			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: s.name, PlanMode: agentsv1alpha1.PlanModeSpec{Active: bp(true)},
 				Agent: &agentsv1alpha1.AgentBinding{ServiceAccountName: agentSA}}}
@@ -278,7 +238,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		read := rita.kplan(s.ns, "review", s.name).ok()
 		Expect(read).To(ContainSubstring("Revision:   1 (the session's first plan)\n"))
 		Expect(read).To(ContainSubstring("Posted:     "))
-		Expect(read).To(ContainSubstring(" by " + s.agent.user + "\n"))
+		Expect(read).To(ContainSubstring(" by " + s.ident.user + "\n"))
 
 		By("the agent withdraws r1 and posts other text under the same id: refused")
 		Expect(s.postRaw(`null`)).To(Succeed())
@@ -514,9 +474,9 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pod-1"), LeaseDurationSeconds: &seconds, RenewTime: &now, AcquireTime: &now}}
 		}
 		By("the agent's service account may write its session's liveness Lease, and no other Lease")
-		Eventually(func() error { return s.agent.c.Create(ctx, lease("some-controller-leader", 15)) }).WithTimeout(10 * time.Second).
+		Eventually(func() error { return s.ident.c.Create(ctx, lease("some-controller-leader", 15)) }).WithTimeout(10 * time.Second).
 			Should(MatchError(ContainSubstring("an agent identity may write only agent liveness Leases, named agentsession-<session>")))
-		Expect(s.agent.c.Create(ctx, lease(agentsv1alpha1.AgentLeaseName(s.name), 3))).To(Succeed(), "a short Lease: the agent stops renewing it")
+		Expect(s.ident.c.Create(ctx, lease(agentsv1alpha1.AgentLeaseName(s.name), 3))).To(Succeed(), "a short Lease: the agent stops renewing it")
 
 		Expect(s.postRaw(fmt.Sprintf(`{"id":"r1","plan":%q,"turn":0}`, planA))).To(Succeed())
 		Eventually(func() *bool { return s.opened().AgentConnected }).WithTimeout(10 * time.Second).Should(HaveValue(BeTrue()))
