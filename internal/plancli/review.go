@@ -294,7 +294,11 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 		if d == v1alpha1.ReviewKeepPlanning {
 			vote.Feedback = f.feedback
 		}
-		obj, err := o.appendVote(ctx, as, vote, "decide the plan review")
+		deselect := d == v1alpha1.ReviewApprove && completesApproval(as, r)
+		obj, err := o.appendVote(ctx, as, vote, deselect, "decide the plan review")
+		if err != nil && deselect && notLastApproval(err) {
+			obj, err = o.appendVote(ctx, as, vote, false, "decide the plan review")
+		}
 		if err != nil {
 			return err
 		}

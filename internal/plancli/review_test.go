@@ -158,10 +158,9 @@ func TestDecisionReplies(t *testing.T) {
 		if v := as.Spec.ReviewVotes; len(v) != 1 || v[0].ReviewID != "r1" || v[0].Decision != tc.d || v[0].Feedback != wantFeedback || v[0].PlanSHA256 != planmode.PlanSHA256("# Migrate\n") {
 			t.Errorf("%s: spec.reviewVotes %+v, want one vote r1 %s feedback %q", tc.d, v, tc.d, wantFeedback)
 		}
-		// The admission webhook deselects plan mode in the write that completes an approval;
-		// the plugin never writes spec.planMode.
-		if a := as.Spec.PlanMode.Active; a == nil || !*a {
-			t.Errorf("%s: spec.planMode.active %v, want it untouched", tc.d, a)
+		// The approval that completes the review deselects plan mode in the same write.
+		if a := as.Spec.PlanMode.Active; a == nil || *a != tc.active {
+			t.Errorf("%s: spec.planMode.active %v, want %v", tc.d, a, tc.active)
 		}
 		if tc.d == v1alpha1.ReviewApprove && !strings.Contains(c.errOut.String(), `Approving the plan of "Migrate" (review r1, SHA-256 `+planmode.PlanSHA256("# Migrate\n")+`)`) {
 			t.Errorf("approve does not say which text it approves: %q", c.errOut.String())
@@ -180,12 +179,29 @@ func TestVotesAccumulate(t *testing.T) {
 	if err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{revision: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if v := c.read(t).Spec.ReviewVotes; len(v) != 2 || v[0].DecidedBy == nil || v[0].DecidedBy.Username != "rita" {
+	as = c.read(t)
+	if v := as.Spec.ReviewVotes; len(v) != 2 || v[0].DecidedBy == nil || v[0].DecidedBy.Username != "rita" {
 		t.Fatalf("spec.reviewVotes %+v, want rita's vote and ours", v)
+	}
+	if a := as.Spec.PlanMode.Active; a == nil || *a {
+		t.Fatalf("the second of two approvals completes the review: spec.planMode.active %v, want false", a)
 	}
 	err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{revision: 3})
 	if err == nil || !strings.Contains(err.Error(), `revision 3 is not the plan under review: revision 1 ("Migrate", review r1) is; nothing was decided`) {
 		t.Fatalf("--revision of another revision: %v", err)
+	}
+}
+
+// The first of two approvals leaves plan mode selected: the review still waits.
+func TestFirstOfTwoApprovalsKeepsPlanMode(t *testing.T) {
+	as := underReviewSession("# Migrate\n")
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Revision: 1, ApprovalsRequired: 2}
+	c := newCLI(t, as)
+	if err := c.decide(context.Background(), "demo", v1alpha1.ReviewApprove, decideFlags{revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.read(t).Spec.PlanMode.Active; a == nil || !*a {
+		t.Fatalf("spec.planMode.active %v after one approval of two, want true", a)
 	}
 }
 

@@ -23,8 +23,9 @@ import (
 // posted after it was read. The admission webhook stamps who decided, and when.
 
 // appendVote appends vote to the session's spec.reviewVotes, if the plan under review is still
-// vote.ReviewID; it returns the object as stored.
-func (o *Options) appendVote(ctx context.Context, as *v1alpha1.AgentSession, vote v1alpha1.ReviewDecision, why string) (*v1alpha1.AgentSession, error) {
+// vote.ReviewID, and with deselect sets spec.planMode.active to false in the same write; it
+// returns the object as stored.
+func (o *Options) appendVote(ctx context.Context, as *v1alpha1.AgentSession, vote v1alpha1.ReviewDecision, deselect bool, why string) (*v1alpha1.AgentSession, error) {
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
@@ -38,14 +39,17 @@ func (o *Options) appendVote(ctx context.Context, as *v1alpha1.AgentSession, vot
 	} else {
 		ops = append(ops, op{"add", "/spec/reviewVotes/-", vote})
 	}
+	if deselect {
+		ops = append(ops, op{"test", "/spec/planMode/active", true}, op{"add", "/spec/planMode/active", false})
+	}
 	raw, err := json.Marshal(ops)
 	if err != nil {
 		return nil, fmt.Errorf("encode the patch: %w", err)
 	}
 	obj := as.DeepCopy()
 	if err := o.c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, raw), client.FieldOwner(FieldManager)); err != nil {
-		if voteRaced(err) {
-			return nil, err // retried by the caller on a fresh read
+		if voteRaced(err) || deselect && notLastApproval(err) {
+			return nil, err // retried by the caller (on a fresh read, or without deselecting)
 		}
 		return nil, o.explain(err, as.Name, "patch", why)
 	}
@@ -63,6 +67,29 @@ func voteRaced(err error) bool {
 	}
 	msg := apiMessage(err)
 	return strings.Contains(msg, "testing value") || strings.Contains(msg, "test operation")
+}
+
+// completesApproval reports that an approval of plan r would complete its review, as far as the
+// plugin can tell (the manager's count of what it needs, the votes in spec): the approving write
+// then also deselects plan mode (docs/review.md, "Approving leaves plan mode"). The admission
+// webhook does the same where it is installed, and refuses a deselection by an approval that
+// does not complete the review (notLastApproval).
+func completesApproval(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) bool {
+	if a := as.Spec.PlanMode.Active; a == nil || !*a {
+		return false
+	}
+	rules := reviewpolicy.Rules{Approvals: 1, AllowWithoutDigest: true}
+	if rs := reviewOf(as, r); rs != nil && rs.ApprovalsRequired > 0 {
+		rules.Approvals = rs.ApprovalsRequired
+	}
+	v := reviewpolicy.Judge(as, r, postedDigest(as, r), nil, rules)
+	return v.Closing == nil && int32(len(v.Approvers))+1 >= rules.Approvals
+}
+
+// notLastApproval reports the webhook's refusal of a deselection by an approval that does not
+// complete its review (another approval is still needed).
+func notLastApproval(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(apiMessage(err), "is not the last one the review needs")
 }
 
 // newestVote finds, in the stored object, the vote just appended (the one the webhook stamped

@@ -369,7 +369,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
 		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove,
 			PlanSHA256: planmode.PlanSHA256(plan)}), "the vote names the digest of the text read")
-		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "the admission webhook (not installed here) deselects plan mode, not the plugin")
+		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "the approval that completes the review deselects plan mode in the same write")
 		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
 		kplan("dismiss", "demo", "-n", ns).fails("already decided")
 		Expect(kplan("review", "demo", "-n", ns).ok()).To(ContainSubstring("State:      decided Approve, waiting for the manager\n"))
