@@ -21,10 +21,6 @@ import (
 // cache (one read per reconcile of a session under review, the rare case): caching Leases would
 // mean watching every Lease of the cluster, node heartbeats included.
 
-// EventReasonReviewAgentGone is the Event reason when the agent that posted a plan under review
-// stopped renewing its Lease.
-const EventReasonReviewAgentGone = "ReviewAgentGone"
-
 // leaseReadTimeout bounds the Lease read; a review is not held up by it.
 const leaseReadTimeout = 2 * time.Second
 

@@ -108,7 +108,7 @@ func (sc *sessionScope) approvalExits() bool {
 	}
 	digest, requester := planmode.PlanSHA256(req.Plan), reviewpolicy.Requester(sc.session)
 	if rs := sc.session.Status.Review; rs != nil && rs.ID == req.ID {
-		if rs.Phase != agentsv1alpha1.ReviewPending || sc.planChanged(rs.PlanSHA256, req) != "" {
+		if rs.Phase != agentsv1alpha1.ReviewPending || sc.planChanged(rs.PlanSHA256, req) != nil {
 			return false
 		}
 		if rs.PlanSHA256 != "" {
@@ -117,7 +117,7 @@ func (sc *sessionScope) approvalExits() bool {
 		if rs.OpenedAt != nil {
 			requester = rs.Requester
 		}
-	} else if !sc.tail.Active || sc.reviewNotOfThisSession(req) != "" || sc.idReusedFor(req) != nil {
+	} else if !sc.tail.Active || sc.reviewNotOfThisSession(req) != nil || sc.idReusedFor(req) != nil {
 		return false // openReview admits the plan only in committed plan mode, for a turn of this log
 	}
 	return reviewpolicy.Judge(sc.session, req, digest, requester, rules).Approved()
@@ -176,9 +176,9 @@ func (sc *sessionScope) openReview(status *agentsv1alpha1.AgentSessionStatus, re
 			fmt.Sprintf("plan review %s (revision %d) refused: plan mode is not committed in the session log", req.ID, n))
 		return reject(harness.ExitErrNotInPlanMode)
 	}
-	if why := sc.reviewNotOfThisSession(req); why != "" { // review_binding.go
-		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review", fmt.Sprintf("plan review %s (revision %d) refused: %s", req.ID, n, why))
-		return reject(why)
+	if refusal := sc.reviewNotOfThisSession(req); refusal != nil { // review_binding.go
+		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review", fmt.Sprintf("plan review %s (revision %d) refused: %s", req.ID, n, refusal))
+		return reject(refusal.Error())
 	}
 	status.Review = sc.openedStatus(req, n, digest, rules, now)
 	addRevision(status, req, n, digest, now)
@@ -236,9 +236,9 @@ func adoptReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.
 // with no feedback; Approve carrying feedback is feedback, so it reads as keep-planning.
 func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, req *agentsv1alpha1.PlanReviewRequest, rules reviewpolicy.Rules, now metav1.Time) bool {
 	rs := status.Review
-	if why := sc.planChanged(rs.PlanSHA256, req); why != "" { // review_binding.go
+	if refusal := sc.planChanged(rs.PlanSHA256, req); refusal != nil { // review_binding.go
 		if len(reviewpolicy.DecisionsFor(sc.session, req.ID)) > 0 {
-			sc.emitDecisionRefused(why)
+			sc.emitDecisionRefused(refusal)
 		}
 		return false
 	}
@@ -284,7 +284,7 @@ func (sc *sessionScope) recordVotes(rs *agentsv1alpha1.ReviewStatus, v reviewpol
 			s.By.Username = unstampedDecider
 		}
 		if !vote.Counted && !before[s.By.Username+"/"+string(s.Decision)+"/"+s.Reason] {
-			sc.emitDecisionRefused(fmt.Sprintf("the %s of %s on plan review %s (revision %d) does not count: %s", s.Decision, s.By.Username, rs.ID, rs.Revision, s.Reason))
+			sc.emitDecisionRefused(fmt.Errorf("the %s of %s on plan review %s (revision %d) does not count: %s", s.Decision, s.By.Username, rs.ID, rs.Revision, s.Reason))
 		}
 		if len(rs.Votes) < agentsv1alpha1.MaxReviewVotes {
 			rs.Votes = append(rs.Votes, s)

@@ -19,40 +19,30 @@ import (
 // changed under its review id is decided by nothing, each with a Warning Event; the review
 // stays open. The admission webhook refuses these earlier; this holds without it.
 
-// Event reasons of the review's refusals.
-const (
-	// EventReasonReviewDecisionRefused: a decision that does not count (another text, a policy
-	// rule), or one on a plan changed under its review id.
-	EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
-	// EventReasonReviewPolicyUnreadable: the namespace's ReviewPolicy could not be read, so no
-	// decision was applied.
-	EventReasonReviewPolicyUnreadable = "ReviewPolicyUnreadable"
-)
-
-// reviewNotOfThisSession explains why a posted plan is not this session's to review, or "".
-// A plan may be reviewed after its turn ended (approved between turns), so only a turn the
-// log has not reached marks it as another's.
-func (sc *sessionScope) reviewNotOfThisSession(req *agentsv1alpha1.PlanReviewRequest) string {
+// reviewNotOfThisSession refuses a posted plan that is not this session's to review, saying
+// why; nil when it is. A plan may be reviewed after its turn ended (approved between turns), so
+// only a turn the log has not reached marks it as another's.
+func (sc *sessionScope) reviewNotOfThisSession(req *agentsv1alpha1.PlanReviewRequest) error {
 	if req.Turn <= sc.tail.Turn {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("exit_plan_mode was refused: the plan names turn %d, and this session's log has reached turn %d", req.Turn, sc.tail.Turn)
+	return fmt.Errorf("exit_plan_mode was refused: the plan names turn %d, and this session's log has reached turn %d", req.Turn, sc.tail.Turn)
 }
 
-// planChanged explains why no decision applies to the plan under review, or "": its text changed
-// under its review id after the review opened with the digest recorded ("" for a review opened
-// before digests were recorded: the posted plan's is taken then).
-func (sc *sessionScope) planChanged(recorded string, req *agentsv1alpha1.PlanReviewRequest) string {
+// planChanged refuses every decision on the plan under review, saying why, when its text changed
+// under its review id after the review opened with the digest recorded; nil otherwise ("" is a
+// review opened before digests were recorded: the posted plan's is taken then).
+func (sc *sessionScope) planChanged(recorded string, req *agentsv1alpha1.PlanReviewRequest) error {
 	posted := planmode.PlanSHA256(req.Plan)
 	if recorded == "" || posted == recorded {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): "+
+	return fmt.Errorf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): "+
 		"no decision applies to it; the agent must post it under a new review id", req.ID, posted, recorded)
 }
 
-func (sc *sessionScope) emitDecisionRefused(why string) {
-	sc.emitSeries(corev1.EventTypeWarning, EventReasonReviewDecisionRefused, "Review", why)
+func (sc *sessionScope) emitDecisionRefused(refusal error) {
+	sc.emitSeries(corev1.EventTypeWarning, EventReasonReviewDecisionRefused, "Review", refusal.Error())
 }
 
 // idReusedFor is the recorded revision whose review id req reuses with another text, or nil.

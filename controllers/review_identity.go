@@ -55,7 +55,7 @@ func (sc *sessionScope) recordPlanModeActor(status *agentsv1alpha1.AgentSessionS
 		return
 	}
 	for i := range sc.events {
-		if e := &sc.events[i]; e.reason == EventReasonCommitted && e.note == committedNote.of(t.Active) {
+		if e := &sc.events[i]; e.reason == EventReasonCommitted && e.note == committedNote(t.Active) {
 			e.note += " (" + by + ")"
 		}
 	}

@@ -27,7 +27,7 @@ var _ = Describe("AgentSession approval leaves plan mode", func() {
 		if active != nil {
 			Expect(patchSpec(ctx, adminC, s, func(o *agentsv1alpha1.AgentSession) { o.Spec.PlanMode.Active = active })).To(Succeed())
 		}
-		Expect(patchStatus(ctx, as(agentUser), s, func(o *agentsv1alpha1.AgentSession) {
+		Expect(patchStatus(ctx, agentOf(s), s, func(o *agentsv1alpha1.AgentSession) {
 			o.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: postedPlan}}
 		})).To(Succeed())
 		return s
@@ -88,7 +88,7 @@ var _ = Describe("AgentSession approval leaves plan mode", func() {
 	It("refuses an approval that selects plan mode at creation", func() {
 		s := &agentsv1alpha1.AgentSession{}
 		s.Name, s.Namespace = uniqueName("s"), testNS
-		s.Spec.SessionID = s.Name
+		s.Spec.SessionID, s.Spec.Agent = s.Name, bindingFor(s.Name)
 		s.Spec.PlanMode.Active = &t
 		s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove}
 		st := statusOf(adminC.Create(ctx, s))

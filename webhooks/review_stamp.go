@@ -40,7 +40,7 @@ const AgentSessionStampPath = "/mutate-agents-harness-dev-v1alpha1-agentsession"
 // namespace's ReviewPolicy, sets spec.planMode.active to false in the same write (approving
 // leaves plan mode; docs/review.md).
 type AgentSessionStamper struct {
-	// Policies reads ReviewPolicies (the manager's cache). Nil: every namespace has none.
+	// Policies reads ReviewPolicies (the API reader, as Sessions). Nil: every namespace has none.
 	Policies client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

@@ -40,7 +40,7 @@ func (o *Options) reviewDiff(ctx context.Context, name, storeFlag string) error 
 		return fmt.Errorf("revision %d is no longer recorded (status.reviewHistory keeps the last %d): there is nothing to compare revision %d with",
 			rs.Revision-1, v1alpha1.MaxReviewHistory, rs.Revision)
 	}
-	url, err := o.storeURL(storeFlag, o.Streams.ErrOut)
+	url, err := o.storeURL(storeFlag)
 	if err != nil {
 		return err
 	}
