@@ -61,7 +61,7 @@ func TestReviewPrintsThePlan(t *testing.T) {
 	wantLines(t, c.out.String(),
 		"Revision: 2 (after revision 1, KeepPlanning by sam: kubectl plan review demo --diff shows what changed)",
 		"Posted: 2030-01-02T03:04:06Z by system:serviceaccount:team-a:planmode-agent",
-		"State: awaiting approval: 1 of 2 (ReviewPolicy team-a/default needs 2 distinct approvers); 1 more approval needed (kubectl plan approve|revise|dismiss demo)",
+		"State: Pending, awaiting approval: 1 of 2 (ReviewPolicy team-a/default needs 2 distinct approvers); 1 more approval needed (kubectl plan approve|revise|dismiss demo)",
 		"Decisions: rita Approve at 2030-01-02T03:05:05Z",
 		"Expires: 2030-01-02T04:34:06Z")
 
