@@ -150,7 +150,8 @@ func (sc *sessionScope) openReview(status *agentsv1alpha1.AgentSessionStatus, re
 	if used := sc.idReusedFor(req); used != nil {
 		// Visible on the session, and not a revision: the text under this id stays the one
 		// recorded.
-		why := fmt.Sprintf("exit_plan_mode was refused: review id %s was already used for another text (revision %d, sha256 %s); a review id names one text forever, so a changed plan must be posted under a new id",
+		why := fmt.Sprintf("exit_plan_mode was refused: review id %s was already used for another text (revision %d, sha256 %s); "+
+			"a review id names one text forever, so a changed plan must be posted under a new id",
 			req.ID, used.Revision, used.PlanSHA256)
 		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: why, DecidedAt: &now, PlanSHA256: digest, OpenedAt: &now}
 		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review", fmt.Sprintf("plan review %s refused: %s", req.ID, why))

@@ -31,16 +31,17 @@ func (o *Options) appendVote(ctx context.Context, as *v1alpha1.AgentSession, vot
 		Path  string `json:"path"`
 		Value any    `json:"value"`
 	}
-	ops := []op{{"test", "/status/agent/review/id", vote.ReviewID}}
+	const test, add = "test", "add" // JSON Patch operations
+	ops := []op{{test, "/status/agent/review/id", vote.ReviewID}}
 	if len(as.Spec.ReviewVotes) == 0 {
 		// The list does not exist yet: create it, unless another vote created it meanwhile
 		// (the test of null then fails, and the vote is appended on a fresh read).
-		ops = append(ops, op{"test", "/spec/reviewVotes", nil}, op{"add", "/spec/reviewVotes", []v1alpha1.ReviewDecision{vote}})
+		ops = append(ops, op{test, "/spec/reviewVotes", nil}, op{add, "/spec/reviewVotes", []v1alpha1.ReviewDecision{vote}})
 	} else {
-		ops = append(ops, op{"add", "/spec/reviewVotes/-", vote})
+		ops = append(ops, op{add, "/spec/reviewVotes/-", vote})
 	}
 	if deselect {
-		ops = append(ops, op{"test", "/spec/planMode/active", true}, op{"add", "/spec/planMode/active", false})
+		ops = append(ops, op{test, "/spec/planMode/active", true}, op{add, "/spec/planMode/active", false})
 	}
 	raw, err := json.Marshal(ops)
 	if err != nil {
