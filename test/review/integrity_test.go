@@ -335,7 +335,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 			And(HaveField("Active", false), HaveField("Cause", agentsv1alpha1.PlanModeChangeApproval), HaveField("Revision", BeEquivalentTo(1)))),
 			"the creation's plan mode on, and the approved exit appended between turns")
 		status := rita.kplan(s.ns, "status", s.name).ok()
-		Expect(status).To(MatchRegexp(`Desired:\s+default mode \(spec.planMode.active=false, by rita@example.com at \S+\)\n`))
+		Expect(status).To(MatchRegexp(`Selected:\s+false \(off\) \(spec.planMode.active, by rita@example.com at \S+\)\n`))
 		Expect(status).To(MatchRegexp(`Review:\s+"Fix the flake" \(revision 1, review r1, turn 0\): Approved by rita@example.com \(`))
 		log := rita.kplan(s.ns, "log", s.name, "--store", storeURL).ok()
 		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode on \(active=true\) selected by tom@example.com\n`))
