@@ -97,7 +97,9 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		For(&agentsv1alpha1.AgentSession{}).
 		// A config created, changed or deleted changes the guidance in force (and may unblock a
 		// selection waiting for it) for every session that names it.
-		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig))
+		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig)).
+		// A ReviewPolicy changed while a review is open applies to it (review_identity.go).
+		Watches(&agentsv1alpha1.ReviewPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForReviewPolicy))
 	if r.StoreChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.StoreChanged, handler.EnqueueRequestsFromMapFunc(r.allSessions))) // phase_store.go
 	}

@@ -14,7 +14,7 @@ import (
 // the manager's log as an info line (so it shows with --events off too). They are handed to the
 // events.k8s.io recorder (AgentSessionReconciler.Recorder: cmd/manager's internal/eventsink)
 // after the reconcile's status write: a committed transition, a plan review opened, decided,
-// expired or refused, and a failure that needs a person (a Warning with Ready's reason,
+// expired or refused, its agent gone, and a failure that needs a person (a Warning with Ready's reason,
 // recorded once when Ready first shows it: warnOnce in conditions.go). No Event is recorded
 // for a selection queued or cancelled, a step boundary answered, or any other step the status
 // already shows.
@@ -25,6 +25,12 @@ const (
 	EventReasonReviewExpired         = "ReviewExpired"
 	EventReasonReviewRejected        = "ReviewRejected"
 	EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
+	// EventReasonReviewPolicyUnreadable: the namespace's ReviewPolicy could not be read, so no
+	// decision was applied.
+	EventReasonReviewPolicyUnreadable = "ReviewPolicyUnreadable"
+	// EventReasonReviewAgentGone: the agent that posted a plan under review stopped renewing
+	// its liveness Lease (agent_liveness.go).
+	EventReasonReviewAgentGone = "ReviewAgentGone"
 )
 
 // The kind the series Events' references name, and the actions of a transition.

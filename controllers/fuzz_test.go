@@ -350,7 +350,8 @@ func FuzzReviewDecision(f *testing.F) {
 			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier", PlanSHA256: planmode.PlanSHA256(s.Status.Agent.Review.Plan)}
 		}
 		if hasDecision {
-			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback}
+			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback,
+				PlanSHA256: planmode.PlanSHA256("# Plan\n- do it")} // an approval names the text it approves
 		}
 		out, err := e.r.compute(context.Background(), s)
 		if err != nil {

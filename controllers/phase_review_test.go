@@ -45,7 +45,7 @@ func TestApprovalDeselectsSilently(t *testing.T) {
 			s.Generation = 2
 			s.Status.ObservedGeneration = 1
 			s.Spec.PlanMode.Active = &f
-			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove, Feedback: tc.feedback}
+			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove, Feedback: tc.feedback, PlanSHA256: planmode.PlanSHA256("# Plan\n")}
 			s.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# Plan\n", Turn: tail.Turn}}
 			if tc.prev != "" {
 				s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: tc.prev, PlanSHA256: planmode.PlanSHA256("# Plan\n")}

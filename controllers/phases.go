@@ -102,6 +102,7 @@ func (sc *sessionScope) finish(res ctrl.Result, failures []*failure) {
 	sc.answerWaitingBoundary(sc.stop)
 	status := *sc.session.Status.DeepCopy()
 	status.PlanMode = sc.planMode
+	sc.recordPlanModeActor(&status) // review_identity.go
 	if sc.stop == nil {
 		status.ObservedGeneration = sc.session.Generation
 		res = soonest(res, sc.review(&status))
@@ -109,6 +110,7 @@ func (sc *sessionScope) finish(res ctrl.Result, failures []*failure) {
 	// No poll for a turn's end: a selection queued in a turn is appended at a step boundary
 	// (the agent's report is an API event), never because the turn ended.
 	sc.warnOnce(sc.setConditions(&status, failures))
+	sc.setReviewConditions(&status) // review_identity.go
 	old := sc.session.Status.DeepCopy()
 	if n := old.PlanMode.Notice; n != nil && sc.logRead && n.Seq < sc.tail.LastStepStartSeq {
 		old.PlanMode.Notice = nil // a delivered notice is dropped with the next write, but is no reason to write

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"testing"
+	"time"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
@@ -11,7 +12,8 @@ import (
 // A decision applies only to the plan text it was taken on, and a plan naming a turn the
 // session's log has not reached is not opened for review.
 func TestReviewBoundToPlanAndSession(t *testing.T) {
-	e := newFzEnv(t)
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	e := revEnv(t, &now)
 	store := e.store
 	const read, swapped = "# The plan read\n- step 1", "# SWAPPED plan\n- rm -rf"
 	inTurn := []byte{5, 0, 2} // plan mode on, a turn with an open step
@@ -26,7 +28,7 @@ func TestReviewBoundToPlanAndSession(t *testing.T) {
 		wantRefusal bool
 	}{
 		{name: "the digest of the plan read approves", posted: read, digest: planmode.PlanSHA256(read), wantPhase: agentsv1alpha1.ReviewApproved},
-		{name: "no digest: bound to the review id only", posted: read, wantPhase: agentsv1alpha1.ReviewApproved},
+		{name: "an approval naming no digest does not count", posted: read, wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a digest of another text is refused", posted: swapped, digest: planmode.PlanSHA256(read), wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id is refused", posted: swapped, opened: read, wantPhase: agentsv1alpha1.ReviewPending, wantRefusal: true},
 		{name: "a plan swapped under its review id, with the new digest, is refused", posted: swapped, opened: read,

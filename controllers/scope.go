@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/reviewpolicy"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
@@ -27,6 +28,8 @@ type sessionScope struct {
 	// be decided on it (decideOnNewest).
 	sessionIsNewest bool
 	events          []event
+	// rules are the namespace's ReviewPolicy rules, read once per reconcile (phase_review.go).
+	rules *reviewpolicy.Rules
 
 	// Set by finish: the status to write, whether it differs from the stored one, the failure
 	// that ended the phases, and when to look again.

@@ -84,6 +84,9 @@ type AgentSessionValidator struct {
 	// service account, and status.agent writes to unbound sessions. The default; off is an
 	// explicit choice the webhook warns about on every unbound session.
 	RequireAgentBinding bool
+	// Policies reads ReviewPolicies (the API reader, as Sessions) for the review checks
+	// (review_votes.go). Nil: every namespace has none.
+	Policies client.Reader
 }
 
 // errMissingDependency refuses a write whose check cannot run: a validator built without what
@@ -131,6 +134,11 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 		}
 		errs = append(errs, validateApprovalLeavesPlanMode(&obj.Spec)...)
 	}
+	decisions, err := v.validateDecisions(ctx, req, &agentsv1alpha1.AgentSession{}, obj) // review_votes.go
+	if err != nil {
+		return warnings, err
+	}
+	errs = append(errs, decisions...)
 	return warnings, invalidAgentSession(obj.Name, errs)
 }
 
@@ -180,14 +188,16 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 	if len(errs) > 0 {
 		return warnings, invalidAgentSession(obj.Name, errs)
 	}
-	if reviewChanged(oldObj, obj) && obj.Spec.Review != nil {
+	if decisionAdded(oldObj, obj) {
 		if err := v.checkApproval(ctx, req, obj); err != nil {
 			return warnings, err
 		}
-		// Only a new or changed decision: a later selection of plan mode stays possible.
-		return warnings, invalidAgentSession(obj.Name, validateApprovalLeavesPlanMode(&obj.Spec))
 	}
-	return warnings, nil
+	decisions, err := v.validateDecisions(ctx, req, oldObj, obj) // review_votes.go
+	if err != nil {
+		return warnings, err
+	}
+	return warnings, invalidAgentSession(obj.Name, decisions)
 }
 
 // ValidateDelete implements admission.Validator (deletes are not intercepted).
@@ -249,6 +259,7 @@ func (v *AgentSessionValidator) validateStatusUpdate(req admission.Request, oldO
 			verrs = append(verrs, validateID(status.Child("agent", "review", "id"), a.Review.ID)...)
 		}
 		verrs = append(verrs, validatePlanUnchanged(oldObj, obj)...)
+		verrs = append(verrs, validatePostedPlan(oldObj, obj)...) // review_plan.go
 		verrs = append(verrs, validateSteerID(oldObj, obj)...)
 		if len(verrs) > 0 {
 			return invalidAgentSession(obj.Name, verrs)

@@ -1,9 +1,11 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,10 +27,29 @@ var _ = Describe("failurePolicy", func() {
 	It("is Fail with no side effects for every webhook in config/webhook", func() {
 		data, err := os.ReadFile(filepath.Join(repoRoot, "config", "webhook", "manifests.yaml"))
 		Expect(err).NotTo(HaveOccurred())
-		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-		Expect(utilyaml.Unmarshal(data, &vwc)).To(Succeed())
-		Expect(vwc.Webhooks).To(HaveLen(3))
-		for _, w := range vwc.Webhooks {
+		type policies struct {
+			Name          string                                     `json:"name"`
+			FailurePolicy *admissionregistrationv1.FailurePolicyType `json:"failurePolicy"`
+			SideEffects   *admissionregistrationv1.SideEffectClass   `json:"sideEffects"`
+		}
+		var kinds []string
+		var webhooks []policies
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var doc struct {
+				Kind     string     `json:"kind"`
+				Webhooks []policies `json:"webhooks"`
+			}
+			if err := dec.Decode(&doc); err != nil {
+				Expect(err).To(MatchError(io.EOF))
+				break
+			}
+			kinds = append(kinds, doc.Kind)
+			webhooks = append(webhooks, doc.Webhooks...)
+		}
+		Expect(kinds).To(ConsistOf("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"))
+		Expect(webhooks).To(HaveLen(5))
+		for _, w := range webhooks {
 			Expect(w.FailurePolicy).To(HaveValue(Equal(admissionregistrationv1.Fail)), w.Name)
 			Expect(w.SideEffects).To(HaveValue(Equal(admissionregistrationv1.SideEffectClassNone)), w.Name)
 		}

@@ -30,6 +30,15 @@ import (
 // +kubebuilder:webhook:path=/validate-agents-harness-dev-v1alpha1-planmodeconfig,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.harness.dev,resources=planmodeconfigs,verbs=create;update,versions=v1alpha1,name=vplanmodeconfig-v1alpha1.agents.harness.dev,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-agents-harness-dev-v1alpha1-agentsession,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.harness.dev,resources=agentsessions,verbs=create;update,versions=v1alpha1,name=vagentsession-v1alpha1.agents.harness.dev,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-agents-harness-dev-v1alpha1-agentsession,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.harness.dev,resources=agentsessions/status,verbs=update,versions=v1alpha1,name=vagentsession-status-v1alpha1.agents.harness.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-agents-harness-dev-v1alpha1-reviewpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.harness.dev,resources=reviewpolicies,verbs=create;update,versions=v1alpha1,name=vreviewpolicy-v1alpha1.agents.harness.dev,admissionReviewVersions=v1,timeoutSeconds=10
+//
+// The identity stamper (review_stamp.go) on spec writes only: the status subresource, where
+// agents report every step boundary, pays no mutating call.
+// +kubebuilder:webhookconfiguration:mutating=true,name=mutating-webhook-configuration
+// +kubebuilder:webhook:path=/mutate-agents-harness-dev-v1alpha1-agentsession,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.harness.dev,resources=agentsessions,verbs=create;update,versions=v1alpha1,name=magentsession-v1alpha1.agents.harness.dev,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never
+//
+// The review checks read the namespace's ReviewPolicy from the manager's cache.
+// +kubebuilder:rbac:groups=agents.harness.dev,resources=reviewpolicies,verbs=get;list;watch
 //
 // The review-approval check asks the authorizer; a local run learns its own identity.
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -155,14 +164,20 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	// The API reader, not the manager's cache: a manager that watches one shard answers
 	// admission for every session (tenancy.go).
-	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetAPIReader(), Access: SubjectAccessReviewer{Client: mgr.GetClient()},
-		RequireAgentBinding: o.RequireAgentBinding}
+	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetAPIReader(), Policies: mgr.GetAPIReader(),
+		Access: SubjectAccessReviewer{Client: mgr.GetClient()}, RequireAgentBinding: o.RequireAgentBinding}
 	srv := mgr.GetWebhookServer()
 	srv.Register(PlanModeConfigPath, (&admission.Webhook{
 		Handler: logRefusals(NewPlanModeConfigHandler(mgr.GetScheme()), log.WithValues("webhook", "PlanModeConfig")),
 	}).WithRecoverPanic(true))
 	srv.Register(AgentSessionPath, (&admission.Webhook{
 		Handler: logRefusals(admission.WithValidator[*agentsv1alpha1.AgentSession](mgr.GetScheme(), v).Handler, log.WithValues("webhook", "AgentSession")),
+	}).WithRecoverPanic(true))
+	srv.Register(AgentSessionStampPath, (&admission.Webhook{
+		Handler: logRefusals(&AgentSessionStamper{Policies: mgr.GetAPIReader()}, log.WithValues("webhook", "AgentSessionStamper")),
+	}).WithRecoverPanic(true))
+	srv.Register(ReviewPolicyPath, (&admission.Webhook{
+		Handler: logRefusals(admission.WithValidator[*agentsv1alpha1.ReviewPolicy](mgr.GetScheme(), ReviewPolicyValidator{}).Handler, log.WithValues("webhook", "ReviewPolicy")),
 	}).WithRecoverPanic(true))
 	return nil
 }

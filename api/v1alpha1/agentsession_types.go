@@ -26,12 +26,22 @@ type AgentSessionSpec struct {
 	// +optional
 	Fork *ForkSource `json:"fork,omitempty"`
 
-	// Review is a reviewer's decision on the plan the agent posted in status.agent.review.
-	// Setting it needs the "approve" permission on agentsessions/review, separate from the
-	// permission to toggle plan mode. Approve must come with spec.planMode.active false or
-	// unset in the same write (approving leaves plan mode; `kubectl plan approve` does both).
+	// Review is one reviewer's decision on the plan the agent posted in status.agent.review, the
+	// single-decision form older clients write; a later write replaces it. It counts as that
+	// reviewer's vote alongside spec.reviewVotes. Setting it needs the "approve" permission on
+	// agentsessions/review, separate from the permission to toggle plan mode.
 	// +optional
 	Review *ReviewDecision `json:"review,omitempty"`
+
+	// ReviewVotes are the reviewers' decisions on the plan under review, one per reviewer, in the
+	// order they arrived. `kubectl plan approve|revise|dismiss` append theirs with a JSON patch, so
+	// reviewers deciding at the same moment all count. Votes for the plan under review cannot be
+	// changed or removed while it is open; votes naming another review are dropped by the webhook
+	// with the next vote. Each needs the "approve" permission on agentsessions/review.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ReviewVotes []ReviewDecision `json:"reviewVotes,omitempty"`
 
 	// ReviewTimeout expires a plan review that nobody answers; the exit tool call then fails
 	// and the session stays in plan mode. A positive duration in Go syntax (30m, 1h30m). Unset:
@@ -77,6 +87,15 @@ type PlanModeSpec struct {
 	// Defaults to the config named "default".
 	// +optional
 	ConfigRef *ConfigReference `json:"configRef,omitempty"`
+
+	// SelectedBy is who last changed Active, stamped by the admission webhook from the
+	// authenticated request (a value naming anyone else is refused).
+	// +optional
+	SelectedBy *Actor `json:"selectedBy,omitempty"`
+
+	// SelectedAt is when the webhook admitted that change.
+	// +optional
+	SelectedAt *metav1.Time `json:"selectedAt,omitempty"`
 }
 
 // ConfigReference names a PlanModeConfig in the same namespace.
@@ -150,11 +169,20 @@ type ReviewDecision struct {
 	// PlanSHA256 is the hex SHA-256 of the plan text the reviewer read
 	// (status.agent.review.plan), which `kubectl plan approve` sets. The webhook and the
 	// manager refuse a decision whose digest is not the plan's under review, so a decision
-	// never applies to a text the reviewer did not see. Unset: the decision is bound to the
-	// review id only (the webhook warns).
+	// never applies to a text the reviewer did not see. An Approve without it is refused unless
+	// the namespace's ReviewPolicy sets allowApprovalWithoutDigest.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	// +optional
 	PlanSHA256 string `json:"planSHA256,omitempty"`
+
+	// DecidedBy is who took the decision, stamped by the admission webhook from the
+	// authenticated request (a value naming anyone else is refused).
+	// +optional
+	DecidedBy *Actor `json:"decidedBy,omitempty"`
+
+	// DecidedAt is when the webhook admitted the decision.
+	// +optional
+	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
 }
 
 // SteerMessage is one user message for the agent's next step (an entry of spec.steerQueue).
@@ -247,6 +275,15 @@ type AgentSessionStatus struct {
 	// +structType=atomic
 	Review *ReviewStatus `json:"review,omitempty"`
 
+	// ReviewHistory records every plan the agent posted, oldest first, at most the last 20: its
+	// revision number, review id, digest, when it was posted and how it ended. A review id names
+	// one text forever: the manager refuses a plan posted again under a recorded id with another
+	// text.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	ReviewHistory []ReviewRevision `json:"reviewHistory,omitempty"`
+
 	// Conditions, unlike the usual map keyed by type: a condition another writer added would
 	// not survive the manager's next write anyway, and a map made the API server track each
 	// leaf of Ready (a managedFields entry per leaf, handled on every write).
@@ -337,6 +374,13 @@ type PlanModeStatus struct {
 	// LastBoundary is the acknowledgement of the step boundary the manager last answered.
 	// +optional
 	LastBoundary *BoundaryAck `json:"lastBoundary,omitempty"`
+
+	// Changes names who caused the last plan/mode events the manager appended (newest last, at
+	// most 10): the session log's plan/mode data is exactly {active}, so the actor is kept here.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Changes []PlanModeChange `json:"changes,omitempty"`
 }
 
 // OwedNotice is a plan-mode notice for the first step after a between-turns commit.
@@ -459,7 +503,7 @@ type PlanReviewRequest struct {
 }
 
 // ReviewPhase is where a plan review stands.
-// +kubebuilder:validation:Enum=Pending;Approved;KeepPlanning;Dismissed;Expired;Rejected
+// +kubebuilder:validation:Enum=Pending;Approved;KeepPlanning;Dismissed;Expired;Rejected;Withdrawn
 type ReviewPhase string
 
 // The phases of a plan review.
@@ -471,6 +515,9 @@ const (
 	ReviewExpired      ReviewPhase = "Expired"
 	// ReviewRejected means the review could not be opened (for example plan mode is not committed).
 	ReviewRejected ReviewPhase = "Rejected"
+	// ReviewWithdrawn: the agent stopped waiting before anyone decided. Only in
+	// status.reviewHistory; status.review is dropped instead.
+	ReviewWithdrawn ReviewPhase = "Withdrawn"
 )
 
 // ReviewStatus is the manager's answer to the agent's review request.
@@ -489,10 +536,54 @@ type ReviewStatus struct {
 	// decision must name this digest, if it names one.
 	// +optional
 	PlanSHA256 string `json:"planSHA256,omitempty"`
-	// ExpiresAt is when a pending review expires (status.agent.review.requestedAt plus
-	// spec.reviewTimeout); unset when reviews wait until answered.
+	// ExpiresAt is when a pending review expires (openedAt plus spec.reviewTimeout, by the
+	// manager's clock; the agent's requestedAt plays no part); unset when reviews wait until
+	// answered.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// Revision is the plan's number among the plans this session posted, from 1
+	// (status.reviewHistory).
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// OpenedAt is when the manager first saw the plan, by its own clock.
+	// +optional
+	OpenedAt *metav1.Time `json:"openedAt,omitempty"`
+	// PostedBy is the agent identity that posted the plan: the service account the session is
+	// bound to (spec.agent); unset for an unbound session.
+	// +optional
+	PostedBy string `json:"postedBy,omitempty"`
+	// Requester is who selected plan mode on for the work the plan answers: the stamped
+	// spec.planMode.selectedBy when spec.planMode.active was true as the review opened. Unset
+	// when none is recorded. A ReviewPolicy may forbid the requester's approval.
+	// +optional
+	Requester *Actor `json:"requester,omitempty"`
+	// Policy is the ReviewPolicy that governs the review ("default"); unset when the namespace
+	// has none.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// ApprovalsRequired is how many distinct approvers the review needs.
+	// +optional
+	ApprovalsRequired int32 `json:"approvalsRequired,omitempty"`
+	// SelfApproval is the policy's rule for the requester's approval: Allowed or Forbidden.
+	// +optional
+	SelfApproval SelfApproval `json:"selfApproval,omitempty"`
+	// Approvals is how many counted approvals it has.
+	// +optional
+	Approvals int32 `json:"approvals,omitempty"`
+	// AgentConnected says whether the agent that posted the plan still renews its liveness Lease
+	// (docs/protocol.md, "Agent liveness"): false once the Lease expired or was released, so no
+	// agent waits for the decision; unset when the agent keeps no Lease.
+	// +optional
+	AgentConnected *bool `json:"agentConnected,omitempty"`
+	// AgentRenewedAt is when the agent last renewed its Lease, as the Lease says.
+	// +optional
+	AgentRenewedAt *metav1.Time `json:"agentRenewedAt,omitempty"`
+	// Votes are the decisions read for this review, in the order they were admitted, each with
+	// whether it counts.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Votes []ReviewVoteStatus `json:"votes,omitempty"`
 }
 
 // Condition types and reasons.
@@ -525,6 +616,13 @@ const (
 	ReasonSuperseded = "Superseded"
 	// ReasonForkRefused: spec.fork names a parent the session's log was not seeded from.
 	ReasonForkRefused = "ForkRefused"
+
+	// ConditionAwaitingReview is True while a posted plan waits for people to decide
+	// (status.review.phase Pending). Health checks read it: the session is waiting for a
+	// human, neither failed nor done (docs/review.md, "Health").
+	ConditionAwaitingReview = "AwaitingReview"
+	// ReasonReviewPending: the plan waits for a decision, or for more approvals.
+	ReasonReviewPending = "ReviewPending"
 )
 
 // The admission webhook lists sessions by these fields on the API server itself, so its

@@ -62,12 +62,14 @@ func run() error {
 	// The SDK's clients log through controller-runtime; without a logger it prints a stack trace
 	// ("log.SetLogger(...) was never called") on a clean shutdown.
 	ctrllog.SetLogger(log)
-	store, c, err := connect(ctx, o, log)
+	store, c, lease, err := connect(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	defer c.Close()
+	defer lease.Stop()
+
 	stats, err := refagent.Run(ctx, refagent.Options{
 		Client: c, Script: script, Loop: o.loop, WaitForMessages: o.waitForMessages, StepDelay: o.stepDelay,
 		BoundaryTimeout: o.boundaryTimeout, ReviewTimeout: o.reviewTimeout,
@@ -128,22 +130,29 @@ func parseFlags() (options, error) {
 	return o, nil
 }
 
-// connect opens the session log and the agent's client of its AgentSession.
-func connect(ctx context.Context, o options, log logr.Logger) (sessionlog.Store, *agentsdk.Client, error) {
+// connect opens the session log, the agent's client of its AgentSession and the liveness Lease
+// that tells reviewers this agent is there (docs/protocol.md, "Agent liveness").
+func connect(ctx context.Context, o options, log logr.Logger) (sessionlog.Store, *agentsdk.Client, *agentsdk.Lease, error) {
 	cfg, err := config.GetConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	store, err := sessionlog.Open(ctx, o.storeURL)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := agentsdk.New(ctx, agentsdk.Options{Config: cfg, Namespace: o.namespace, Name: o.name, Store: store, Logger: log, WatchTimeout: o.watchFor})
 	if err != nil {
 		_ = store.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return store, c, nil
+	lease, err := agentsdk.StartLease(ctx, cfg, o.namespace, o.name, log)
+	if err != nil {
+		c.Close()
+		_ = store.Close()
+		return nil, nil, nil, err
+	}
+	return store, c, lease, nil
 }
 
 // printStep prints each step's outcome, unless quiet.

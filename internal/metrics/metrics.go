@@ -130,7 +130,7 @@ func New() *Recorder {
 		}),
 		reviewLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "review_decision_seconds",
-			Help:    "Time from a plan being posted for review to its decision, by outcome (Approved is the approval latency).",
+			Help:    "Time from a plan being posted for review (as the manager first saw it) to its decision, by outcome (Approved is the approval latency).",
 			Buckets: periodBuckets,
 		}, []string{labelOutcome}),
 		storeOps: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -328,7 +328,8 @@ func (r *Recorder) observeReview(before, after agentsv1alpha1.AgentSessionStatus
 
 // observeDecision counts a review that has just been decided (br is the review before the
 // write, nil or another one when it was opened and decided in one write) and, but for a
-// Rejected one, the time from the plan's posting (in the agent's request) to the decision.
+// Rejected one, the time from the plan's posting (when the manager opened the review; the
+// agent's requestedAt for a review opened before that was recorded) to the decision.
 func (r *Recorder) observeDecision(br, ar *agentsv1alpha1.ReviewStatus, agent *agentsv1alpha1.AgentReport, now time.Time) {
 	outcome := string(ar.Phase)
 	if ar.Phase == agentsv1alpha1.ReviewRejected {
@@ -343,6 +344,11 @@ func (r *Recorder) observeDecision(br, ar *agentsv1alpha1.ReviewStatus, agent *a
 	decided := now
 	if ar.DecidedAt != nil {
 		decided = ar.DecidedAt.Time
+	}
+	if ar.OpenedAt != nil {
+		// The manager's clock: the agent's requestedAt may be skewed or forged.
+		r.reviewLatency.WithLabelValues(outcome).Observe(nonNegative(decided.Sub(ar.OpenedAt.Time)))
+		return
 	}
 	if agent != nil && agent.Review != nil && agent.Review.ID == ar.ID && agent.Review.RequestedAt != nil {
 		r.reviewLatency.WithLabelValues(outcome).Observe(nonNegative(decided.Sub(agent.Review.RequestedAt.Time)))

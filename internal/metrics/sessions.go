@@ -21,7 +21,10 @@ type SessionCollector struct {
 	pending     *prometheus.Desc
 	ready       *prometheus.Desc
 	openReviews *prometheus.Desc
+	reviewAge   *prometheus.Desc
 	scrapeError *prometheus.Desc
+	// now is the clock; nil means time.Now.
+	now func() time.Time
 }
 
 // NewSessionCollector reads AgentSessions through reader (the manager's cache client).
@@ -38,6 +41,9 @@ func NewSessionCollector(reader client.Reader) *SessionCollector {
 			[]string{"status", "reason"}, nil),
 		openReviews: prometheus.NewDesc(Namespace+"_reviews_pending",
 			"Plan reviews waiting for a decision (status.review.phase Pending).", nil, nil),
+		reviewAge: prometheus.NewDesc(Namespace+"_review_pending_oldest_seconds",
+			"Age of the oldest plan review waiting for a decision in each namespace that has one, by the manager's clock (status.review.openedAt).",
+			[]string{"namespace"}, nil),
 		scrapeError: prometheus.NewDesc(Namespace+"_sessions_scrape_error",
 			"1 when the last scrape could not list AgentSessions from the cache (the gauges above are then missing).", nil, nil),
 	}
@@ -49,6 +55,7 @@ func (c *SessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.ready
 	ch <- c.openReviews
+	ch <- c.reviewAge
 	ch <- c.scrapeError
 }
 
@@ -66,6 +73,7 @@ func (c *SessionCollector) Collect(ch chan<- prometheus.Metric) {
 	var on, off, pending, reviews float64
 	type key struct{ status, reason string }
 	ready := map[key]float64{}
+	oldest := map[string]time.Time{}
 	for i := range list.Items {
 		st := &list.Items[i].Status
 		if st.PlanMode.Active {
@@ -78,6 +86,12 @@ func (c *SessionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if st.Review != nil && st.Review.Phase == agentsv1alpha1.ReviewPending {
 			reviews++
+			if at := st.Review.OpenedAt; at != nil {
+				ns := list.Items[i].Namespace
+				if o, ok := oldest[ns]; !ok || at.Time.Before(o) {
+					oldest[ns] = at.Time
+				}
+			}
 		}
 		k := key{"Unknown", "none"}
 		if cond := meta.FindStatusCondition(st.Conditions, agentsv1alpha1.ConditionReady); cond != nil {
@@ -89,6 +103,13 @@ func (c *SessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, off, "false")
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, pending)
 	ch <- prometheus.MustNewConstMetric(c.openReviews, prometheus.GaugeValue, reviews)
+	now := time.Now
+	if c.now != nil {
+		now = c.now
+	}
+	for ns, at := range oldest {
+		ch <- prometheus.MustNewConstMetric(c.reviewAge, prometheus.GaugeValue, max(0, now().Sub(at).Seconds()), ns)
+	}
 	for k, n := range ready {
 		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, n, k.status, k.reason)
 	}

@@ -91,8 +91,9 @@ func TestReviseTakesFeedbackAsWords(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.read(t).Spec.Review; r == nil || r.Decision != v1alpha1.ReviewKeepPlanning || r.Feedback != "consider the resume path" {
-		t.Errorf("spec.review %+v", r)
+	votes := c.read(t).Spec.ReviewVotes
+	if n := len(votes); n != 1 || votes[0].Decision != v1alpha1.ReviewKeepPlanning || votes[0].Feedback != "consider the resume path" {
+		t.Errorf("spec.reviewVotes %+v", votes)
 	}
 	if !strings.Contains(c.out.String(), `Sent "Migrate" (review r1) back with your feedback`) {
 		t.Errorf("reply %q", c.out.String())

@@ -17,9 +17,9 @@ import (
 )
 
 type listFlags struct {
-	all    bool
-	watch  bool
-	output string
+	all, awaiting bool
+	watch         bool
+	output        string
 }
 
 func newListCommand(o *Options) *cobra.Command {
@@ -42,6 +42,10 @@ the columns of kubectl get agentsessions (the same headers, the same values):
   READY       the Ready condition
   AGE         since the AgentSession was created
 
+--awaiting-review lists the plans waiting for a decision instead, oldest first: the plan's
+title, its revision, how long it has waited (by the manager's clock), and what it waits for (a
+decision, or more approvals under the namespace's ReviewPolicy, and whose approval cannot count).
+
 -w prints the list, then a line for each change until Ctrl-C. -o json or -o yaml prints the same
 facts as a structured document.
 
@@ -49,14 +53,22 @@ Needs "list" on agentsessions.agents.harness.dev (and "watch" for -w).`,
 		Example: `  kubectl plan list
   kubectl plan list -A
   kubectl plan list -w
-  kubectl plan list -o json`,
+  kubectl plan list -o json
+  kubectl plan list --awaiting-review -A`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.awaiting {
+				if f.watch || f.output != "" {
+					return fmt.Errorf("--awaiting-review prints its own table: leave out -w and -o")
+				}
+				return o.inbox(cmd.Context(), f.all) // inbox.go
+			}
 			return o.list(cmd.Context(), f)
 		},
 	}
 	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "List the sessions of every namespace")
 	cmd.Flags().BoolVarP(&f.watch, "watch", "w", false, "After the list, print a line for each change, until Ctrl-C")
+	cmd.Flags().BoolVar(&f.awaiting, "awaiting-review", false, "List only the plans waiting for a decision, oldest first, with their age, revision and what each waits for")
 	addOutputFlag(cmd, &f.output)
 	return cmd
 }

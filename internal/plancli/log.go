@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/internal/termtext"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
@@ -129,6 +130,7 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 		return sessionlog.Export(ctx, store, as.Spec.SessionID, o.Streams.Out)
 	}
 	lw := &logWriter{out: o.Streams.Out, s: newSummariser(o.sectionInForce(ctx, as)), shownReviews: map[string]bool{}}
+	lw.s.actors = planModeActors(as)
 	from, err := lw.read(ctx, store, as.Spec.SessionID, 0, f.tail)
 	if err != nil {
 		return err
@@ -194,7 +196,8 @@ func (lw *logWriter) printHeader() {
 
 func (lw *logWriter) line(seq, at, event, detail string) {
 	lw.printHeader()
-	fmt.Fprintf(lw.out, "%-6s  %-24s  %-14s  %s\n", seq, at, event, detail)
+	// The detail quotes text the agent and the model wrote: escaped (internal/termtext).
+	fmt.Fprintf(lw.out, "%-6s  %-24s  %-14s  %s\n", seq, at, termtext.Line(event), termtext.Line(detail))
 	lw.lines++
 }
 
@@ -280,6 +283,8 @@ type summariser struct {
 	active bool
 	// exitCalls are the callIds of exit_plan_mode calls, to pick out their results.
 	exitCalls map[string]bool
+	// actors names who caused the plan/mode events the status still records, by seq.
+	actors map[int64]string
 }
 
 func newSummariser(section string) *summariser {
@@ -298,9 +303,9 @@ func (s *summariser) summarise(ev harness.Event) (string, bool) {
 		}
 		s.active = pm.Active
 		if pm.Active {
-			return "plan mode on (active=true)", true
+			return "plan mode on (active=true)" + s.actors[ev.Seq], true
 		}
-		return "plan mode off (active=false)", true
+		return "plan mode off (active=false)" + s.actors[ev.Seq], true
 	case harness.TypeTurnStart:
 		return "turn " + num("turn"), true
 	case harness.TypeTurnEnd:

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/termtext"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
@@ -21,30 +21,40 @@ func planTitle(plan string) string { return planmode.PlanTitle(plan) }
 
 const decideHelp = `
 
-The plugin waits (--wait, default 10s) for the manager to close the review with the decision
-and fails if the review closed otherwise first (for example it expired). With --wait=0 it
-returns once the decision is written.
+The decision is your vote, appended to spec.reviewVotes: reviewers deciding at the same moment
+all count, and the admission webhook records who you are (from your credentials, never from
+the client) and when. The plugin waits (--wait, default 10s) for the manager to act on it: to
+close the review, or, when the namespace's ReviewPolicy needs more approvers, to count your
+approval ("1 more approval needed"); it fails if the review closed otherwise first (for example
+it expired) or if the policy does not count your vote (the reason names the rule). With
+--wait=0 it returns once the vote is written.
 
-The decision names the review id (spec.review.reviewID) and the SHA-256 of the plan text
-(spec.review.planSHA256), so it never applies to a newer plan or another text: without
---review-id the plugin decides the plan it read, and if the agent presents another plan before
-the write lands it stops and asks you to look again. With --review-id the decision is refused
-unless that is still the plan under review ("stale review id"); with --plan-sha256 (printed by
-"kubectl plan review") unless the plan under review is still the text you read. The manager
-applies a decision only to the text it names.
+The vote names the review id and the SHA-256 of the plan text (planSHA256), so it never applies
+to a newer plan or another text: without a flag the plugin decides the plan it reads now (and
+an approval first prints the revision and SHA-256 it approves); if the agent presents another
+plan before the write lands it stops and asks you to look again. With --revision N or
+--plan-sha256 (both printed by "kubectl plan review") it decides only if the plan under review
+is still the text you read; with --review-id only if that is still the plan under review
+("stale review id"). The manager applies a decision only to the text it names.
 
 Needs "patch" on agentsessions.agents.harness.dev and the "approve" verb on agentsessions/review
 in group agents.harness.dev (separate from the permission to toggle plan mode).`
 
 func newReviewCommand(o *Options) *cobra.Command {
-	var raw bool
-	var waitFor time.Duration
+	var f reviewFlags
 	cmd := &cobra.Command{
 		Use:   "review SESSION [--wait[=DURATION]]",
 		Short: "Print the plan under review",
-		Long: `Print the plan the agent presented with exit_plan_mode (status.agent.review): its title,
-review id, turn, when it was posted, where the review stands (its phase, the REVIEW column of
-kubectl plan list), and the plan itself, verbatim. --raw prints only the plan text.
+		Long: `Print the plan the agent presented with exit_plan_mode (status.agent.review): its title, its
+revision among the plans the session posted, review id, turn, SHA-256, when the manager first saw
+it and which agent posted it, where the review stands (its phase, the REVIEW column of kubectl
+plan list; approvals counted and needed under the namespace's ReviewPolicy), and the plan itself.
+Text the agent wrote is printed escaped: a control character or a bidirectional override shows as
+\x1b or \u202e, never acts on your terminal. --raw prints only the plan text, byte for byte
+(escaped when the output is a terminal). --diff prints what changed since the previous revision,
+read from the session log (the previous text is the exit_plan_mode call's arguments there; its
+digest is checked against the one the manager recorded), so it needs the log store (--store,
+$` + StoreEnv + ` or the kubeconfig context).
 
 Without --wait it fails when the session has presented no plan. With --wait it waits for a plan
 that awaits a decision (up to 10m, or --wait=DURATION), then prints it: send a message, and
@@ -53,16 +63,30 @@ kubectl plan review SESSION --wait shows the plan once the agent presents it.
 Needs "get" on agentsessions.agents.harness.dev.`,
 		Example: `  kubectl plan review demo
   kubectl plan review demo --wait
+  kubectl plan review demo --diff
   kubectl plan review demo --wait=30s --raw > plan.md`,
 		Args: exactSession("review SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.review(cmd.Context(), args[0], raw, waitFor)
+			if f.diff {
+				return o.reviewDiff(cmd.Context(), args[0], f.store)
+			}
+			return o.review(cmd.Context(), args[0], f.raw, f.wait)
 		},
 	}
-	cmd.Flags().BoolVar(&raw, "raw", false, "Print only the plan text")
-	cmd.Flags().DurationVar(&waitFor, "wait", 0, "Wait up to this long for a plan that awaits a decision (--wait alone: 10m)")
+	cmd.Flags().BoolVar(&f.raw, "raw", false, "Print only the plan text")
+	cmd.Flags().BoolVar(&f.diff, "diff", false, "Print what changed since the previous revision (reads the session log)")
+	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL for --diff (default: $"+StoreEnv+", then the kubeconfig context's)")
+	cmd.Flags().DurationVar(&f.wait, "wait", 0, "Wait up to this long for a plan that awaits a decision (--wait alone: 10m)")
 	cmd.Flags().Lookup("wait").NoOptDefVal = defaultReviewWait.String()
+	cmd.MarkFlagsMutuallyExclusive("raw", "diff")
+	cmd.MarkFlagsMutuallyExclusive("wait", "diff")
 	return cmd
+}
+
+type reviewFlags struct {
+	raw, diff bool
+	store     string
+	wait      time.Duration
 }
 
 // defaultReviewWait is how long review --wait waits for a plan when given no duration.
@@ -86,8 +110,12 @@ func (o *Options) review(ctx context.Context, name string, raw bool, waitFor tim
 		return nothingUnderReview(as)
 	}
 	if raw {
-		_, err := fmt.Fprint(o.Streams.Out, r.Plan)
-		if err == nil && (len(r.Plan) == 0 || r.Plan[len(r.Plan)-1] != '\n') {
+		text := r.Plan
+		if isTerminal(o.Streams.Out) {
+			text = termtext.Text(text)
+		}
+		_, err := fmt.Fprint(o.Streams.Out, text)
+		if err == nil && (len(text) == 0 || text[len(text)-1] != '\n') {
 			_, err = fmt.Fprintln(o.Streams.Out)
 		}
 		return err
@@ -96,22 +124,30 @@ func (o *Options) review(ctx context.Context, name string, raw bool, waitFor tim
 	return nil
 }
 
-// printPlan prints the plan under review with its facts.
+// printPlan prints the plan under review with its facts; text the agent wrote is escaped.
 func printPlan(out io.Writer, as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) {
-	fmt.Fprintf(out, "Plan:       %s\n", planTitle(r.Plan))
+	rs := reviewOf(as, r)
+	fmt.Fprintf(out, "Plan:       %s\n", termtext.Line(planTitle(r.Plan)))
+	if rs != nil && rs.Revision > 0 {
+		fmt.Fprintf(out, "Revision:   %s\n", revisionLine(as, rs, as.Name))
+	}
 	fmt.Fprintf(out, "Review ID:  %s\n", r.ID)
 	fmt.Fprintf(out, "Turn:       %d\n", r.Turn)
 	fmt.Fprintf(out, "SHA-256:    %s\n", planmode.PlanSHA256(r.Plan))
-	if r.RequestedAt != nil {
-		fmt.Fprintf(out, "Posted:     %s\n", r.RequestedAt.UTC().Format(time.RFC3339))
+	if posted := postedLine(rs, r); posted != "" {
+		fmt.Fprintf(out, "Posted:     %s\n", posted)
 	}
 	fmt.Fprintf(out, "State:      %s\n", reviewState(as, r))
-	if as.Spec.ReviewTimeout != nil && r.RequestedAt != nil {
-		fmt.Fprintf(out, "Expires:    %s\n", r.RequestedAt.Add(as.Spec.ReviewTimeout.Duration).UTC().Format(time.RFC3339))
+	if rs != nil && len(rs.Votes) > 0 {
+		fmt.Fprintf(out, "Decisions:  %s\n", votesLine(rs.Votes))
+	}
+	if exp := expiresAt(as, rs, r); exp != "" {
+		fmt.Fprintf(out, "Expires:    %s\n", exp)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprint(out, r.Plan)
-	if len(r.Plan) > 0 && r.Plan[len(r.Plan)-1] != '\n' {
+	text := termtext.Text(r.Plan)
+	fmt.Fprint(out, text)
+	if len(text) > 0 && text[len(text)-1] != '\n' {
 		fmt.Fprintln(out)
 	}
 }
@@ -155,6 +191,22 @@ func (o *Options) awaitPlan(ctx context.Context, name string, as *v1alpha1.Agent
 	return nil, err
 }
 
+// sessionUnderReview reads session name and the plan under review; it fails when there is none.
+func (o *Options) sessionUnderReview(ctx context.Context, name string) (*v1alpha1.AgentSession, *v1alpha1.PlanReviewRequest, error) {
+	if err := o.complete(); err != nil {
+		return nil, nil, err
+	}
+	as, err := o.get(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := underReview(as)
+	if r == nil {
+		return nil, nil, nothingUnderReview(as)
+	}
+	return as, r, nil
+}
+
 func underReview(as *v1alpha1.AgentSession) *v1alpha1.PlanReviewRequest {
 	if as.Status.Agent == nil {
 		return nil
@@ -166,41 +218,40 @@ func nothingUnderReview(as *v1alpha1.AgentSession) error {
 	return fmt.Errorf("nothing under review: session %q has not presented a plan (status.agent.review is empty); the agent presents one with exit_plan_mode while in plan mode", as.Name)
 }
 
-// decided reports the decision already taken on review r, if any.
-func decided(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) (string, bool) {
-	if rs := as.Status.Review; rs != nil && rs.ID == r.ID && rs.Phase != v1alpha1.ReviewPending {
-		return string(rs.Phase), true
-	}
-	if d := as.Spec.Review; d != nil && d.ReviewID == r.ID {
-		return string(d.Decision), true
-	}
-	return "", false
-}
-
 // reviewState is the review's phase (the REVIEW column's word) and what it waits for.
 func reviewState(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) string {
-	if rs := as.Status.Review; rs != nil && rs.ID == r.ID && rs.Phase != v1alpha1.ReviewPending {
+	rs := reviewOf(as, r)
+	if rs != nil && rs.Phase != v1alpha1.ReviewPending {
 		s := string(rs.Phase)
+		if by := decidersOf(as, rs); by != "" {
+			s += " by " + by
+		}
 		if rs.DecidedAt != nil {
 			s += " at " + rs.DecidedAt.UTC().Format(time.RFC3339)
 		}
 		return s
 	}
-	if d := as.Spec.Review; d != nil && d.ReviewID == r.ID {
-		return string(v1alpha1.ReviewPending) + "; decision " + string(d.Decision) + " written, waiting for the manager"
+	if phase, ok := decided(as, r); ok {
+		return string(v1alpha1.ReviewPending) + "; decision " + phase + " written, waiting for the manager"
 	}
-	return fmt.Sprintf("%s, awaiting a decision (kubectl plan approve|revise|dismiss %s)", v1alpha1.ReviewPending, as.Name)
+	if rs != nil && rs.ApprovalsRequired > 1 {
+		return fmt.Sprintf("%s, awaiting approval: %d of %d (%s); %s (kubectl plan approve|revise|dismiss %s)%s", v1alpha1.ReviewPending,
+			rs.Approvals, rs.ApprovalsRequired, policyText(rs), approvalsNeededText(rs.ApprovalsRequired-rs.Approvals), as.Name, agentGoneText(rs))
+	}
+	return fmt.Sprintf("%s, awaiting a decision (kubectl plan approve|revise|dismiss %s)%s", v1alpha1.ReviewPending, as.Name, agentGoneText(rs))
 }
 
 type decideFlags struct {
 	reviewID   string
 	planSHA256 string
+	revision   int64
 	feedback   string
 }
 
 func addDecisionFlags(cmd *cobra.Command, f *decideFlags) {
 	cmd.Flags().StringVar(&f.reviewID, "review-id", "", "Decide only if this is the id of the plan under review")
 	cmd.Flags().StringVar(&f.planSHA256, "plan-sha256", "", "Decide only if this is the SHA-256 of the plan under review (kubectl plan review prints it)")
+	cmd.Flags().Int64Var(&f.revision, "revision", 0, "Decide only if this revision, as kubectl plan review numbered it, is the plan under review")
 }
 
 func newApproveCommand(o *Options) *cobra.Command {
@@ -208,17 +259,17 @@ func newApproveCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approve SESSION",
 		Short: "Approve the plan under review: the agent leaves plan mode at its next step",
-		Long: `Approve the plan under review (spec.review.decision=Approve). The agent's exit_plan_mode call
-returns {approved: true}, and the manager records a silent exit that is applied at the agent's
-next step boundary (no notice: the tool result tells the model).
+		Long: `Approve the plan under review (decision Approve). Once the approvals the namespace's ReviewPolicy
+asks for are in (one, without a policy), the agent's exit_plan_mode call returns
+{approved: true}, and the manager records a silent exit that is applied at the agent's next step
+boundary (no notice: the tool result tells the model).
 
-The same write sets spec.planMode.active=false: approving leaves plan mode, so the selection in
-spec says so too, and a later "kubectl plan on" (or a plain patch of spec.planMode.active to
-true) selects plan mode again. The admission webhook refuses an approval that leaves
-spec.planMode.active at true.` + decideHelp,
-		Example: `  kubectl plan approve demo
-  kubectl plan approve demo --review-id 3f1c9a2e
-  kubectl plan approve demo --plan-sha256 "$(kubectl plan review demo | sed -n 's/^SHA-256: *//p')"`,
+The write that completes the approval also sets spec.planMode.active=false (the admission
+webhook does it): approving leaves plan mode, so the selection in spec says so too, and a later
+"kubectl plan on" selects plan mode again.` + decideHelp,
+		Example: `  kubectl plan approve demo --revision 2
+  kubectl plan approve demo --plan-sha256 "$(kubectl plan review demo | sed -n 's/^SHA-256: *//p')"
+  kubectl plan approve demo`,
 		Args: exactSession("approve SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewApprove, f)
@@ -325,7 +376,8 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 	}
 	var seen, seenDigest, title string
 	var last *v1alpha1.AgentSession
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	var mine *v1alpha1.ReviewDecision
+	err := retry.OnError(retry.DefaultRetry, voteRaced, func() error {
 		as, err := o.get(ctx, name)
 		if err != nil {
 			return err
@@ -336,49 +388,64 @@ func (o *Options) decide(ctx context.Context, name string, d v1alpha1.ReviewDeci
 			return nothingUnderReview(as)
 		}
 		digest := planmode.PlanSHA256(r.Plan)
-		if err := checkDecisionTarget(name, r, digest, f, seen, seenDigest); err != nil {
+		if err := checkDecisionTarget(name, as, r, digest, f, seen, seenDigest); err != nil {
 			return err
 		}
 		seen, seenDigest, title = r.ID, digest, planTitle(r.Plan)
 		if phase, ok := decided(as, r); ok {
-			return fmt.Errorf("nothing under review: the plan %q (review %s) was already decided: %s", title, r.ID, phase)
+			return fmt.Errorf("nothing under review: the plan %q (review %s) was already decided: %s", termtext.Line(title), r.ID, phase)
 		}
 		// The digest binds the decision to this text: the webhook and the manager refuse it for
 		// any other.
-		review := map[string]any{"reviewID": r.ID, "decision": string(d), "feedback": nil, "planSHA256": digest}
-		if d == v1alpha1.ReviewKeepPlanning && f.feedback != "" {
-			review["feedback"] = f.feedback
+		vote := v1alpha1.ReviewDecision{ReviewID: r.ID, Decision: d, PlanSHA256: digest}
+		if d == v1alpha1.ReviewKeepPlanning {
+			vote.Feedback = f.feedback
 		}
-		spec := map[string]any{"review": review}
-		if d == v1alpha1.ReviewApprove {
-			// Approving leaves plan mode, so the user's selection becomes false in the same
-			// write (the webhook requires it unless unset): the manager reacts only to a
-			// changed spec.planMode.active, and a later "on" must be one.
-			spec["planMode"] = map[string]any{"active": false}
+		deselect := d == v1alpha1.ReviewApprove && completesApproval(as, r)
+		obj, err := o.appendVote(ctx, as, vote, deselect, "decide the plan review")
+		if err != nil && deselect && notLastApproval(err) {
+			obj, err = o.appendVote(ctx, as, vote, false, "decide the plan review")
 		}
-		_, err = o.patchSpec(ctx, as, spec, "decide the plan review")
-		return err
+		if err != nil {
+			return err
+		}
+		mine = newestVote(obj, vote)
+		if d == v1alpha1.ReviewApprove && f.planSHA256 == "" && f.revision == 0 {
+			// Bound to the text read now, not to one named by the reviewer: say which
+			// (docs/review.md, "Integrity").
+			fmt.Fprintf(o.Streams.ErrOut, "Approving %s of %q (review %s, SHA-256 %s): the text kubectl plan review %s shows.\n",
+				revisionWord(revisionOf(as, r)), termtext.Line(title), r.ID, digest, name)
+		}
+		return nil
 	})
 	if err != nil {
-		if apierrors.IsConflict(err) {
+		if voteRaced(err) {
 			return fmt.Errorf("the session %q kept changing while writing the decision; try again: %w", name, err)
 		}
 		return err
 	}
+	review := last.Status.Review
+	if gone := agentGoneText(reviewOf(last, underReview(last))); gone != "" {
+		fmt.Fprintf(o.Streams.ErrOut, "warning: the plan's agent is gone%s\n", strings.TrimPrefix(gone, "; the agent is gone"))
+	}
 	if o.wait > 0 {
-		if err := o.awaitDecision(ctx, name, seen, d); err != nil {
+		if review, err = o.awaitDecision(ctx, name, seen, d, mine); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintln(o.Streams.Out, decisionReply(d, title, seen, name, f.feedback != "", leavingSelected(last)))
+	fmt.Fprintln(o.Streams.Out, decisionReply(d, termtext.Line(title), seen, name, f.feedback != "", leavingSelected(last), stillNeeded(review, seen)))
 	return nil
 }
 
 // decisionReply says what a decision does, including the session's plan state afterwards:
 // leaving plan mode may have been selected (kubectl plan off) while the agent waited on the review.
-func decisionReply(d v1alpha1.ReviewDecisionType, title, id, name string, feedback, leaving bool) string {
+// needed, when set, says how many approvals the review still needs after an approval.
+func decisionReply(d v1alpha1.ReviewDecisionType, title, id, name string, feedback, leaving bool, needed string) string {
 	switch d {
 	case v1alpha1.ReviewApprove:
+		if needed != "" {
+			return fmt.Sprintf("Approved %q (review %s): %s; the plan stays under review until then.", title, id, needed)
+		}
 		return fmt.Sprintf("Approved %q (review %s): the agent leaves plan mode at its next step.", title, id)
 	case v1alpha1.ReviewKeepPlanning:
 		with := ""
@@ -399,16 +466,21 @@ func decisionReply(d v1alpha1.ReviewDecisionType, title, id, name string, feedba
 }
 
 // checkDecisionTarget stops a decision unless the plan under review is the one asked for
-// (--review-id, --plan-sha256) and the one read before a retry (seen, seenDigest).
-func checkDecisionTarget(name string, r *v1alpha1.PlanReviewRequest, digest string, f decideFlags, seen, seenDigest string) error {
+// (--review-id, --plan-sha256, --revision) and the one read before a retry (seen, seenDigest).
+func checkDecisionTarget(name string, as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest, digest string, f decideFlags, seen, seenDigest string) error {
+	if f.revision != 0 {
+		if err := checkRevision(name, as, r, digest, f.revision); err != nil {
+			return err
+		}
+	}
 	switch {
 	case f.reviewID != "" && f.reviewID != r.ID:
-		return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, planTitle(r.Plan), r.ID, name)
+		return fmt.Errorf("stale review id %q: the plan under review is now %q (review %s); read it with: kubectl plan review %s", f.reviewID, termtext.Line(planTitle(r.Plan)), r.ID, name)
 	case seen != "" && seen != r.ID:
 		return fmt.Errorf("the agent presented a new plan (review %s) while your decision was being written; nothing was decided. Read it with: kubectl plan review %s", r.ID, name)
 	case f.planSHA256 != "" && f.planSHA256 != digest:
 		return fmt.Errorf("the plan under review %q (review %s) is not the text you read: its SHA-256 is %s, not %s; nothing was decided. "+
-			"Read it again with: kubectl plan review %s", planTitle(r.Plan), r.ID, digest, f.planSHA256, name)
+			"Read it again with: kubectl plan review %s", termtext.Line(planTitle(r.Plan)), r.ID, digest, f.planSHA256, name)
 	case seenDigest != "" && seenDigest != digest:
 		return fmt.Errorf("the plan under review %s changed while your decision was being written; nothing was decided. Read it again with: kubectl plan review %s", r.ID, name)
 	}
@@ -419,13 +491,16 @@ func addDecisionWaitFlag(cmd *cobra.Command, d *time.Duration) {
 	cmd.Flags().DurationVar(d, "wait", DefaultWait, "How long to wait for the manager to act on the decision (0: do not wait)")
 }
 
-// awaitDecision waits for the manager to close review id, and fails if it closed it with
-// another outcome than the decision (the review expired, or was withdrawn, first).
-func (o *Options) awaitDecision(ctx context.Context, name, id string, d v1alpha1.ReviewDecisionType) error {
+// awaitDecision waits for the manager to act on the decision mine on review id: to close the
+// review, or, for an approval a policy needs more of, to count it. It fails if the review closed
+// with another outcome first (it expired, or was withdrawn), or if the manager did not count
+// the vote. It returns the review as the manager last recorded it.
+func (o *Options) awaitDecision(ctx context.Context, name, id string, d v1alpha1.ReviewDecisionType, mine *v1alpha1.ReviewDecision) (*v1alpha1.ReviewStatus, error) {
 	want := map[v1alpha1.ReviewDecisionType]v1alpha1.ReviewPhase{
 		v1alpha1.ReviewApprove: v1alpha1.ReviewApproved, v1alpha1.ReviewKeepPlanning: v1alpha1.ReviewKeptPlanning, v1alpha1.ReviewDismiss: v1alpha1.ReviewDismissed,
 	}[d]
-	var closed *v1alpha1.ReviewStatus
+	var closed, counted *v1alpha1.ReviewStatus
+	var uncounted *v1alpha1.ReviewVoteStatus
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
 		as, err := o.get(ctx, name)
 		if err != nil {
@@ -437,7 +512,7 @@ func (o *Options) awaitDecision(ctx context.Context, name, id string, d v1alpha1
 		}
 		switch r := underReview(as); {
 		case r == nil:
-			closed = &v1alpha1.ReviewStatus{ID: id, Phase: "Withdrawn"}
+			closed = &v1alpha1.ReviewStatus{ID: id, Phase: v1alpha1.ReviewWithdrawn}
 			return true, nil
 		case r.ID != id:
 			// The agent already presented its next plan: it only does so once the manager
@@ -445,16 +520,29 @@ func (o *Options) awaitDecision(ctx context.Context, name, id string, d v1alpha1
 			closed = &v1alpha1.ReviewStatus{ID: id, Phase: want}
 			return true, nil
 		}
+		if rs := as.Status.Review; rs != nil && rs.ID == id && mine != nil {
+			if v := recordedVote(rs, mine); v != nil {
+				if !v.Counted {
+					uncounted = v
+				}
+				counted = rs
+				return true, nil
+			}
+		}
 		return false, nil
 	})
 	switch {
+	case uncounted != nil:
+		return counted, fmt.Errorf("the manager did not count your decision on review %s: %s", id, uncounted.Reason)
+	case counted != nil:
+		return counted, nil
 	case err != nil && closed == nil:
 		fmt.Fprintf(o.Streams.ErrOut, "warning: the manager has not acted on the decision within %s (check with: kubectl plan review %s)\n", o.wait, name)
-		return nil
+		return nil, nil
 	case closed.Phase == want:
-		return nil
-	case closed.Phase == "Withdrawn":
-		return fmt.Errorf("the agent stopped waiting for review %s before the manager applied your decision (it withdrew the plan); nothing was decided", id)
+		return closed, nil
+	case closed.Phase == v1alpha1.ReviewWithdrawn:
+		return nil, fmt.Errorf("the agent stopped waiting for review %s before the manager applied your decision (it withdrew the plan); nothing was decided", id)
 	}
-	return fmt.Errorf("review %s closed as %s before your decision applied: %s", id, closed.Phase, closed.Message)
+	return nil, fmt.Errorf("review %s closed as %s before your decision applied: %s", id, closed.Phase, closed.Message)
 }

@@ -34,14 +34,36 @@ func TestReviewPrintsThePlan(t *testing.T) {
 		"Review ID:  r1\n" +
 		"Turn:       4\n" +
 		"SHA-256:    " + planmode.PlanSHA256("# Migrate the schema\n\n1. add columns") + "\n" +
-		"Posted:     2030-01-02T03:04:05Z\n" +
+		"Posted:     2030-01-02T03:04:05Z (the agent's clock: the manager has not opened the review yet)\n" +
 		"State:      Pending, awaiting a decision (kubectl plan approve|revise|dismiss demo)\n" +
-		"Expires:    2030-01-02T04:34:05Z\n" +
+		"Expires:    1h30m0s after the manager opens the review\n" +
 		"\n" +
 		"# Migrate the schema\n\n1. add columns\n"
 	if got := c.out.String(); got != want {
 		t.Errorf("review output:\n%s\nwant:\n%s", got, want)
 	}
+
+	// Once the manager opened it: its revision, its clock, the poster, the policy's count.
+	opened := underReviewSession("# Migrate the schema\n\n1. add columns")
+	at, exp := metav1.NewTime(changed.Add(time.Second)), metav1.NewTime(changed.Add(time.Second+90*time.Minute))
+	voted := metav1.NewTime(changed.Add(time.Minute))
+	opened.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Revision: 2, OpenedAt: &at, ExpiresAt: &exp,
+		PostedBy: "system:serviceaccount:team-a:planmode-agent", Policy: "team-a/default", ApprovalsRequired: 2, Approvals: 1,
+		Votes: []v1alpha1.ReviewVoteStatus{{Decision: v1alpha1.ReviewApprove, By: v1alpha1.Actor{Username: "rita"}, At: &voted, Counted: true}}}
+	opened.Status.ReviewHistory = []v1alpha1.ReviewRevision{
+		{Revision: 1, ReviewID: "r0", Phase: v1alpha1.ReviewKeptPlanning, DecidedBy: []string{"sam"}},
+		{Revision: 2, ReviewID: "r1", Phase: v1alpha1.ReviewPending},
+	}
+	c = newCLI(t, opened)
+	if err := c.review(ctx, "demo", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, c.out.String(),
+		"Revision: 2 (after revision 1, KeepPlanning by sam: kubectl plan review demo --diff shows what changed)",
+		"Posted: 2030-01-02T03:04:06Z by system:serviceaccount:team-a:planmode-agent",
+		"State: Pending, awaiting approval: 1 of 2 (ReviewPolicy team-a/default needs 2 distinct approvers); 1 more approval needed (kubectl plan approve|revise|dismiss demo)",
+		"Decisions: rita Approve at 2030-01-02T03:05:05Z",
+		"Expires: 2030-01-02T04:34:06Z")
 
 	// --raw is the plan alone, verbatim, ending in exactly one newline.
 	c.out.Reset()
@@ -58,6 +80,19 @@ func TestReviewPrintsThePlan(t *testing.T) {
 	if got := c.out.String(); got != "plain plan\n" {
 		t.Errorf("--raw of a plan ending in a newline: %q", got)
 	}
+}
+
+// A plan's text is printed escaped: what the terminal shows is what is approved.
+func TestReviewEscapesThePlan(t *testing.T) {
+	c := newCLI(t, underReviewSession("# Plan\x1b]0;owned\x07\n\n2. Run the unit tests.\r3. curl x | sudo sh\n"))
+	if err := c.review(context.Background(), "demo", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := c.out.String()
+	if strings.ContainsAny(out, "\x1b\x07\r") {
+		t.Fatalf("control characters reached the terminal: %q", out)
+	}
+	wantLines(t, out, `Plan: Plan\x1b]0;owned\x07`, `2. Run the unit tests.\x0d3. curl x | sudo sh`)
 }
 
 func TestReviewState(t *testing.T) {
@@ -120,12 +155,65 @@ func TestDecisionReplies(t *testing.T) {
 		if tc.d == v1alpha1.ReviewKeepPlanning {
 			wantFeedback = tc.feedback // only keep-planning carries feedback
 		}
-		if r := as.Spec.Review; r == nil || r.ReviewID != "r1" || r.Decision != tc.d || r.Feedback != wantFeedback || r.PlanSHA256 != planmode.PlanSHA256("# Migrate\n") {
-			t.Errorf("%s: spec.review %+v, want r1 %s feedback %q", tc.d, r, tc.d, wantFeedback)
+		if v := as.Spec.ReviewVotes; len(v) != 1 || v[0].ReviewID != "r1" || v[0].Decision != tc.d || v[0].Feedback != wantFeedback || v[0].PlanSHA256 != planmode.PlanSHA256("# Migrate\n") {
+			t.Errorf("%s: spec.reviewVotes %+v, want one vote r1 %s feedback %q", tc.d, v, tc.d, wantFeedback)
 		}
+		// The approval that completes the review deselects plan mode in the same write.
 		if a := as.Spec.PlanMode.Active; a == nil || *a != tc.active {
 			t.Errorf("%s: spec.planMode.active %v, want %v", tc.d, a, tc.active)
 		}
+		if tc.d == v1alpha1.ReviewApprove && !strings.Contains(c.errOut.String(), `Approving the plan of "Migrate" (review r1, SHA-256 `+planmode.PlanSHA256("# Migrate\n")+`)`) {
+			t.Errorf("approve does not say which text it approves: %q", c.errOut.String())
+		}
+	}
+}
+
+// A second reviewer's vote is appended to the first's, not written over it.
+func TestVotesAccumulate(t *testing.T) {
+	ctx := context.Background()
+	as := underReviewSession("# Migrate\n")
+	as.Spec.ReviewVotes = []v1alpha1.ReviewDecision{{ReviewID: "r1", Decision: v1alpha1.ReviewApprove, PlanSHA256: planmode.PlanSHA256("# Migrate\n"),
+		DecidedBy: &v1alpha1.Actor{Username: "rita"}}}
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Revision: 1, ApprovalsRequired: 2, Approvals: 1}
+	c := newCLI(t, as)
+	if err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	as = c.read(t)
+	if v := as.Spec.ReviewVotes; len(v) != 2 || v[0].DecidedBy == nil || v[0].DecidedBy.Username != "rita" {
+		t.Fatalf("spec.reviewVotes %+v, want rita's vote and ours", v)
+	}
+	if a := as.Spec.PlanMode.Active; a == nil || *a {
+		t.Fatalf("the second of two approvals completes the review: spec.planMode.active %v, want false", a)
+	}
+	err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{revision: 3})
+	if err == nil || !strings.Contains(err.Error(), `revision 3 is not the plan under review: revision 1 ("Migrate", review r1) is; nothing was decided`) {
+		t.Fatalf("--revision of another revision: %v", err)
+	}
+}
+
+// The first of two approvals leaves plan mode selected: the review still waits.
+func TestFirstOfTwoApprovalsKeepsPlanMode(t *testing.T) {
+	as := underReviewSession("# Migrate\n")
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Revision: 1, ApprovalsRequired: 2}
+	c := newCLI(t, as)
+	if err := c.decide(context.Background(), "demo", v1alpha1.ReviewApprove, decideFlags{revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.read(t).Spec.PlanMode.Active; a == nil || !*a {
+		t.Fatalf("spec.planMode.active %v after one approval of two, want true", a)
+	}
+}
+
+func TestStillNeeded(t *testing.T) {
+	rs := &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Policy: "team-a/default", ApprovalsRequired: 2, Approvals: 1}
+	got := decisionReply(v1alpha1.ReviewApprove, "Migrate", "r1", "demo", false, false, stillNeeded(rs, "r1"))
+	if want := `Approved "Migrate" (review r1): 1 more approval needed (ReviewPolicy team-a/default needs 2 distinct approvers); the plan stays under review until then.`; got != want {
+		t.Errorf("reply %q, want %q", got, want)
+	}
+	rs.Approvals = 2
+	if s := stillNeeded(rs, "r1"); s != "" {
+		t.Errorf("approved: %q", s)
 	}
 }
 
@@ -138,8 +226,8 @@ func TestDecisionRefusals(t *testing.T) {
 	if err == nil || err.Error() != `stale review id "r0": the plan under review is now "Migrate" (review r1); read it with: kubectl plan review demo` {
 		t.Errorf("stale review id: %v", err)
 	}
-	if as := c.read(t); as.Spec.Review != nil {
-		t.Errorf("a refused decision was written: %+v", as.Spec.Review)
+	if as := c.read(t); len(as.Spec.ReviewVotes) != 0 {
+		t.Errorf("a refused decision was written: %+v", as.Spec.ReviewVotes)
 	}
 
 	as := underReviewSession("# Migrate\n")
@@ -162,12 +250,12 @@ func TestAwaitDecision(t *testing.T) {
 	}
 	c := newCLI(t, closed(v1alpha1.ReviewApproved, ""))
 	c.wait = time.Second
-	if err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewApprove); err != nil {
+	if _, err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewApprove, nil); err != nil {
 		t.Errorf("closed as approved: %v", err)
 	}
 	c = newCLI(t, closed(v1alpha1.ReviewExpired, "no decision within 1h30m0s"))
 	c.wait = time.Second
-	if err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewApprove); err == nil ||
+	if _, err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewApprove, nil); err == nil ||
 		err.Error() != "review r1 closed as Expired before your decision applied: no decision within 1h30m0s" {
 		t.Errorf("closed as expired: %v", err)
 	}
@@ -176,18 +264,18 @@ func TestAwaitDecision(t *testing.T) {
 	next.Status.Agent.Review.ID = "r2"
 	c = newCLI(t, next)
 	c.wait = time.Second
-	if err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewKeepPlanning); err != nil {
+	if _, err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewKeepPlanning, nil); err != nil {
 		t.Errorf("next plan presented: %v", err)
 	}
 	withdrawn := session("demo")
 	c = newCLI(t, withdrawn)
 	c.wait = time.Second
-	if err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewDismiss); err == nil || !strings.Contains(err.Error(), "it withdrew the plan") {
+	if _, err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewDismiss, nil); err == nil || !strings.Contains(err.Error(), "it withdrew the plan") {
 		t.Errorf("withdrawn: %v", err)
 	}
 	c = newCLI(t, underReviewSession("# Migrate\n"))
 	c.wait = 150 * time.Millisecond
-	if err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewDismiss); err != nil {
+	if _, err := c.awaitDecision(ctx, "demo", "r1", v1alpha1.ReviewDismiss, nil); err != nil {
 		t.Errorf("no answer: %v, want a warning only", err)
 	}
 	if !strings.Contains(c.errOut.String(), "warning: the manager has not acted on the decision within 150ms (check with: kubectl plan review demo)") {
@@ -207,15 +295,15 @@ func TestDecisionBoundToPlanDigest(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("approve with the digest of another text: %v", err)
 	}
-	if as := c.read(t); as.Spec.Review != nil {
-		t.Fatalf("a refused decision was written: %+v", as.Spec.Review)
+	if as := c.read(t); len(as.Spec.ReviewVotes) != 0 {
+		t.Fatalf("a refused decision was written: %+v", as.Spec.ReviewVotes)
 	}
 	c = newCLI(t, underReviewSession(read))
 	if err := c.decide(ctx, "demo", v1alpha1.ReviewApprove, decideFlags{planSHA256: planmode.PlanSHA256(read)}); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.read(t).Spec.Review; r == nil || r.PlanSHA256 != planmode.PlanSHA256(read) {
-		t.Fatalf("spec.review %+v, want the digest of the plan read", r)
+	if v := c.read(t).Spec.ReviewVotes; len(v) != 1 || v[0].PlanSHA256 != planmode.PlanSHA256(read) {
+		t.Fatalf("spec.reviewVotes %+v, want the digest of the plan read", v)
 	}
 }
 

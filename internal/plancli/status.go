@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/termtext"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
@@ -76,6 +77,10 @@ type StatusView struct {
 	Ready           string                      `json:"ready,omitempty"`
 	ReadyReason     string                      `json:"readyReason,omitempty"`
 	ReadyMessage    string                      `json:"readyMessage,omitempty"`
+	SelectedBy      *v1alpha1.Actor             `json:"selectedBy,omitempty"`
+	SelectedAt      *time.Time                  `json:"selectedAt,omitempty"`
+	Changes         []v1alpha1.PlanModeChange   `json:"planModeChanges,omitempty"`
+	ReviewHistory   []v1alpha1.ReviewRevision   `json:"reviewHistory,omitempty"`
 	LastMessage     *v1alpha1.SteerMessage      `json:"lastMessage,omitempty"` // the queue's last (spec.steerQueue)
 	LastDelivered   bool                        `json:"lastMessageDelivered,omitempty"`
 	ObservedCurrent bool                        `json:"observedCurrent"`
@@ -104,6 +109,11 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review,
 		ConfigRef:       v1alpha1.DefaultPlanModeConfigName,
 		ObservedCurrent: as.Status.ObservedGeneration == as.Generation,
+	}
+	v.SelectedBy, v.Changes, v.ReviewHistory = as.Spec.PlanMode.SelectedBy, pm.Changes, as.Status.ReviewHistory
+	if t := as.Spec.PlanMode.SelectedAt; t != nil {
+		at := t.UTC()
+		v.SelectedAt = &at
 	}
 	if pm.PendingActive != nil {
 		p := *pm.PendingActive
@@ -187,7 +197,7 @@ func printStatus(out io.Writer, v StatusView, now time.Time) error {
 	if v.Selected == nil {
 		row("Selected", "%s (no selection: the session follows its log)", noneWord)
 	} else {
-		row("Selected", "%s (spec.planMode.active)", inWords(*v.Selected))
+		row("Selected", "%s (spec.planMode.active%s)", inWords(*v.Selected), selectedByText(v))
 	}
 	switch {
 	case v.Live != nil && v.Live.TurnOpen:
@@ -226,7 +236,10 @@ func printStatus(out io.Writer, v StatusView, now time.Time) error {
 	} else {
 		row("Log position", "next seq %d", v.NextSeq)
 	}
-	row("Review", "%s", reviewLine(v))
+	row("Review", "%s", termtext.Line(reviewLine(v)))
+	if a := agentLine(v); a != "" {
+		row("Agent", "%s", a)
+	}
 	if v.LastMessage != nil {
 		state := "not yet delivered"
 		if v.LastDelivered {
@@ -287,9 +300,12 @@ func reviewLine(v StatusView) string {
 	s := fmt.Sprintf("%q (review %s, turn %d)", title, v.Review.ID, v.Review.Turn)
 	rs := v.ReviewStatus
 	decided := v.ReviewDecision != nil && v.ReviewDecision.ReviewID == v.Review.ID
+	if rs != nil && rs.ID == v.Review.ID && rs.Revision > 0 {
+		s = fmt.Sprintf("%q (revision %d, review %s, turn %d)", title, rs.Revision, v.Review.ID, v.Review.Turn)
+	}
 	switch {
 	case rs != nil && rs.ID == v.Review.ID && rs.Phase != v1alpha1.ReviewPending:
-		s += ": " + string(rs.Phase)
+		s += ": " + string(rs.Phase) + reviewProgress(v, rs)
 		if rs.Message != "" {
 			s += " (" + abbreviate(rs.Message, 80) + ")"
 		}
@@ -297,7 +313,7 @@ func reviewLine(v StatusView) string {
 	case decided:
 		return s + ": " + string(v1alpha1.ReviewPending) + "; decision " + string(v.ReviewDecision.Decision) + " written, waiting for the manager"
 	case rs != nil && rs.ID == v.Review.ID:
-		return s + ": " + string(v1alpha1.ReviewPending) + ", awaiting kubectl plan approve|revise|dismiss " + v.Session
+		return s + ": " + string(v1alpha1.ReviewPending) + reviewProgress(v, rs) + ", awaiting kubectl plan approve|revise|dismiss " + v.Session
 	}
 	return s + ": posted, not opened by the manager yet"
 }

@@ -29,6 +29,7 @@ const (
 	managerDeploy  = "planmode-controller-manager"
 	webhookService = "planmode-webhook-service"
 	webhookConfig  = "planmode-validating-webhook-configuration"
+	mutatingConfig = "planmode-mutating-webhook-configuration"
 	metricsService = "planmode-controller-manager-metrics-service"
 	leaseName      = "planmode-operator.agents.harness.dev"
 )
@@ -46,8 +47,10 @@ func renderInstall(dir, managerImage, storeURL string) []byte {
 	}
 	overlay := filepath.Join(root, "test", "cluster", "overlay")
 	base := must(kube("kustomize", "--load-restrictor=LoadRestrictionsNone", overlay))
-	hooks := webhookCount(base)
+	hooks := webhookCount(base, "ValidatingWebhookConfiguration")
 	Expect(hooks).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", webhookConfig)
+	mutating := webhookCount(base, "MutatingWebhookConfiguration")
+	Expect(mutating).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", mutatingConfig)
 	name, tag, ok := strings.Cut(managerImage, ":")
 	Expect(ok).To(BeTrue(), "MANAGER_IMAGE %q has no tag", managerImage)
 
@@ -58,10 +61,16 @@ func renderInstall(dir, managerImage, storeURL string) []byte {
 	fmt.Fprintf(&k, "secretGenerator:\n")
 	fmt.Fprintf(&k, "- name: webhook-server-cert\n  namespace: %s\n  type: kubernetes.io/tls\n  files: [tls.crt, tls.key, ca.crt]\n  options: {disableNameSuffixHash: true}\n", systemNS)
 	fmt.Fprintf(&k, "- name: planmode-log-store\n  namespace: %s\n  files: [url=log-store-url]\n  options: {disableNameSuffixHash: true}\n", systemNS)
-	fmt.Fprintf(&k, "patches:\n- target: {kind: ValidatingWebhookConfiguration, name: %s}\n  patch: |\n", webhookConfig)
 	ca := base64.StdEncoding.EncodeToString(caPEM)
-	for i := 0; i < hooks; i++ {
-		fmt.Fprintf(&k, "    - {op: add, path: /webhooks/%d/clientConfig/caBundle, value: %s}\n", i, ca)
+	fmt.Fprintf(&k, "patches:\n")
+	for _, c := range []struct {
+		kind, name string
+		n          int
+	}{{"ValidatingWebhookConfiguration", webhookConfig, hooks}, {"MutatingWebhookConfiguration", mutatingConfig, mutating}} {
+		fmt.Fprintf(&k, "- target: {kind: %s, name: %s}\n  patch: |\n", c.kind, c.name)
+		for i := 0; i < c.n; i++ {
+			fmt.Fprintf(&k, "    - {op: add, path: /webhooks/%d/clientConfig/caBundle, value: %s}\n", i, ca)
+		}
 	}
 	Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600)).To(Succeed())
 	out, err := kube("kustomize", "--load-restrictor=LoadRestrictionsNone", dir)
@@ -69,8 +78,8 @@ func renderInstall(dir, managerImage, storeURL string) []byte {
 	return []byte(out)
 }
 
-// webhookCount counts the webhooks of the ValidatingWebhookConfiguration in a rendered manifest.
-func webhookCount(manifest string) int {
+// webhookCount counts the webhooks of the webhook configuration of kind in a rendered manifest.
+func webhookCount(manifest, kind string) int {
 	GinkgoHelper()
 	for _, doc := range strings.Split(manifest, "\n---\n") {
 		var obj struct {
@@ -78,7 +87,7 @@ func webhookCount(manifest string) int {
 			Webhooks []map[string]any `json:"webhooks"`
 		}
 		Expect(yaml.Unmarshal([]byte(doc), &obj)).To(Succeed())
-		if obj.Kind == "ValidatingWebhookConfiguration" {
+		if obj.Kind == kind {
 			return len(obj.Webhooks)
 		}
 	}

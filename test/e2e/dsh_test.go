@@ -224,6 +224,7 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 			}
 			return string(s.Status.Review.Phase)
 		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(string(agentsv1alpha1.ReviewPending)))
+		Expect(e.get().Status.Review.AgentConnected).To(HaveValue(BeTrue()), "the plugin renews its liveness Lease (src/lease.ts)")
 		e.plan("approve", name)
 		e.idleAfter(4)
 		Eventually(func() bool { s := e.get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/cel-go/cel"
 	lua "github.com/yuin/gopher-lua"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -24,9 +25,13 @@ func TestGitOpsConfigsRenderAndAdmit(t *testing.T) {
 		t.Fatalf("kubectl kustomize config/samples/gitops/config: %v", err)
 	}
 	objs := decodeAll(t, out)
-	cfgs := find(objs, "PlanModeConfig")
-	if len(cfgs) < 1 || len(cfgs) != len(objs) {
-		t.Fatalf("the GitOps folder renders %d objects, %d PlanModeConfigs; want only PlanModeConfigs", len(objs), len(cfgs))
+	cfgs, policies := find(objs, "PlanModeConfig"), find(objs, "ReviewPolicy")
+	if len(cfgs) < 1 || len(policies) != 1 || len(cfgs)+len(policies) != len(objs) {
+		t.Fatalf("the GitOps folder renders %d objects, %d PlanModeConfigs, %d ReviewPolicies; want PlanModeConfigs and one ReviewPolicy", len(objs), len(cfgs), len(policies))
+	}
+	policy := convert[agentsv1alpha1.ReviewPolicy](t, policies[0])
+	if errs := webhooks.ValidateReviewPolicy(policy); len(errs) > 0 || policy.Namespace != "team-a" {
+		t.Errorf("ReviewPolicy %s/%s would be refused at admission: %v", policy.Namespace, policy.Name, errs.ToAggregate())
 	}
 	names := map[string]bool{}
 	for _, u := range cfgs {
@@ -128,19 +133,23 @@ func toLua(L *lua.LState, v any) lua.LValue {
 
 // The statuses are the shapes the manager writes (see test/e2e/kstatus_test.go, where kstatus
 // reads the same states from the real manager).
+// cond is one status condition as the manager writes it.
+func cond(typ, status, reason, msg string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": 2,
+		"lastTransitionTime": "2026-11-30T06:00:00Z"}
+}
+
+// session is an AgentSession of generation gen with status (nil: none yet), as JSON decodes it.
+func session(gen int64, status map[string]any) map[string]any {
+	o := map[string]any{"apiVersion": "agents.harness.dev/v1alpha1", "kind": "AgentSession",
+		"metadata": map[string]any{"name": "s", "namespace": "team-a", "generation": gen}, "spec": map[string]any{"sessionID": "s"}}
+	if status != nil {
+		o["status"] = status
+	}
+	return o
+}
+
 func TestArgoCDHealthCheck(t *testing.T) {
-	cond := func(typ, status, reason, msg string) map[string]any {
-		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": 2,
-			"lastTransitionTime": "2026-11-30T06:00:00Z"}
-	}
-	session := func(gen int, status map[string]any) map[string]any {
-		o := map[string]any{"apiVersion": "agents.harness.dev/v1alpha1", "kind": "AgentSession",
-			"metadata": map[string]any{"name": "s", "namespace": "team-a", "generation": gen}, "spec": map[string]any{"sessionID": "s"}}
-		if status != nil {
-			o["status"] = status
-		}
-		return o
-	}
 	for _, c := range []struct {
 		name, want, msg string
 		obj             map[string]any
@@ -156,6 +165,7 @@ func TestArgoCDHealthCheck(t *testing.T) {
 				cond("Stalled", "True", "LogStoreUnavailable", "read the log tail: connection refused")}})},
 		{"stale observedGeneration", "Progressing", "The manager has not observed generation 3 yet", session(3, map[string]any{"observedGeneration": 2,
 			"conditions": []any{cond("Ready", "True", "InSync", "plan mode off is committed in the session log")}})},
+		{"a plan awaiting review", "Suspended", awaitingMsg, session(2, awaitingStatus())},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, msg := argocdHealth(t, c.obj)
@@ -163,5 +173,89 @@ func TestArgoCDHealthCheck(t *testing.T) {
 				t.Errorf("health = %s %q, want %s %q", status, msg, c.want, c.msg)
 			}
 		})
+	}
+}
+
+const awaitingMsg = "plan review r1 (revision 1) awaits 1 more approval(s) (1 of 2, ReviewPolicy team-a/default): kubectl plan review s -n team-a"
+
+// awaitingStatus is what the manager writes while a plan waits for people (controllers,
+// setReviewConditions): Ready stays True (the plan state is in sync), AwaitingReview and
+// Reconciling are True.
+func awaitingStatus() map[string]any {
+	return map[string]any{"observedGeneration": 2, "conditions": []any{
+		cond("Ready", "True", "InSync", "plan mode on is committed in the session log"),
+		cond("AwaitingReview", "True", "ReviewPending", awaitingMsg),
+		cond("Reconciling", "True", "ReviewPending", awaitingMsg)}}
+}
+
+// The Flux health expressions of config/samples/gitops/flux/agentsession-health.yaml, evaluated
+// the way kustomize-controller does (CEL with optional types, the object's top-level fields as
+// variables; inProgress, then failed, then current), name each session state as kstatus would,
+// and a plan awaiting review as in progress.
+func TestFluxHealthExpressions(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "samples", "gitops", "flux", "agentsession-health.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks struct {
+		Spec struct {
+			HealthCheckExprs []struct {
+				Kind, InProgress, Failed, Current string
+			} `json:"healthCheckExprs"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &ks); err != nil || len(ks.Spec.HealthCheckExprs) != 1 || ks.Spec.HealthCheckExprs[0].Kind != "AgentSession" {
+		t.Fatalf("want one AgentSession health check: %v %+v", err, ks)
+	}
+	h := ks.Spec.HealthCheckExprs[0]
+	env, err := cel.NewEnv(cel.OptionalTypes(), cel.Variable("apiVersion", cel.DynType), cel.Variable("kind", cel.DynType),
+		cel.Variable("metadata", cel.DynType), cel.Variable("spec", cel.DynType), cel.Variable("status", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(expr string, obj map[string]any) bool {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("compile %q: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]any{"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": obj["metadata"], "spec": obj["spec"], "status": map[string]any{}}
+		if st, ok := obj["status"]; ok {
+			vars["status"] = st
+		}
+		out, _, err := prg.Eval(vars)
+		if err != nil {
+			t.Fatalf("eval %q: %v", expr, err)
+		}
+		return out.Value() == true
+	}
+	health := func(obj map[string]any) string {
+		switch {
+		case eval(h.InProgress, obj):
+			return "InProgress"
+		case eval(h.Failed, obj):
+			return "Failed"
+		case eval(h.Current, obj):
+			return "Current"
+		}
+		return "InProgress"
+	}
+	for _, c := range []struct {
+		name, want string
+		obj        map[string]any
+	}{
+		{"not reconciled yet", "InProgress", session(1, nil)},
+		{"in sync", "Current", session(2, map[string]any{"observedGeneration": int64(2), "conditions": []any{cond("Ready", "True", "InSync", "")}})},
+		{"a plan awaiting review", "InProgress", session(2, awaitingStatus())},
+		{"log store down", "Failed", session(2, map[string]any{"observedGeneration": int64(2), "conditions": []any{
+			cond("Ready", "False", "LogStoreUnavailable", ""), cond("Stalled", "True", "LogStoreUnavailable", "")}})},
+		{"stale observedGeneration", "InProgress", session(3, map[string]any{"observedGeneration": int64(2), "conditions": []any{cond("Ready", "True", "InSync", "")}})},
+	} {
+		if got := health(c.obj); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
 	}
 }

@@ -111,8 +111,8 @@ func TestInstallIsUpToDate(t *testing.T) {
 
 func TestInstallRendersCompletely(t *testing.T) {
 	objs := decodeAll(t, render(t))
-	want := map[string]int{"CustomResourceDefinition": 2, "Namespace": 1, "ServiceAccount": 1, "Deployment": 1,
-		"ValidatingWebhookConfiguration": 1, "Certificate": 2, "Issuer": 2, "Service": 2}
+	want := map[string]int{"CustomResourceDefinition": 3, "Namespace": 1, "ServiceAccount": 1, "Deployment": 1,
+		"ValidatingWebhookConfiguration": 1, "MutatingWebhookConfiguration": 1, "Certificate": 2, "Issuer": 2, "Service": 2}
 	for kind, n := range want {
 		if got := len(find(objs, kind)); got != n {
 			t.Errorf("%d %s in the install, want %d", got, kind, n)
@@ -132,9 +132,11 @@ func TestInstallRendersCompletely(t *testing.T) {
 		}
 	}
 	// cert-manager's cainjector must find the Certificate the webhook is served with.
-	if vwc := find(objs, "ValidatingWebhookConfiguration"); len(vwc) == 1 {
-		if got := vwc[0].GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "planmode-system/planmode-serving-cert" {
-			t.Errorf("inject-ca-from = %q, want planmode-system/planmode-serving-cert", got)
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+		if wc := find(objs, kind); len(wc) == 1 {
+			if got := wc[0].GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "planmode-system/planmode-serving-cert" {
+				t.Errorf("%s inject-ca-from = %q, want planmode-system/planmode-serving-cert", kind, got)
+			}
 		}
 	}
 	// Least privilege: no wildcard verbs, resources or API groups in any role.

@@ -353,13 +353,13 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		for _, sub := range []string{"review", "approve", "revise", "dismiss"} {
 			kplan(sub, "demo", "-n", ns).fails("nothing under review", `session "demo" has not presented a plan`)
 		}
-		Expect(get(ns, "demo").Spec.Review).To(BeNil())
+		Expect(get(ns, "demo").Spec.ReviewVotes).To(BeEmpty())
 	})
 
 	It("prints the plan under review, verbatim", func() {
 		post("r1", plan)
 		out := kplan("review", "demo", "-n", ns).ok()
-		Expect(out).To(HavePrefix("Plan:       Fix the flake\nReview ID:  r1\nTurn:       2\n"))
+		Expect(out).To(HavePrefix("Plan:       Fix the flake\nReview ID:  r1\nTurn:       2\n"), "no revision before the manager opens the review")
 		Expect(out).To(ContainSubstring("State:      Pending, awaiting a decision (kubectl plan approve|revise|dismiss demo)\n"))
 		Expect(out).To(HaveSuffix("\n\n" + plan))
 		Expect(kplan("review", "demo", "-n", ns, "--raw").ok()).To(Equal(plan))
@@ -368,12 +368,12 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 	It("approves the plan it read, once, and refuses a stale review id", func() {
 		post("r1", plan)
 		kplan("approve", "demo", "-n", ns, "--review-id", "r0").fails(`stale review id "r0": the plan under review is now "Fix the flake" (review r1)`)
-		Expect(get(ns, "demo").Spec.Review).To(BeNil())
+		Expect(get(ns, "demo").Spec.ReviewVotes).To(BeEmpty())
 
 		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove,
-			PlanSHA256: planmode.PlanSHA256(plan)}), "the decision names the digest of the text read")
-		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "approving deselects plan mode in the same write")
+		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove,
+			PlanSHA256: planmode.PlanSHA256(plan)}), "the vote names the digest of the text read")
+		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "the approval that completes the review deselects plan mode in the same write")
 		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
 		kplan("dismiss", "demo", "-n", ns).fails("already decided")
 		Expect(kplan("review", "demo", "-n", ns).ok()).To(ContainSubstring("State:      Pending; decision Approve written, waiting for the manager\n"))
@@ -383,18 +383,18 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		post("r1", plan)
 		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).
 			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning; the session stays in plan mode.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path",
+		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path",
 			PlanSHA256: planmode.PlanSHA256(plan)}))
 
 		post("r2", "# Fix the flake, v2\n")
 		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning; the session stays in plan mode.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning,
+		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning,
 			PlanSHA256: planmode.PlanSHA256("# Fix the flake, v2\n")}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
 		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(
 			`Dismissed the review of "Plan" (review r3): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`)))
-		Expect(get(ns, "demo").Spec.Review).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss,
+		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss,
 			PlanSHA256: planmode.PlanSHA256("no heading at all")}))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(true)), "only an approval deselects plan mode")
 	})
@@ -403,7 +403,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		post("r1", plan)
 		grant(ns, "viewer", []string{"get"})
 		kplan("approve", "demo", "-n", ns, "--as", "viewer").fails("not allowed to decide the plan review", `"patch" permission`)
-		Expect(get(ns, "demo").Spec.Review).To(BeNil())
+		Expect(get(ns, "demo").Spec.ReviewVotes).To(BeEmpty())
 	})
 })
 
@@ -513,3 +513,11 @@ var _ = Describe("log", func() {
 		kplan("log", "demo", "-n", ns, "--store", url).fails("has no log in this store yet")
 	})
 })
+
+// lastVote is the newest decision kubectl plan appended to the demo session's spec.reviewVotes.
+func lastVote(ns string) *agentsv1alpha1.ReviewDecision {
+	GinkgoHelper()
+	v := get(ns, "demo").Spec.ReviewVotes
+	Expect(v).NotTo(BeEmpty())
+	return &v[len(v)-1]
+}

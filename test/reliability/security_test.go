@@ -67,6 +67,9 @@ var _ = Describe("security", func() {
 			"agents.harness.dev/planmodeconfigs:get",
 			"agents.harness.dev/planmodeconfigs:list",
 			"agents.harness.dev/planmodeconfigs:watch",
+			"agents.harness.dev/reviewpolicies:get", // the namespace's review policy (docs/review.md)
+			"agents.harness.dev/reviewpolicies:list",
+			"agents.harness.dev/reviewpolicies:watch",
 			"authentication.k8s.io/selfsubjectreviews:create",
 			"authorization.k8s.io/subjectaccessreviews:create",
 			"coordination.k8s.io/leases:create",
@@ -89,6 +92,10 @@ var _ = Describe("security", func() {
 			"agents.harness.dev/planmodeconfigs:get",
 			"agents.harness.dev/planmodeconfigs:list",
 			"agents.harness.dev/planmodeconfigs:watch",
+			"coordination.k8s.io/leases:create", // the agent's liveness Lease (docs/protocol.md, 11.1)
+			"coordination.k8s.io/leases:delete",
+			"coordination.k8s.io/leases:get",
+			"coordination.k8s.io/leases:update",
 		}))
 	})
 

@@ -1,6 +1,7 @@
 package review_test
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 // agent drives one session's turns and steps through the real SDK, as the agent's service
 // account, assembling each request header the way the reference agent does.
 type agent struct {
-	name       string
+	// ns is the session's namespace ("": the suite's, ns).
+	ns, name   string
 	c          *agentsdk.Client
 	turn, step int64
 	stepOpen   bool
@@ -45,7 +47,11 @@ func newSession(spec func(*agentsv1alpha1.AgentSessionSpec)) *agent {
 func (a *agent) get() *agentsv1alpha1.AgentSession {
 	GinkgoHelper()
 	as := &agentsv1alpha1.AgentSession{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.name}, as)).To(Succeed())
+	namespace := a.ns
+	if namespace == "" {
+		namespace = ns
+	}
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: a.name}, as)).To(Succeed())
 	return as
 }
 
@@ -94,14 +100,16 @@ type exit struct {
 }
 
 // callExit starts exit_plan_mode in the open step; the result arrives on the channel and is
-// recorded in the log as the tool call and its result.
+// recorded in the log as the tool call (the plan its arguments) and its result.
 func (a *agent) callExit(plan string) <-chan exit {
 	ch := make(chan exit, 1)
 	turn, step := a.turn, a.step
 	go func() {
 		defer GinkgoRecover()
 		res, err := a.c.ExitPlanMode(ctx, plan, 60*time.Second)
-		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), `{"plan":"…"}`, res, err)
+		// The plan as the call's arguments, as agents record it (kubectl plan review --diff reads it).
+		args, _ := json.Marshal(map[string]string{"plan": plan})
+		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err)
 		if evErr == nil {
 			_, evErr = a.c.Append(ctx, evs...)
 		}

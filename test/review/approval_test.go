@@ -15,11 +15,12 @@ import (
 )
 
 // The manager is edge-triggered on spec.planMode.active, so an approval records the user's wish
-// to leave plan mode in the same write (the webhook requires it, kubectl plan approve does it).
+// to leave plan mode in the same write (the webhook's identity stamper sets it in the write that
+// completes the approval).
 // Otherwise spec would still say true after the approved exit, and a later plain
 // `kubectl patch ... active: true` would change nothing: the selection would be lost.
 
-const leaveMsg = "spec.planMode.active: Invalid value: true: approving a plan leaves plan mode: set spec.planMode.active to false in the same patch (kubectl plan approve does)"
+const noDigestMsg = "spec.review: Forbidden: this decision cannot count: an approval must name the SHA-256 of the plan text it approves (planSHA256)"
 
 // planModes are the plan/mode events of the log, as types() prints them.
 func planModes(evs []harness.Event) []string {
@@ -43,17 +44,17 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		ch := a.callExit(plan)
 		id := a.postedReview()
 
-		By("a raw approval that leaves spec.planMode.active at true is refused and changes nothing")
+		By("a raw approval that names no digest is refused and changes nothing")
 		before := a.get()
 		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id)).
-			refused(leaveMsg)
+			refused(noDigestMsg)
 		after := a.get()
 		Expect(after.Generation).To(Equal(before.Generation))
 		Expect(after.Spec.Review).To(BeNil())
 		Expect(after.Spec.PlanMode.Active).To(Equal(bp(true)))
 		Consistently(ch).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "no decision, no answer")
 
-		By("kubectl plan approve writes the decision and active:false in one patch")
+		By("kubectl plan approve appends the vote; the webhook deselects plan mode in the same write")
 		Expect(kplan(reviewer, "approve", a.name).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,7 +66,27 @@ var (
 	pluginDir  string
 	kubeconfig string
 	repoRoot   string
+	// managerLog holds everything the manager (reconciler and webhooks) logged.
+	managerLog = &syncBuffer{}
 )
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines and the specs' reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 func TestReview(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -72,7 +94,8 @@ func TestReview(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	// The manager's log is also kept, for the specs that read its lines (integrity_test.go).
+	logf.SetLogger(zap.New(zap.WriteTo(io.MultiWriter(GinkgoWriter, managerLog)), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(func() { cancel() })
 	var err error
@@ -135,6 +158,15 @@ var _ = BeforeSuite(func() {
 
 	Expect(k8s.Create(ctx, &agentsv1alpha1.PlanModeConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
 		Spec: agentsv1alpha1.PlanModeConfigSpec{Section: planSection}})).To(Succeed())
+
+	By("waiting for the reconciler to run (its caches synced), so no spec races its first reconcile")
+	probe := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: agentsv1alpha1.AgentSessionSpec{SessionID: "probe"}}
+	Expect(k8s.Create(ctx, probe)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(probe), probe)).To(Succeed())
+		g.Expect(probe.Status.ObservedGeneration).To(Equal(probe.Generation))
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	Expect(k8s.Delete(ctx, probe)).To(Succeed())
 })
 
 const planSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
@@ -204,12 +236,18 @@ func run(user string, args ...string) result {
 // impersonate) and kubectl-plan on PATH.
 func runKubectl(args ...string) result {
 	GinkgoHelper()
+	return runKubectlWith(kubeconfig, args...)
+}
+
+// runKubectlWith runs `kubectl ARGS...` with the credentials of kubeconfig kc.
+func runKubectlWith(kc string, args ...string) result {
+	GinkgoHelper()
 	c, stop := context.WithTimeout(ctx, 60*time.Second)
 	defer stop()
 	cmd := exec.CommandContext(c, kubectl, args...)
 	cmd.Env = append(os.Environ(),
 		"PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KUBECONFIG="+kubeconfig,
+		"KUBECONFIG="+kc,
 		"HOME="+GinkgoT().TempDir(),
 	)
 	var out, errb bytes.Buffer

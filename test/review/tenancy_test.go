@@ -34,13 +34,13 @@ var _ = Describe("an approval is bound to the plan text read", func() {
 		By("a digest of another text is refused by the plugin before anything is written")
 		kplan(reviewer, "approve", a.name, "--review-id", id, "--plan-sha256", planmode.PlanSHA256("# SWAPPED plan\n")).
 			fails(`is not the text you read: its SHA-256 is ` + digest)
-		Expect(a.get().Spec.Review).To(BeNil())
+		Expect(a.get().Spec.ReviewVotes).To(BeEmpty())
 
 		By("plain kubectl with a digest of another text is refused by the webhook")
 		run(reviewer, "patch", "agentsession", a.name, "--type=merge", "-p",
 			`{"spec":{"review":{"reviewID":"`+id+`","decision":"Approve","planSHA256":"`+planmode.PlanSHA256("# SWAPPED plan\n")+`"},"planMode":{"active":false}}}`).
 			refused(`spec.review.planSHA256: Invalid value`, `is not the digest of the plan under review "`+id+`"`)
-		Expect(a.get().Spec.Review).To(BeNil())
+		Expect(a.get().Spec.ReviewVotes).To(BeEmpty())
 
 		By("the reviewer approves the text read")
 		Expect(kplan(reviewer, "approve", a.name, "--review-id", id, "--plan-sha256", digest).ok()).
@@ -49,7 +49,9 @@ var _ = Describe("an approval is bound to the plan text read", func() {
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res.Text).To(Equal(harness.ExitApprovedText))
 		as := a.get()
-		Expect(as.Spec.Review.PlanSHA256).To(Equal(digest))
+		Expect(as.Spec.ReviewVotes).To(HaveLen(1))
+		Expect(as.Spec.ReviewVotes[0].PlanSHA256).To(Equal(digest))
+		Expect(as.Spec.ReviewVotes[0].DecidedBy.Username).To(Equal(reviewer), "stamped from the request")
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
 		Expect(as.Status.Review.PlanSHA256).To(Equal(digest), "the manager records the text it opened the review with")
 	})

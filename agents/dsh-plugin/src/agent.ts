@@ -33,6 +33,7 @@ import { seedFork } from './fork.js';
 import { RootSession, stepKey, Tails } from './session.js';
 import { sharedStore } from './shared.js';
 import { NoticeSourceForm, NoticeSourcePlugin, PlanCommandDescription, PlanCommandHint } from './texts.js';
+import { AgentLease } from './lease.js';
 
 const mods = await loadHarnessModules();
 
@@ -57,6 +58,7 @@ export function apply(ctx: PluginContext): void {
   const cfg = loadConfig();
   const store: LogStore = sharedStore(cfg.logStore);
   const watch = new SessionWatch(cfg.namespace, cfg.name);
+  const lease = new AgentLease(cfg.namespace, cfg.name, (msg, ...args) => ctx.logger?.info?.(msg, ...args)); // lease.ts
   const log = (msg: string, ...args: unknown[]) => ctx.logger?.info?.(msg, ...args);
   const tails = new Tails();
   const lock = new StoreLock(store, log);
@@ -186,6 +188,7 @@ export function apply(ctx: PluginContext): void {
   async function run(): Promise<void> {
     await ctx.get('loader')?.await();
     await watch.start();
+    lease.start();
     const s0: AgentSession = watch.get()!;
     const id = s0.spec.sessionID;
     const owner = await store.claimOwner(id, { namespace: s0.metadata.namespace, name: s0.metadata.name, uid: s0.metadata.uid });
@@ -235,5 +238,5 @@ export function apply(ctx: PluginContext): void {
     watch.onChange();
   }
 
-  ctx.on('dispose', () => { disposed = true; watch.stop(); });
+  ctx.on('dispose', () => { disposed = true; watch.stop(); void lease.stop(); });
 }
