@@ -194,6 +194,20 @@ build-installer: manifests envtest-assets ## Render config/default with the hack
 	"$(ENVTEST_DIR)/kubectl" kustomize config/default > dist/install.yaml
 	@echo "wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
 
+.PHONY: chart
+chart: build-installer ## Generate the Helm chart dist/chart from dist/install.yaml (hack/chart; commit it: test/chart checks it is fresh).
+	go run ./hack/chart
+
+.PHONY: helm
+helm: ## Build Helm v4 at the version go.mod requires into bin/helm-<version> (cached by version).
+	@hack/helm.sh >/dev/null
+
+.PHONY: helm-lint
+helm-lint: helm ## helm lint and helm template of dist/chart with each certificate source (test/chart checks the same with Helm's Go packages).
+	@set -e; helm=$$(hack/helm.sh); for src in cert-manager self-signed "secret --set certificates.caBundle=x"; do \
+		$$helm lint --strict dist/chart --set certificates.source=$$src; \
+		$$helm template planmode dist/chart -n planmode-system --set certificates.source=$$src >/dev/null; done
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $${IMG:-planmode-operator:dev} .
