@@ -208,6 +208,14 @@ helm-lint: helm ## helm lint and helm template of dist/chart with each certifica
 		$$helm lint --strict dist/chart --set certificates.source=$$src; \
 		$$helm template planmode dist/chart -n planmode-system --set certificates.source=$$src >/dev/null; done
 
+# make release VERSION=v0.3.0: the release's files in RELEASE_DIR (default bin/release/VERSION):
+# the manager image as an OCI archive, install.yaml and the Helm chart with that image pinned by
+# digest, kubectl-plan for linux/darwin amd64/arm64, the krew manifest, checksums (hack/release.sh).
+# IMAGE_REPOSITORY names the registry repository the image will be pushed to.
+.PHONY: release
+release: envtest-assets helm ## Write a versioned release into bin/release/VERSION (make release VERSION=vX.Y.Z; needs podman: make cluster-deps).
+	KUBECTL="$(ENVTEST_DIR)/kubectl" VERSION="$(VERSION)" hack/release.sh
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $${IMG:-planmode-operator:dev} .

@@ -30,6 +30,7 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
 	"github.com/harness-dev/planmode-operator/internal/version"
+	"github.com/harness-dev/planmode-operator/internal/webhookdrain"
 	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
@@ -53,6 +54,7 @@ type options struct {
 	logStoreTimeout         time.Duration
 	concurrency             int
 	shutdownTimeout         time.Duration
+	shutdownDrain           time.Duration
 	shardSelector           string // shard.go
 	pprofAddr               string
 	webhook                 webhooks.Options
@@ -87,6 +89,9 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
+	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 0,
+		"At SIGTERM, keep serving the webhooks this long, closing each connection after its response, before shutting down, "+
+			"so that a rolling upgrade refuses no write (the shipped Deployment sets 5s; keep it below terminationGracePeriodSeconds).")
 	bindShardFlags(fs, o)
 	o.webhook = webhooks.DefaultOptions()
 	o.webhook.BindFlags(fs)
@@ -127,7 +132,12 @@ func run() error {
 		return err
 	}
 
-	ctx := ctrl.SetupSignalHandler()
+	srv, err := webhooks.NewServer(o.webhook)
+	if err != nil {
+		return err
+	}
+	drained := webhookdrain.Wrap(srv)
+	ctx := drained.SignalContext(o.shutdownDrain)
 	if err := ensureSQLiteDir(storeURL, storeURL == defaultLogStore); err != nil {
 		return err
 	}
@@ -143,10 +153,6 @@ func run() error {
 		}
 	}()
 
-	srv, err := webhooks.NewServer(o.webhook)
-	if err != nil {
-		return err
-	}
 	mgr, err := ctrl.NewManager(faultinject.WrapConfig(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOptions(o),
@@ -156,7 +162,7 @@ func run() error {
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // the process exits right after Start returns
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		WebhookServer:                 srv,
+		WebhookServer:                 drained,
 		PprofBindAddress:              o.pprofAddr,
 		// managedFields stripped; with --shard-selector only that shard's sessions (shard.go).
 		Cache: cacheOptions(&o),

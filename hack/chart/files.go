@@ -28,7 +28,7 @@ image:
   # your cluster pulls from and name it here.
   repository: @REPOSITORY@
   # Defaults to the chart's appVersion.
-  tag: "@TAG@"
+  tag: ""
   # When set (sha256:...), the image is pinned by digest and the tag is ignored.
   digest: "@DIGEST@"
   pullPolicy: @PULLPOLICY@

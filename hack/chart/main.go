@@ -90,7 +90,6 @@ type defaults struct {
 	Replicas     int64
 	Resources    string
 	Repository   string
-	Tag          string
 	Digest       string
 	PullPolicy   string
 	SecretName   string
@@ -148,6 +147,7 @@ var knownArgs = map[string]string{
 	"--health-probe-bind-address":     "fixed", // the probes below name its port
 	"--metrics-bind-address":          "metrics",
 	"--metrics-secure":                "fixed",
+	"--shutdown-drain":                "fixed", // within the pod's terminationGracePeriodSeconds
 	"--webhook-cert-dir":              "fixed", // where the certificate volume is mounted
 	"--webhook-disable-cert-generate": "fixed",
 	"--webhook-require-agent-binding": "agentBinding",
@@ -347,13 +347,15 @@ var blocks = map[string]func(indent string) string{
 	"caBundle": func(in string) string {
 		return in + "{{- if $caBundle }}\n" + in + "caBundle: {{ $caBundle }}\n" + in + "{{- end }}"
 	},
-	"imagePullSecrets":  withBlock("imagePullSecrets"),
-	"nodeSelector":      withBlock("nodeSelector"),
-	"tolerations":       withBlock("tolerations"),
-	"affinity":          withBlock("affinity"),
-	"podLabels":         withMap("podLabels"),
-	"podAnnotations":    withMap("podAnnotations"),
-	"priorityClassName": func(in string) string { return in + "{{- with .Values.priorityClassName }}\n" + in + "priorityClassName: {{ . }}\n" + in + "{{- end }}" },
+	"imagePullSecrets": withBlock("imagePullSecrets"),
+	"nodeSelector":     withBlock("nodeSelector"),
+	"tolerations":      withBlock("tolerations"),
+	"affinity":         withBlock("affinity"),
+	"podLabels":        withMap("podLabels"),
+	"podAnnotations":   withMap("podAnnotations"),
+	"priorityClassName": func(in string) string {
+		return in + "{{- with .Values.priorityClassName }}\n" + in + "priorityClassName: {{ . }}\n" + in + "{{- end }}"
+	},
 }
 
 func withBlock(key string) func(string) string {
@@ -457,7 +459,7 @@ func (c *chart) template(name string, obj object, head, tail string) error {
 func (c *chart) meta() error {
 	o := c.opts
 	d := &c.defaults
-	d.Repository, d.Tag, d.Digest = c.image.repository, c.image.tag, o.imageDigest
+	d.Repository, d.Digest = c.image.repository, o.imageDigest
 	if o.imageRepository != "" {
 		d.Repository = o.imageRepository
 	}
@@ -565,7 +567,6 @@ func render(tmpl string, d *defaults) string {
 	r := strings.NewReplacer(
 		"@REPLICAS@", fmt.Sprint(d.Replicas),
 		"@REPOSITORY@", d.Repository,
-		"@TAG@", d.Tag,
 		"@DIGEST@", d.Digest,
 		"@PULLPOLICY@", d.PullPolicy,
 		"@SECRETNAME@", d.SecretName,
