@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -562,9 +561,9 @@ func setAnnotation(obj object, k, v string) {
 	ann[k] = v
 }
 
+// render fills values.yaml's @NAME@ placeholders with the install's defaults.
 func render(tmpl string, d *defaults) string {
-	var b bytes.Buffer
-	r := strings.NewReplacer(
+	return strings.NewReplacer(
 		"@REPLICAS@", fmt.Sprint(d.Replicas),
 		"@REPOSITORY@", d.Repository,
 		"@DIGEST@", d.Digest,
@@ -574,9 +573,7 @@ func render(tmpl string, d *defaults) string {
 		"@METRICSPORT@", fmt.Sprint(d.MetricsPort),
 		"@AGENTBINDING@", fmt.Sprint(d.AgentBinding),
 		"@RESOURCES@", indent(d.Resources, "  "),
-	)
-	b.WriteString(r.Replace(tmpl))
-	return b.String()
+	).Replace(tmpl)
 }
 
 func indent(s, in string) string {

@@ -54,7 +54,9 @@ func previousRelease(commit string) release {
 	dir := filepath.Join(workDir, "previous")
 	src := filepath.Join(dir, "src")
 	Expect(os.MkdirAll(src, 0o755)).To(Succeed())
-	run(root, nil, "bash", "-c", fmt.Sprintf("git archive --format=tar %s | tar -x -C %s", commit, src))
+	out, err := exec.CommandContext(ctx, "git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "commit %s, the release the upgrade starts from, is not in this clone (a shallow clone? git fetch --unshallow): %s", commit, out)
+	run(root, nil, "bash", "-c", fmt.Sprintf("set -o pipefail; git archive --format=tar %s | tar -x -C %s", commit, src))
 	version := "v0.0.0-" + commit[:12]
 	run(src, []string{"VERSION=" + version, "COMMIT=" + commit}, filepath.Join(src, "hack", "static-build.sh"), filepath.Join(dir, "manager"), "./cmd/manager")
 	ref := releaseRepository + ":" + version
