@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -215,6 +216,28 @@ func removeInstallation() {
 	_, _ = helm("uninstall", helmRelease, "-n", systemNS, "--wait", "--timeout", "2m")
 	_, _ = kube("delete", "-f", filepath.Join(root, "dist", "install.yaml"), "--ignore-not-found", "--wait=true", "--timeout=120s")
 	_, _ = kube("delete", "secret", "-n", systemNS, "webhook-server-cert", "planmode-log-store", "--ignore-not-found")
+	_, _ = kube("delete", "namespace", systemNS, "--ignore-not-found", "--wait=false")
+	// The next spec installs into the same namespaces: wait until they are gone, not just going.
+	for _, ns := range []string{agentNS, systemNS} {
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		}).WithTimeout(5*time.Minute).WithPolling(time.Second).Should(BeTrue(), func() string {
+			return fmt.Sprintf("namespace %s is still there: %s", ns, namespaceConditions(ns))
+		})
+	}
+}
+
+// namespaceConditions says why a namespace is not gone yet.
+func namespaceConditions(name string) string {
+	var ns corev1.Namespace
+	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, c := range ns.Status.Conditions {
+		fmt.Fprintf(&b, "%s=%s %s; ", c.Type, c.Status, c.Message)
+	}
+	return b.String()
 }
 
 // managerImages are the images of the manager pods that are not terminating.

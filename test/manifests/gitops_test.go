@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/webhooks"
 )
