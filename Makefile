@@ -39,6 +39,7 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook manifests with controller-gen.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crddescriptions config/crd/bases/*.yaml
 
 .PHONY: generate
 generate: ## Generate deepcopy code with controller-gen.

@@ -2,13 +2,15 @@
 //
 // A reconcile reads the session, its PlanModeConfig and the log tail, computes the new status in
 // named phases (phases.go lists them in order, one file per concern), and writes the status once
-// (status_writer.go). Conditions are set from typed failures (errors.go, conditions.go).
+// (status_patcher.go). A phase's typed failure (failures.go) becomes the conditions
+// (conditions.go); the Events a person needs are recorded in events.go.
 package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	"github.com/harness-dev/planmode-operator/internal/eventqueue"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -36,10 +37,10 @@ const (
 	configRefIndexKey      = ".spec.planMode.configRef.name"
 	defaultMaxStoreBackoff = 30 * time.Second
 	minStoreBackoff        = 250 * time.Millisecond
+	// staleRequeue is how soon a reconcile whose write was stale runs again, from the newer
+	// object.
+	staleRequeue = 5 * time.Millisecond
 )
-
-// DefaultEventMaxHold is cmd/manager's --event-max-hold (AgentSessionReconciler.EventMaxHold).
-const DefaultEventMaxHold = 30 * time.Second
 
 // AgentSessionReconciler projects each session's log into status.planMode, commits selections
 // between turns, and answers the agent's step-boundary reports (docs/protocol.md).
@@ -53,29 +54,24 @@ type AgentSessionReconciler struct {
 	// StoreChanged, when set, receives an event whenever the store's identity changed: every
 	// session is then reconciled, and one recorded against the old store stops.
 	StoreChanged <-chan ctrlevent.GenericEvent
-	// Recorder emits events.k8s.io Events; nil disables them.
+	// Recorder records the Events (events.go): the manager's GetEventRecorder. Nil records
+	// none; the manager's log still has a line for each.
 	Recorder recorder.EventRecorder
-	// EventMaxHold, when positive, holds Events while reconciles run (internal/eventqueue), for
-	// at most this long, so the acknowledgements agents wait for do not queue behind them.
-	EventMaxHold time.Duration
 	// Metrics is told about every status written (internal/metrics); nil disables it.
 	Metrics StatusObserver
-	// PendingPoll is kept for cmd/manager's --pending-poll and has no effect since protocol v2:
-	// a selection queued during a turn waits for a step boundary of a later turn instead of
-	// committing when the turn ends, so nothing polls for turn/end.
-	PendingPoll time.Duration
 	// MaxStoreBackoff caps the workqueue's per-session backoff after failed reconciles (a log
 	// store that is down). Zero: 30s.
 	MaxStoreBackoff time.Duration
 	// Now is the clock (tests may pin it). Nil: time.Now.
 	Now func() time.Time
 	// APIReader reads the AgentSession past the cache when the cache may lag the manager's own
-	// last write. SetupWithManager defaults it to the manager's API reader; nil trusts the cache
-	// (tests that drive compute alone).
+	// last write (status_patcher.go). SetupWithManager defaults it to the manager's API reader;
+	// nil trusts the cache (tests that drive compute alone).
 	APIReader client.Reader
 
-	sessions sessionMemory
-	inFlight atomic.Int64 // reconciles running now
+	statusOnce sync.Once
+	status     statusPatcher
+	claims     logClaims // phase_owner.go
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -84,19 +80,11 @@ type AgentSessionReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
-// SetupWithManager registers the reconciler, its watches and, with EventMaxHold, its Event
-// queue. A failed reconcile is retried with the workqueue's per-session exponential backoff,
+// SetupWithManager registers the reconciler and its watches. A failed reconcile is retried with the workqueue's per-session exponential backoff,
 // from minStoreBackoff up to MaxStoreBackoff.
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
-	}
-	if r.Recorder != nil && r.EventMaxHold > 0 {
-		q := eventqueue.New(r.Recorder, r.busy, r.EventMaxHold)
-		if err := mgr.Add(q); err != nil {
-			return fmt.Errorf("add the Event queue: %w", err)
-		}
-		r.Recorder = q
 	}
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
@@ -134,17 +122,16 @@ func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client
 // Reconcile reads the session, computes its status in phases (appending plan/mode only where
 // the protocol says so), writes the status once, and then emits the transition Events.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.inFlight.Add(1)
-	defer r.inFlight.Add(-1)
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.sessions.forget(req.NamespacedName)
+			r.patcher().forget(req.NamespacedName)
+			r.claims.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	if !s.DeletionTimestamp.IsZero() || r.settled(ctx, &s) {
+	if !s.DeletionTimestamp.IsZero() || r.upToDate(ctx, &s) {
 		return ctrl.Result{}, nil
 	}
 	sc, err := r.compute(ctx, &s)
@@ -153,18 +140,42 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	// Events go out after the status write: the acknowledgement the agent waits for must not
 	// queue behind them at the API server.
-	defer r.emitEvents(sc)
-	if res, err := r.writeStatus(ctx, sc); err != nil || !res.IsZero() {
+	defer r.recordEvents(sc)
+	if res, err := r.patchStatus(ctx, sc); err != nil || !res.IsZero() {
 		return res, err
 	}
-	if sc.failure != nil {
-		return ctrl.Result{}, terminal(sc.failure) // shown in the status now; retried with the workqueue's backoff
-	}
-	return sc.result, nil
+	return sc.outcome()
 }
 
-// busy reports whether a reconcile is running: the Event queue holds Events meanwhile.
-func (r *AgentSessionReconciler) busy() bool { return r.inFlight.Load() > 0 }
+// patcher is the reconciler's status patcher, made on first use (the reconciler's fields are
+// set by then).
+func (r *AgentSessionReconciler) patcher() *statusPatcher {
+	r.statusOnce.Do(func() { r.status.client, r.status.live = r.Client, r.APIReader })
+	return &r.status
+}
+
+// patchStatus writes the status a reconcile computed, once, or, when no write is due,
+// remembers a status it checked against the log. A stale write is computed again soon.
+func (r *AgentSessionReconciler) patchStatus(ctx context.Context, sc *sessionScope) (ctrl.Result, error) {
+	p, key := r.patcher(), client.ObjectKeyFromObject(sc.session)
+	if !sc.changed {
+		if sc.logChecked() {
+			p.checked(key, &sc.session.Status)
+		}
+		return ctrl.Result{}, nil
+	}
+	if err := p.patch(ctx, sc.session, sc.status); err != nil {
+		if errors.Is(err, errStaleStatus) {
+			logf.FromContext(ctx).V(1).Info("the status changed since it was read; computing again")
+			return ctrl.Result{RequeueAfter: staleRequeue}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("patch status of AgentSession %s: %w", key, err)
+	}
+	pm := sc.status.PlanMode
+	logf.FromContext(ctx).V(1).Info("status written", "active", pm.Active, "pending", pm.Pending, "nextSeq", pm.NextSeq)
+	r.observe(sc.session, sc.session.Status, sc.status)
+	return ctrl.Result{}, nil
+}
 
 func (r *AgentSessionReconciler) maxBackoff() time.Duration {
 	if r.MaxStoreBackoff > 0 {

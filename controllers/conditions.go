@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -10,65 +11,104 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
-// setConditions sets Ready (with the API's reasons) and the kstatus pair: Stalled while a
-// human or the log store must act, Reconciling while a selection waits for a step boundary.
-// Each condition carries the generation it was decided for.
-func (sc *sessionScope) setConditions(status *agentsv1alpha1.AgentSessionStatus, failure error) {
+// Where a failure becomes a condition: the phases' failures (failures.go) are mapped here, at
+// the end of the reconcile, to Ready (with the API's reasons) and the kstatus pair: Stalled
+// while a person or the log store must act, Reconciling while a selection waits for a step
+// boundary. Each condition carries the generation it was decided for.
+
+// setConditions sets the conditions for the failures the phases reported, in their order (the
+// one that ended the phases, if any, last), and returns the failure Ready shows, nil for none.
+func (sc *sessionScope) setConditions(status *agentsv1alpha1.AgentSessionStatus, failures []*failure) *failure {
 	gen := sc.session.Generation
 	set := func(typ string, cs metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: typ, Status: cs, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
-	reason, msg, stalled := sc.readiness(status.PlanMode, failure)
-	if stalled || reason == agentsv1alpha1.ReasonSelectionPending {
+	shown := stallingFailure(status.PlanMode, failures)
+	reason, msg := sc.readiness(status.PlanMode, failures, shown)
+	switch {
+	case shown != nil:
 		set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	} else {
+		set(agentsv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	case reason == agentsv1alpha1.ReasonSelectionPending:
+		set(agentsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	default:
 		set(agentsv1alpha1.ConditionReady, metav1.ConditionTrue, reason, msg)
 	}
-	if stalled {
-		set(agentsv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	} else {
+	if shown == nil {
 		meta.RemoveStatusCondition(&status.Conditions, agentsv1alpha1.ConditionStalled)
 	}
-	if reason == agentsv1alpha1.ReasonSelectionPending {
+	if shown == nil && reason == agentsv1alpha1.ReasonSelectionPending {
 		set(agentsv1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
 	} else {
 		meta.RemoveStatusCondition(&status.Conditions, agentsv1alpha1.ConditionReconciling)
 	}
+	return shown
 }
 
-// readiness decides the Ready reason and message, and whether the session is stalled. Stalled
-// means a human must act: a failure of this reconcile, a spec.fork the log cannot honour, plan
-// mode with no PlanModeConfig to render (entering it is held, or it is committed and its steps
-// get no fresh guidance), or an invalid report from a turn that is still open. A report from a
-// turn that has ended needs no one, and neither does a missing config of a session that is
-// not in plan mode and not entering it.
-func (sc *sessionScope) readiness(pm agentsv1alpha1.PlanModeStatus, failure error) (reason, msg string, stalled bool) {
-	lb := pm.LastBoundary
-	failedFor := func(r string) bool { return lb != nil && lb.Result == agentsv1alpha1.BoundaryFailed && lb.Reason == r }
+// stallingFailure is the failure the session stalls on: the one that ended the phases, else
+// the first the others reported, skipping one that stalls only in plan mode when the session
+// is neither in plan mode nor entering it.
+func stallingFailure(pm agentsv1alpha1.PlanModeStatus, failures []*failure) *failure {
+	if n := len(failures); n > 0 && !failures[n-1].goOn {
+		return failures[n-1]
+	}
 	entering := pm.Pending && pm.PendingActive != nil && *pm.PendingActive
+	for _, f := range failures {
+		if !f.inPlanMode || entering || pm.Active {
+			return f
+		}
+	}
+	return nil
+}
+
+// readiness is Ready's reason and message: the stalling failure's, else the selection's.
+func (sc *sessionScope) readiness(pm agentsv1alpha1.PlanModeStatus, failures []*failure, shown *failure) (reason, msg string) {
 	switch {
-	case failure != nil:
-		return reportedFailure(failure), failure.Error(), true
-	case sc.forkRefused != nil:
-		return agentsv1alpha1.ReasonForkRefused, sc.forkRefused.Error(), true
-	case sc.configMissing != nil && (entering || pm.Active):
-		return agentsv1alpha1.ReasonConfigMissing, sc.configMissing.Error(), true
-	case failedFor(agentsv1alpha1.ReasonInvalidBoundary) && sc.liveTurn(lb.Turn):
-		return agentsv1alpha1.ReasonInvalidBoundary, lb.Message, true
-	case failedFor(agentsv1alpha1.ReasonLogStoreError) && pm.Pending:
-		return agentsv1alpha1.ReasonLogStoreError, lb.Message, true
+	case shown != nil:
+		return shown.reason, shown.Error()
 	case pm.Pending && pm.QueuedInTurn != 0 && !pm.TurnOpen:
 		return agentsv1alpha1.ReasonSelectionPending,
-			fmt.Sprintf("plan mode %s was selected during turn %d and waits for a step boundary of the agent's next turn", planmode.OnOff(*pm.PendingActive), pm.QueuedInTurn), false
+			fmt.Sprintf("plan mode %s was selected during turn %d and waits for a step boundary of the agent's next turn", planmode.OnOff(*pm.PendingActive), pm.QueuedInTurn)
 	case pm.Pending:
 		return agentsv1alpha1.ReasonSelectionPending,
-			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", planmode.OnOff(*pm.PendingActive)), false
+			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", planmode.OnOff(*pm.PendingActive))
 	}
 	msg = fmt.Sprintf("plan mode %s is committed in the session log", planmode.OnOff(pm.Active))
-	if sc.configMissing != nil {
-		msg += "; " + sc.configMissing.Error()
+	for _, f := range failures {
+		msg += "; " + f.Error() // a failure that does not stall a session out of plan mode
 	}
-	return agentsv1alpha1.ReasonInSync, msg, false
+	return agentsv1alpha1.ReasonInSync, msg
+}
+
+// warnOnce records the Warning Event of the failure Ready shows, when the stored Ready does not
+// show its reason yet: once per failure, not once per reconcile.
+func (sc *sessionScope) warnOnce(shown *failure) {
+	if shown == nil {
+		return
+	}
+	if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c != nil && c.Reason == shown.reason {
+		return
+	}
+	sc.emit(corev1.EventTypeWarning, shown.reason, shown.action, shown.Error())
+}
+
+// answerWaitingBoundary answers Failed, with the failure's reason, the boundary the agent waits
+// at when a failure ended the phases before it was answered.
+func (sc *sessionScope) answerWaitingBoundary(stop *failure) {
+	b := unanswered(sc.session)
+	if stop == nil || !stop.answer || b == nil || answered(sc.planMode.LastBoundary, b) {
+		return
+	}
+	active, next := sc.stored.Active, sc.stored.NextSeq
+	if sc.logRead {
+		active, next = sc.tail.Active, sc.tail.NextSeq
+	}
+	ack := sc.ack(b, agentsv1alpha1.BoundaryFailed, active, next)
+	ack.Reason, ack.Message = stop.reason, stop.Error()
+	if stop.reason == agentsv1alpha1.ReasonLogStoreError {
+		ack.Message = storeFailureMsgPrefix + stop.Error() + storeFailureMsgSuffix
+	}
+	sc.planMode.LastBoundary = ack
 }
 
 // liveTurn: a report naming turn was made while the log's turn is still open (one naming an

@@ -1,37 +1,44 @@
 package controllers
 
 import (
-	"fmt"
-
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
 
-// Event reasons (events.k8s.io).
+// The reconciler's Events: what a person needs to know about a session, each also written to
+// the manager's log as an info line (so it shows with --events off too). They are handed to the
+// events.k8s.io recorder (AgentSessionReconciler.Recorder: cmd/manager's internal/eventsink)
+// after the reconcile's status write: a committed transition, a plan review opened, decided,
+// expired or refused, and a failure that needs a person (a Warning with Ready's reason,
+// recorded once when Ready first shows it: warnOnce in conditions.go). No Event is recorded
+// for a selection queued or cancelled, a step boundary answered, or any other step the status
+// already shows.
 const (
-	EventReasonCommitted      = "Committed"
-	EventReasonQueued         = "Queued"
-	EventReasonCancelled      = "Cancelled"
-	EventReasonAppendFailed   = "AppendFailed"
-	EventReasonInvalidBound   = "InvalidBoundaryReport"
-	EventReasonStoreError     = "LogStoreUnavailable"
-	EventReasonForkSeeded     = "ForkSeeded"
-	EventReasonForkRefused    = "ForkRefused"
-	EventReasonConfigMissing  = "ConfigMissing"
-	EventReasonReviewOpened   = "ReviewOpened"
-	EventReasonReviewDecided  = "ReviewDecided"
-	EventReasonReviewExpired  = "ReviewExpired"
-	EventReasonReviewRejected = "ReviewRejected"
+	EventReasonCommitted             = "Committed"
+	EventReasonReviewOpened          = "ReviewOpened"
+	EventReasonReviewDecided         = "ReviewDecided"
+	EventReasonReviewExpired         = "ReviewExpired"
+	EventReasonReviewRejected        = "ReviewRejected"
+	EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
 )
 
-// agentSessionKind names the kind in the references the series Events carry.
-const agentSessionKind = "AgentSession"
+// The kind the series Events' references name, and the actions of a transition.
+const (
+	agentSessionKind = "AgentSession"
+	eventActionEnter = "EnterPlanMode"
+	eventActionLeave = "LeavePlanMode"
+)
 
+// event is one Event a reconcile records.
 type event struct {
 	typ, reason, action, note string
-	// series: repeats aggregate into one Event (see emitEvents).
+	// series: repeats of the same (reason, action) about the session join one events.k8s.io
+	// series (a count on one Event) instead of costing a write each.
 	series bool
 }
 
@@ -43,57 +50,45 @@ func (sc *sessionScope) emitSeries(typ, reason, action, note string) {
 	sc.events = append(sc.events, event{typ: typ, reason: reason, action: action, note: note, series: true})
 }
 
-// emitEvents hands the reconcile's Events to the recorder, after the status write.
-func (r *AgentSessionReconciler) emitEvents(sc *sessionScope) {
+// eventLog is the manager's log of the Events.
+var eventLog = ctrl.Log.WithName("agentsession")
+
+// recordEvents logs the reconcile's Events and hands them to the recorder, after the status
+// write: the acknowledgement an agent waits for does not queue behind them.
+func (r *AgentSessionReconciler) recordEvents(sc *sessionScope) {
 	for _, e := range sc.events {
 		logEvent(eventLog, sc.session, e)
-		r.event(sc.session, e)
+		if r.Recorder == nil {
+			continue
+		}
+		var regarding runtime.Object = sc.session
+		if e.series {
+			// Without its resourceVersion, so that repeats are the same Event to the recorder.
+			s := sc.session
+			regarding = &corev1.ObjectReference{APIVersion: agentsv1alpha1.GroupVersion.String(),
+				Kind: agentSessionKind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}
+		}
+		r.Recorder.Eventf(regarding, nil, e.typ, e.reason, e.action, "%s", e.note)
 	}
 }
 
-func (r *AgentSessionReconciler) event(s *agentsv1alpha1.AgentSession, e event) {
-	if r.Recorder == nil {
-		return
-	}
-	var regarding runtime.Object = s
-	if e.series {
-		// The frequent plan-mode transitions name the session without its resourceVersion, so
-		// repeats of one (reason, action) join an events.k8s.io series (a count on one Event,
-		// rewritten every few minutes at most) instead of costing an API write per toggle.
-		// A reference, not an AgentSession: recorders keep it as it is, and in a storm many
-		// wait in internal/eventqueue.
-		regarding = &corev1.ObjectReference{APIVersion: agentsv1alpha1.GroupVersion.String(),
-			Kind: agentSessionKind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}
-	}
-	r.Recorder.Eventf(regarding, nil, e.typ, e.reason, e.action, "%s", e.note)
+// logEvent writes an Event's line: at the default level, naming the session.
+func logEvent(log logr.Logger, s *agentsv1alpha1.AgentSession, e event) {
+	log.Info(e.note, "agentSession", klog.KObj(s), "reason", e.reason, "action", e.action, "type", e.typ)
 }
 
-// transitionAction names the direction of a plan-mode transition event.
+// transitionAction names the direction of a plan-mode transition.
 func transitionAction(active bool) string {
 	if active {
-		return "EnterPlanMode"
+		return eventActionEnter
 	}
-	return "LeavePlanMode"
+	return eventActionLeave
 }
 
-// The transition Events' notes, made once: the Event writer keeps each Event's note until its
-// series ends, minutes after a storm, so a copy per Event would add up.
-var (
-	queuedNote    = newNotes("plan mode %s queued: applies at the agent's next step boundary")
-	cancelledNote = newNotes("pending selection cancelled: the log already has plan mode %s")
-	committedNote = newNotes("plan mode %s committed to the session log")
-)
-
-// notes holds a note for plan mode off and for on.
-type notes [2]string
-
-func newNotes(format string) notes {
-	return notes{fmt.Sprintf(format, "off"), fmt.Sprintf(format, "on")}
-}
-
-func (n notes) of(active bool) string {
+// committedNote is the note of a Committed Event.
+func committedNote(active bool) string {
 	if active {
-		return n[1]
+		return "plan mode on committed to the session log"
 	}
-	return n[0]
+	return "plan mode off committed to the session log"
 }

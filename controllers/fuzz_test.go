@@ -31,6 +31,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -43,16 +44,16 @@ type fzEnv struct {
 
 var fzSeq atomic.Int64
 
-func newFzEnv(f *testing.F) *fzEnv {
-	f.Helper()
-	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(f.TempDir(), "fz.db"))
+func newFzEnv(tb testing.TB) *fzEnv {
+	tb.Helper()
+	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "fz.db"))
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.Cleanup(func() { _ = store.Close() })
+	tb.Cleanup(func() { _ = store.Close() })
 	sch := runtime.NewScheme()
 	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg := &agentsv1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "fz", Name: agentsv1alpha1.DefaultPlanModeConfigName, Generation: 1},
@@ -148,7 +149,7 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 	t.Helper()
 	id := fmt.Sprintf("fz-%d", fzSeq.Add(1))
 	evs := fzLog(ops)
-	if _, err := e.store.Seed(context.Background(), sessionlog.SessionInfo{ID: id, CreatedAt: 1}, evs); err != nil {
+	if _, err := e.store.Seed(context.Background(), sessionlog.SessionInfo{ID: id, CreatedAt: 1}, evs, sessionlog.Owner{}); err != nil {
 		t.Fatalf("seed a generated log: %v", err)
 	}
 	tail, err := e.store.Tail(context.Background(), id)
@@ -160,7 +161,7 @@ func (e *fzEnv) fzSeed(t *testing.T, ops []byte, ns string) (*agentsv1alpha1.Age
 		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: id},
 	}
 	a := tail.Active
-	s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{Active: tail.Active, Selection: &a, NextSeq: tail.NextSeq, TurnOpen: tail.TurnOpen, ToldActive: tail.Told}
+	s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{Active: tail.Active, Selection: &a, NextSeq: tail.NextSeq, TurnOpen: tail.TurnOpen, ToldActive: tail.LastShown}
 	return s, evs
 }
 
@@ -257,16 +258,18 @@ func FuzzBoundaryReport(f *testing.F) {
 					t.Fatalf("a refused report led to an append inside the turn")
 				}
 				live := tail.TurnOpen && bt == tail.Turn
-				if ready := findCond(out.status.Conditions, agentsv1alpha1.ConditionReady); live && (ready == nil ||
+				ready := findCond(out.status.Conditions, agentsv1alpha1.ConditionReady)
+				if live && (ready == nil ||
 					(ready.Reason != agentsv1alpha1.ReasonInvalidBoundary && ready.Reason != agentsv1alpha1.ReasonConfigMissing)) {
 					t.Fatalf("a refused report from a live turn without an InvalidBoundaryReport condition: %+v", ready)
 				}
 				warned := false
 				for _, ev := range out.events {
-					warned = warned || (ev.typ == "Warning" && ev.reason == EventReasonInvalidBound)
+					warned = warned || (ev.typ == "Warning" && ev.reason == agentsv1alpha1.ReasonInvalidBoundary)
 				}
-				if !warned {
-					t.Fatalf("a refused report without a Warning Event: %+v", out.events)
+				// The Warning goes with the condition: once, when Ready first shows the refusal.
+				if shown := ready != nil && ready.Reason == agentsv1alpha1.ReasonInvalidBoundary; shown != warned {
+					t.Fatalf("Ready %+v shows the refusal: %v; a Warning Event: %v (%+v)", ready, shown, warned, out.events)
 				}
 			} else {
 				t.Fatalf("Failed for another reason on a healthy store: %s", ack.Message)
@@ -297,7 +300,7 @@ func FuzzBoundaryReport(f *testing.F) {
 				t.Fatalf("a dismissed report stalls the session: %+v", st)
 			}
 			for _, ev := range out.events {
-				if ev.reason == EventReasonInvalidBound {
+				if ev.reason == agentsv1alpha1.ReasonInvalidBoundary {
 					t.Fatalf("a dismissed report with a Warning Event: %+v", ev)
 				}
 			}
@@ -344,7 +347,7 @@ func FuzzReviewDecision(f *testing.F) {
 			agentsv1alpha1.ReviewKeptPlanning, agentsv1alpha1.ReviewDismissed, agentsv1alpha1.ReviewExpired, agentsv1alpha1.ReviewRejected}
 		prev := phases[int(prevPhase)%len(phases)]
 		if prev != "" {
-			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier"}
+			s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: reqID, Phase: prev, Message: "earlier", PlanSHA256: planmode.PlanSHA256(s.Status.Agent.Review.Plan)}
 		}
 		if hasDecision {
 			s.Spec.Review = &agentsv1alpha1.ReviewDecision{ReviewID: decID, Decision: agentsv1alpha1.ReviewDecisionType(decision), Feedback: feedback}

@@ -18,24 +18,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 const (
 	timeout  = 20 * time.Second
 	interval = 25 * time.Millisecond
-	// quiet is how long Consistently watches for writes that must not happen. The manager's
-	// pending poll in these tests is 100ms, so several polls run within it.
+	// quiet is how long Consistently watches for writes that must not happen.
 	quiet       = 1500 * time.Millisecond
 	testSection = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
 	agentOwner  = "planmode-agent"
@@ -155,15 +151,12 @@ func (s countingStatus) Update(ctx context.Context, o client.Object, opts ...cli
 
 // testManager is one running manager with the real reconciler, scoped to one namespace.
 type testManager struct {
-	mgr          ctrl.Manager
+	mgr          *framework.Manager
 	r            *AgentSessionReconciler
 	store        *faultStore
 	statusWrites atomic.Int64
 	otherWrites  atomic.Int64
 	failStatus   atomic.Int64
-	cancel       context.CancelFunc
-	done         chan error
-	stopped      bool
 }
 
 type managerOptions struct {
@@ -172,69 +165,43 @@ type managerOptions struct {
 }
 
 func startManager(ns string, store sessionlog.Store, o managerOptions) *testManager {
-	tm := &testManager{store: &faultStore{Store: store}, done: make(chan error, 1)}
-	opts := ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		NewClient: func(c *rest.Config, opts client.Options) (client.Client, error) {
-			cl, err := client.New(c, opts)
-			if err != nil {
-				return nil, err
+	tm := &testManager{store: &faultStore{Store: store}}
+	mgr, err := framework.StartManager(suiteCtx, cfg, framework.ManagerOptions{
+		Scheme:           scheme,
+		Namespace:        ns,
+		LeaderElectionID: o.leaderElectionID,
+		Tune: func(opts *ctrl.Options) {
+			opts.NewClient = func(c *rest.Config, opts client.Options) (client.Client, error) {
+				cl, err := client.New(c, opts)
+				if err != nil {
+					return nil, err
+				}
+				return countingClient{Client: cl, statusWrites: &tm.statusWrites, otherWrites: &tm.otherWrites, failStatus: &tm.failStatus}, nil
 			}
-			return countingClient{Client: cl, statusWrites: &tm.statusWrites, otherWrites: &tm.otherWrites, failStatus: &tm.failStatus}, nil
 		},
-	}
-	if o.leaderElectionID != "" {
-		opts.LeaderElection = true
-		opts.LeaderElectionID = o.leaderElectionID
-		opts.LeaderElectionNamespace = ns
-		opts.LeaderElectionReleaseOnCancel = true
-		opts.LeaseDuration = ptr.To(3 * time.Second)
-		opts.RenewDeadline = ptr.To(2 * time.Second)
-		opts.RetryPeriod = ptr.To(200 * time.Millisecond)
-	}
-	mgr, err := ctrl.NewManager(cfg, opts)
+		Setup: func(mgr ctrl.Manager) error {
+			tm.r = &AgentSessionReconciler{
+				Client:          mgr.GetClient(),
+				Store:           tm.store,
+				Recorder:        mgr.GetEventRecorder(FieldManager),
+				MaxStoreBackoff: 500 * time.Millisecond,
+				StoreID:         o.storeID,
+			}
+			return tm.r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})
+		},
+	})
 	Expect(err).NotTo(HaveOccurred())
 	tm.mgr = mgr
-	tm.r = &AgentSessionReconciler{
-		Client:          mgr.GetClient(),
-		Store:           tm.store,
-		Recorder:        mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll:     100 * time.Millisecond,
-		MaxStoreBackoff: 500 * time.Millisecond,
-		StoreID:         o.storeID,
-	}
-	Expect(tm.r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
-	ctx, cancel := context.WithCancel(suiteCtx)
-	tm.cancel = cancel
-	go func() {
-		defer GinkgoRecover()
-		tm.done <- mgr.Start(ctx)
-	}()
 	DeferCleanup(tm.stop)
 	return tm
 }
 
 func (tm *testManager) stop() {
-	if tm.stopped {
-		return
-	}
-	tm.stopped = true
-	tm.cancel()
-	Eventually(tm.done, timeout).Should(Receive(BeNil()))
+	GinkgoHelper()
+	Expect(tm.mgr.Stop()).To(Succeed())
 }
 
-func (tm *testManager) elected() bool {
-	select {
-	case <-tm.mgr.Elected():
-		return true
-	default:
-		return false
-	}
-}
+func (tm *testManager) elected() bool { return tm.mgr.Elected() }
 
 // newNamespace creates a namespace with the default PlanModeConfig.
 func newNamespace(withConfig bool) string {
@@ -421,7 +388,7 @@ func (a *agent) boundary(turn, step int64) stepResult {
 	}
 	a.append(evs...)
 	reason := harness.HeaderReasonChange
-	if told := t.Told; told == nil {
+	if told := t.LastShown; told == nil {
 		reason = harness.HeaderReasonInitial
 	}
 	a.header(res.committed, reason)
@@ -440,9 +407,9 @@ func setActive(key types.NamespacedName, v *bool) {
 	Expect(k8sClient.Patch(suiteCtx, as, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
-// settled waits until the manager has acted on the current generation and the status says
+// awaitStatus waits until the manager has acted on the current generation and the status says
 // active/pending as given.
-func (a *agent) settled(active, pending bool) *agentsv1alpha1.AgentSession {
+func (a *agent) awaitStatus(active, pending bool) *agentsv1alpha1.AgentSession {
 	GinkgoHelper()
 	var as *agentsv1alpha1.AgentSession
 	Eventually(func(g Gomega) {
@@ -508,4 +475,18 @@ func stableWrites(c *atomic.Int64) int64 {
 		return same
 	}, timeout, 300*time.Millisecond).Should(BeTrue())
 	return last
+}
+
+// pendingInTurn creates a session that ran step 1 of turn 1 and has plan mode on selected since,
+// pending for the agent's next step boundary.
+func pendingInTurn(ns, name string, store sessionlog.Store) *agent {
+	GinkgoHelper()
+	a := newSession(ns, name, nil, nil, store)
+	a.awaitStatus(false, false)
+	a.startTurn(1)
+	a.boundary(1, 1)
+	a.endStep(1, 1)
+	setActive(a.key, T)
+	a.awaitStatus(false, true)
+	return a
 }

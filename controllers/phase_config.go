@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,13 +23,8 @@ func (sc *sessionScope) readConfig(ctx context.Context) (ctrl.Result, error) {
 	err := sc.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cfg)
 	switch {
 	case apierrors.IsNotFound(err):
-		sc.configMissing = &ConfigMissingError{Namespace: ns, Name: name}
-		if sc.stored.Config != nil || sc.session.Status.ObservedGeneration == 0 {
-			// Once when the config goes away (or is missing from the start), not per reconcile.
-			sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, "ReadConfig", sc.configMissing.Error())
-		}
 		sc.planMode.Config = nil
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, configMissing(ns, name)
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("get PlanModeConfig %s/%s: %w", ns, name, err)
 	}

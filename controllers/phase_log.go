@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -15,20 +13,17 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// readLog reads the log's tail. When the log cannot be read at all, a waiting boundary is
-// answered Failed at once, so the agent fails its proposal instead of waiting out its timeout.
+// readLog reads the log's tail and checks that it is the log the status was recorded against
+// (phase_store.go). When the log cannot be read at all, a waiting boundary is answered Failed at
+// once (failures.go), so the agent goes on instead of waiting out its bound.
 func (sc *sessionScope) readLog(ctx context.Context) (ctrl.Result, error) {
 	sid := sc.session.Spec.SessionID
 	t, err := sc.r.Store.Tail(ctx, sid)
 	if err != nil {
-		failure := storeErrorf("read the log tail of session %q: %w", sid, err)
-		if c := meta.FindStatusCondition(sc.session.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonLogStoreError {
-			sc.emit(corev1.EventTypeWarning, EventReasonStoreError, "ReadLog", failure.Error())
-		}
-		if b := unanswered(sc.session); b != nil {
-			sc.planMode.LastBoundary = sc.failedAck(b, sc.stored.Active, sc.stored.NextSeq, failure)
-		}
-		return ctrl.Result{}, failure
+		return ctrl.Result{}, storeFailure("ReadLog", "read the log tail of session %q: %w", sid, err)
+	}
+	if err := sc.checkLogStore(t); err != nil {
+		return ctrl.Result{}, err
 	}
 	sc.tail = t
 	sc.logRead = true
@@ -50,7 +45,7 @@ func (sc *sessionScope) recoverUnrecorded(context.Context) (ctrl.Result, error) 
 	if sc.stored.PendingSource == agentsv1alpha1.PendingSourceExit && sc.stored.PendingActive != nil && *sc.stored.PendingActive == t.Active {
 		return ctrl.Result{}, nil // an approved exit is never narrated
 	}
-	if n := planmode.Narration(t.Told, t.Active); n != "" {
+	if n := planmode.Narration(t.LastShown, t.Active); n != "" {
 		sc.planMode.Notice = &agentsv1alpha1.OwedNotice{Seq: t.LastPlanModeSeq, Text: n}
 	}
 	return ctrl.Result{}, nil
@@ -66,7 +61,7 @@ func (sc *sessionScope) project() {
 	pm.Active = t.Active
 	pm.NextSeq = t.NextSeq
 	pm.TurnOpen = t.TurnOpen
-	pm.ToldActive = t.Told
+	pm.ToldActive = t.LastShown
 	pm.Pending = pm.PendingActive != nil && *pm.PendingActive != t.Active
 	if pm.Notice != nil && pm.Notice.Seq < t.LastStepStartSeq {
 		pm.Notice = nil // delivered: a step started after it
@@ -76,7 +71,7 @@ func (sc *sessionScope) project() {
 // appendPlanMode appends plan/mode{active} at seq with compare-and-swap. Losing the race for
 // the seq restarts the phases on a fresh tail; any other failure is a *StoreError.
 func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bool) error {
-	if err := sc.ensureNewestSession(ctx); err != nil {
+	if err := sc.decideOnNewest(ctx); err != nil {
 		return err
 	}
 	sid := sc.session.Spec.SessionID
@@ -85,31 +80,25 @@ func (sc *sessionScope) appendPlanMode(ctx context.Context, seq int64, active bo
 		if sessionlog.IsConflict(err) {
 			return &recomputeError{reason: fmt.Sprintf("seq %d was taken", seq)}
 		}
-		failure := storeErrorf("append plan/mode {active: %v} at seq %d to session %q: %w", active, seq, sid, err)
-		sc.emit(corev1.EventTypeWarning, EventReasonAppendFailed, "Append", failure.Error())
-		return failure
+		return storeFailure("Append", "append plan/mode {active: %v} at seq %d to session %q: %w", active, seq, sid, err)
 	}
 	sc.tail = t
-	sc.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), committedNote.of(active))
+	sc.emitSeries(corev1.EventTypeNormal, EventReasonCommitted, transitionAction(active), committedNote(active))
 	return nil
 }
 
-// ensureNewestSession makes sure an append is decided on the newest session. The cache can
-// lag the manager's own last status write (a pending selection already settled, or one
-// already taken on); appending on such a read would log a state the user no longer wants.
-// Unless the reconcile already knows its session is the newest (newestKnown), one live read
-// decides, and a newer session restarts the phases from it.
-func (sc *sessionScope) ensureNewestSession(ctx context.Context) error {
-	if sc.r.APIReader == nil || sc.sessionIsNewest {
+// decideOnNewest makes sure an append is decided on the API server's newest session, unless
+// the reconcile already knows it is (status_patcher.go): a newer one restarts the phases from it.
+func (sc *sessionScope) decideOnNewest(ctx context.Context) error {
+	if sc.sessionIsNewest {
 		return nil
 	}
-	key := client.ObjectKeyFromObject(sc.session)
-	var live agentsv1alpha1.AgentSession
-	if err := sc.r.APIReader.Get(ctx, key, &live); err != nil {
-		return fmt.Errorf("read AgentSession %s before appending: %w", key, err)
+	newer, err := sc.r.patcher().newer(ctx, sc.session)
+	if err != nil {
+		return err
 	}
-	if live.ResourceVersion != sc.session.ResourceVersion {
-		return &recomputeError{from: &live, reason: "the cached session is older than the API server's"}
+	if newer != nil {
+		return &recomputeError{from: newer, reason: "the cached session is older than the API server's"}
 	}
 	sc.sessionIsNewest = true
 	return nil

@@ -60,10 +60,10 @@ func (sc *sessionScope) approvalExits() bool {
 		return false
 	}
 	if rs := sc.session.Status.Review; rs != nil && rs.ID == req.ID {
-		return rs.Phase == agentsv1alpha1.ReviewPending && sc.refuseDecision(rs.PlanSHA256, req, d) == ""
+		return rs.Phase == agentsv1alpha1.ReviewPending && sc.refuseDecision(rs.PlanSHA256, req, d) == nil
 	}
 	// openReview admits the plan only in committed plan mode, for a turn of this session's log.
-	return sc.tail.Active && sc.reviewNotOfThisSession(req) == "" && sc.refuseDecision("", req, d) == ""
+	return sc.tail.Active && sc.reviewNotOfThisSession(req) == nil && sc.refuseDecision(planmode.PlanSHA256(req.Plan), req, d) == nil
 }
 
 func agentReview(s *agentsv1alpha1.AgentSession) *agentsv1alpha1.PlanReviewRequest {
@@ -90,9 +90,9 @@ func (sc *sessionScope) openReview(status *agentsv1alpha1.AgentSessionStatus, re
 			fmt.Sprintf("plan review %s refused: plan mode is not committed in the session log", req.ID))
 		return false
 	}
-	if why := sc.reviewNotOfThisSession(req); why != "" { // review_binding.go
-		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: why, DecidedAt: &now}
-		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review", fmt.Sprintf("plan review %s refused: %s", req.ID, why))
+	if refusal := sc.reviewNotOfThisSession(req); refusal != nil { // review_binding.go
+		status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewRejected, Message: refusal.Error(), DecidedAt: &now}
+		sc.emit(corev1.EventTypeWarning, EventReasonReviewRejected, "Review", fmt.Sprintf("plan review %s refused: %s", req.ID, refusal))
 		return false
 	}
 	status.Review = &agentsv1alpha1.ReviewStatus{ID: req.ID, Phase: agentsv1alpha1.ReviewPending, PlanSHA256: planmode.PlanSHA256(req.Plan)}
@@ -110,11 +110,8 @@ func (sc *sessionScope) decideReview(status *agentsv1alpha1.AgentSessionStatus, 
 		return false // no decision, or one for another (older) plan: never applies to this one
 	}
 	rs := status.Review
-	if rs.PlanSHA256 == "" {
-		rs.PlanSHA256 = planmode.PlanSHA256(req.Plan) // a review opened before digests were recorded
-	}
-	if why := sc.refuseDecision(rs.PlanSHA256, req, d); why != "" { // review_binding.go
-		sc.emitDecisionRefused(why)
+	if refusal := sc.refuseDecision(rs.PlanSHA256, req, d); refusal != nil { // review_binding.go
+		sc.emitDecisionRefused(refusal)
 		return false
 	}
 	switch {

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -23,10 +22,10 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, nil // the review records it as the approved exit: silent, at the next boundary
 	}
 	d := planmode.Set(sc.state(), sel)
-	if d.Append != nil && *d.Append && sc.holdsEntry() {
-		// Between turns with no guidance to render: the entry waits for the config, and says so.
+	if d.Append != nil && *d.Append && sc.entryWaitsForConfig() {
+		// Between turns with no guidance to render: the entry waits for the config (Ready says
+		// so: ConfigMissing).
 		sc.setPending(&planmode.Pending{Active: true, Narrate: true})
-		sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
 		return ctrl.Result{}, nil
 	}
 	switch d.Outcome {
@@ -34,27 +33,21 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, nil
 	case planmode.Queued:
 		sc.setPending(d.Pending)
-		if sel && sc.holdsEntry() {
-			sc.emit(corev1.EventTypeWarning, EventReasonConfigMissing, transitionAction(sel), sc.configMissing.Error())
-			return ctrl.Result{}, nil
-		}
-		sc.emitSeries(corev1.EventTypeNormal, EventReasonQueued, transitionAction(sel), queuedNote.of(sel))
 		return ctrl.Result{}, nil
 	case planmode.Cancelled:
 		sc.setPending(d.Pending)
-		sc.emitSeries(corev1.EventTypeNormal, EventReasonCancelled, transitionAction(sel), cancelledNote.of(sel))
 		return ctrl.Result{}, nil
 	}
 	// Committed: between turns, append at once.
 	if err := sc.appendPlanMode(ctx, sc.tail.NextSeq, sel); err != nil {
-		if reportedFailure(err) != "" {
+		if asFailure(err) != nil {
 			// Keep the durable selection pending so the between-turns flush retries it.
 			sc.setPending(&planmode.Pending{Active: sel, Narrate: true})
 		}
 		return ctrl.Result{}, err
 	}
 	sc.setPending(nil)
-	sc.owe(d.Notice)
+	sc.setOwedNotice(d.Notice)
 	return ctrl.Result{}, nil
 }
 
@@ -72,7 +65,7 @@ func (sc *sessionScope) reassertSelection(ctx context.Context) (ctrl.Result, err
 	if sc.planMode.Selection == nil || *sc.planMode.Selection != *x {
 		return ctrl.Result{}, nil // not taken on yet: applySelection decides it
 	}
-	if !*x || !sc.holdsEntry() {
+	if !*x || !sc.entryWaitsForConfig() {
 		logf.FromContext(ctx).Info("the log does not hold the selection the status took on; selecting it again",
 			"selection", *x, "logged", sc.tail.Active)
 	}
@@ -93,13 +86,13 @@ func (sc *sessionScope) flushBetweenTurns(ctx context.Context) (ctrl.Result, err
 		sc.setPending(nil) // net-zero: nothing to log
 		return ctrl.Result{}, nil
 	}
-	if sc.planMode.QueuedInTurn != 0 || *d.Append && sc.holdsEntry() {
+	if sc.planMode.QueuedInTurn != 0 || *d.Append && sc.entryWaitsForConfig() {
 		return ctrl.Result{}, nil
 	}
 	if err := sc.appendPlanMode(ctx, sc.tail.NextSeq, *d.Append); err != nil {
 		return ctrl.Result{}, err
 	}
 	sc.setPending(nil)
-	sc.owe(d.Notice)
+	sc.setOwedNotice(d.Notice)
 	return ctrl.Result{}, nil
 }

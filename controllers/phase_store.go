@@ -3,48 +3,35 @@ package controllers
 import (
 	"context"
 
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
-// EventReasonStoreMismatch is the Warning Event of a session stopped by LogStoreMismatch.
-const EventReasonStoreMismatch = "LogStoreMismatch"
-
-// LogStoreMismatchError is a log store that is not the one the session's status was recorded
-// against: another identity, or a log that ends before the recorded position. Appending there
-// would run the session on a log that forgot its plan state, so nothing is appended; the
-// status keeps the recorded identity and position until the store is restored or adopted.
-type LogStoreMismatchError struct{ Reason string }
-
-func (e *LogStoreMismatchError) Error() string { return e.Reason }
-
-// checkLogStore runs after readLog: the store's identity (as last probed, StoreID) and the
-// log's end must agree with status.planMode.storeID and nextSeq. A session that agrees, or
-// records none yet, records the store's identity.
-func (sc *sessionScope) checkLogStore(context.Context) (ctrl.Result, error) {
+// checkLogStore is readLog's check that the log is the session's: the store's identity (as last
+// probed, StoreID) and the log's end must agree with status.planMode.storeID and nextSeq. A
+// session that agrees, or records none yet, records the store's identity. One that does not
+// stops with LogStoreMismatch, and its status keeps the position it recorded: projecting the
+// shorter log over it would erase the evidence, and the next reconcile would carry on.
+func (sc *sessionScope) checkLogStore(t harness.Tail) error {
 	id := ""
 	if sc.r.StoreID != nil {
 		id = sc.r.StoreID()
 	}
-	why := sc.session.LogStoreMismatch(id, sc.tail.NextSeq)
-	if why == "" {
-		if id != "" {
-			sc.planMode.StoreID = id
-		}
-		return ctrl.Result{}, nil
+	if err := sc.session.LogStoreMismatch(id, t.NextSeq); err != nil {
+		return logStoreMismatch(err)
 	}
-	// The status keeps the position it recorded: projecting the shorter log over it would
-	// erase the evidence, and the next reconcile would carry on.
-	sc.logRead = false
-	return sc.stopWith(agentsv1alpha1.ReasonLogStoreMismatch, EventReasonStoreMismatch, "CheckLogStore", &LogStoreMismatchError{Reason: why})
+	if id != "" {
+		sc.planMode.StoreID = id
+	}
+	return nil
 }
 
 // storeUnchanged: the status was recorded against the store as last probed, so a session
-// that is otherwise settled need not read its log; after the store's identity changed, each
+// that is otherwise up to date need not read its log; after the store's identity changed, each
 // session's next reconcile reads it and meets checkLogStore.
 func (r *AgentSessionReconciler) storeUnchanged(s *agentsv1alpha1.AgentSession) bool {
 	if r.StoreID == nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
@@ -14,20 +14,21 @@ import (
 // maxRecomputes bounds how often one reconcile restarts its phases after losing a race.
 const maxRecomputes = 5
 
-// phase is one named step of a reconcile. A failure the status reports (*StoreError,
-// *AppendConflictError) stops the phases after it; a *recomputeError restarts them from a
-// fresher read; any other error aborts the reconcile without a write.
+// phase is one named step of a reconcile. A *failure (failures.go) is reported in the status
+// and, unless it lets the others go on, ends the phases; a *recomputeError restarts them from
+// a fresher read; any other error aborts the reconcile without a write.
 type phase func(sc *sessionScope, ctx context.Context) (ctrl.Result, error)
 
-// phases run in this order. Each lives in the file named after its concern: phase_config.go,
-// phase_fork.go, phase_log.go, phase_selection.go, phase_boundary.go. Plan review
-// (phase_review.go) and the conditions (conditions.go) run in finish, on the phases' result.
+// phases run in this order, which is also the order in which their failures take Ready's
+// reason. Each lives in the file named after its concern: phase_owner.go, phase_fork.go,
+// phase_config.go, phase_log.go (with phase_store.go), phase_selection.go, phase_boundary.go.
+// Plan review (phase_review.go) and the conditions (conditions.go) run in finish, on the
+// phases' result.
 var phases = []phase{
-	(*sessionScope).claimLog, // phase_owner.go: one log per session, before anything reads it
-	(*sessionScope).readConfig,
+	(*sessionScope).claimLog, // one log per session, before anything reads it
 	(*sessionScope).ensureFork,
+	(*sessionScope).readConfig,
 	(*sessionScope).readLog,
-	(*sessionScope).checkLogStore, // phase_store.go
 	(*sessionScope).recoverUnrecorded,
 	(*sessionScope).applySelection,
 	(*sessionScope).reassertSelection,
@@ -40,13 +41,13 @@ var phases = []phase{
 // nothing to the API. An error means the reconcile decided nothing.
 func (r *AgentSessionReconciler) compute(ctx context.Context, s *agentsv1alpha1.AgentSession) (*sessionScope, error) {
 	log := logf.FromContext(ctx)
-	basis, newest, err := r.newestKnown(ctx, s)
+	basis, newest, err := r.patcher().basis(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		sc := newScope(r, basis, newest)
-		res, err := sc.runPhases(ctx)
+		res, failures, err := sc.runPhases(ctx)
 		var again *recomputeError
 		if errors.As(err, &again) {
 			if attempt < maxRecomputes {
@@ -56,69 +57,82 @@ func (r *AgentSessionReconciler) compute(ctx context.Context, s *agentsv1alpha1.
 				}
 				continue
 			}
-			err = &AppendConflictError{SessionID: basis.Spec.SessionID, Attempts: attempt + 1}
+			failures, err = append(failures, asFailure(appendConflict(basis.Spec.SessionID, attempt+1))), nil
 		}
-		if err != nil && reportedFailure(err) == "" {
+		if err != nil {
 			return nil, err
 		}
-		sc.finish(res, err)
+		sc.finish(res, failures)
 		return sc, nil
 	}
 }
 
-// runPhases runs the phases until one fails, and returns the soonest requeue they asked for.
-func (sc *sessionScope) runPhases(ctx context.Context) (ctrl.Result, error) {
+// runPhases runs the phases in order and returns the soonest requeue they asked for and the
+// failures they reported, until one that ends the phases. Any other error ends them too.
+func (sc *sessionScope) runPhases(ctx context.Context) (ctrl.Result, []*failure, error) {
 	var res ctrl.Result
+	var failures []*failure
 	for _, p := range phases {
 		r, err := p(sc, ctx)
-		if err != nil {
-			return res, err
-		}
 		res = soonest(res, r)
+		if err == nil {
+			continue
+		}
+		f := asFailure(err)
+		if f == nil {
+			return res, failures, err
+		}
+		failures = append(failures, f)
+		if !f.goOn {
+			break
+		}
 	}
-	return res, nil
+	return res, failures, nil
 }
 
 // finish turns the phases' outcome into the status to write: the log's mirror fields, plan
-// review, the conditions, and observedGeneration, which advances only when nothing failed.
-func (sc *sessionScope) finish(res ctrl.Result, failure error) {
+// review, the conditions, and observedGeneration, which advances only when the phases all ran.
+func (sc *sessionScope) finish(res ctrl.Result, failures []*failure) {
+	if n := len(failures); n > 0 && !failures[n-1].goOn {
+		sc.stop = failures[n-1]
+	}
 	if sc.logRead {
 		sc.project() // whatever failed later, the status mirrors the tail as it stands
 	}
+	sc.answerWaitingBoundary(sc.stop)
 	status := *sc.session.Status.DeepCopy()
 	status.PlanMode = sc.planMode
-	if failure == nil {
+	if sc.stop == nil {
 		status.ObservedGeneration = sc.session.Generation
 		res = soonest(res, sc.review(&status))
 	}
 	// No poll for a turn's end: a selection queued in a turn is appended at a step boundary
 	// (the agent's report is an API event), never because the turn ended.
-	sc.setConditions(&status, failure)
+	sc.warnOnce(sc.setConditions(&status, failures))
 	old := sc.session.Status.DeepCopy()
 	if n := old.PlanMode.Notice; n != nil && sc.logRead && n.Seq < sc.tail.LastStepStartSeq {
 		old.PlanMode.Notice = nil // a delivered notice is dropped with the next write, but is no reason to write
 	}
-	sc.status, sc.failure, sc.result = status, failure, res
-	sc.changed = statusChanged(*old, status)
+	sc.status, sc.result = status, res
+	sc.changed = writeDue(*old, status)
 }
 
-// logChecked reports that the stored status was computed against a log tail read without a
-// failure: when no write is due, it is known to match the log.
-func (sc *sessionScope) logChecked() bool { return sc.logRead && sc.failure == nil }
-
-// statusChanged reports whether a write is due. The log-position mirror fields (nextSeq,
-// turnOpen, toldActive) alone never cause a write: they move with every event the agent
-// appends, and writing them would cost an API write per agent event. They are refreshed with
-// every write made for another reason.
-func statusChanged(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
-	a, b := stored.DeepCopy(), computed.DeepCopy()
-	for _, s := range []*agentsv1alpha1.AgentSessionStatus{a, b} {
-		s.PlanMode.NextSeq = 0
-		s.PlanMode.TurnOpen = false
-		s.PlanMode.ToldActive = nil
+// outcome is what the reconcile returns once the status is written: the phases' requeue, or
+// the failure that ended them, retried with the workqueue's backoff when it can pass on its
+// own and otherwise terminal (a change to the session still reconciles it).
+func (sc *sessionScope) outcome() (ctrl.Result, error) {
+	switch {
+	case sc.stop == nil:
+		return sc.result, nil
+	case sc.stop.retry:
+		return ctrl.Result{}, sc.stop
 	}
-	return !equality.Semantic.DeepEqual(a, b)
+	return ctrl.Result{}, reconcile.TerminalError(sc.stop)
 }
+
+// logChecked reports that the stored status was computed against a log tail read with all the
+// phases run: when no write is due, it is known to match the log.
+func (sc *sessionScope) logChecked() bool { return sc.logRead && sc.stop == nil }
 
 // soonest is the result that looks again first (a zero result never asks to).
 func soonest(a, b ctrl.Result) ctrl.Result {

@@ -8,6 +8,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // Protocol v2 (docs/protocol.md): an agent never waits on the manager, a report the log has
@@ -25,13 +26,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 	It("dismisses a report the log moved past while the manager was down: not Failed, not Stalled; the selection applies at a later boundary", func() {
 		ns = newNamespace(true)
 		mgr := startManager(ns, be().mgrStore, managerOptions{})
-		a := newSession(ns, "outage", nil, nil, be().agentStore)
-		a.settled(false, false)
-		a.startTurn(1)
-		a.boundary(1, 1)
-		a.endStep(1, 1)
-		setActive(a.key, T)
-		a.settled(false, true)
+		a := pendingInTurn(ns, "outage", be().agentStore)
 
 		mgr.stop()
 		// The agent reports step 2's boundary, gets no answer within its bound, and goes on
@@ -53,7 +48,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			g.Expect(stalled(as)).To(BeFalse())
 			g.Expect(as.Status.PlanMode.QueuedInTurn).To(BeEquivalentTo(1))
 		}, timeout, interval).Should(Succeed())
-		Expect(eventReasons(a.key)).NotTo(ContainElement("Warning/" + EventReasonInvalidBound))
+		Expect(eventReasons(a.key)).NotTo(ContainElement("Warning/" + agentsv1alpha1.ReasonInvalidBoundary))
 		Expect(a.planModes()).To(BeEmpty(), "queued in turn 1: nothing is appended when the turn ends")
 
 		// The next turn's first boundary applies it.
@@ -61,7 +56,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		r := a.boundary(2, 1)
 		Expect(r.asked).To(BeTrue())
 		Expect(r.committed).To(BeTrue())
-		as := a.settled(true, false)
+		as := a.awaitStatus(true, false)
 		Expect(readyReason(as)).To(Equal("True/InSync"))
 		Expect(stalled(as)).To(BeFalse())
 		Expect(activeValues(a.planModes())).To(Equal([]bool{true}))
@@ -71,18 +66,18 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		ns = newNamespace(true)
 		startManager(ns, be().mgrStore, managerOptions{})
 		a := newSession(ns, "turnend", nil, nil, be().agentStore)
-		a.settled(false, false)
+		a.awaitStatus(false, false)
 		a.startTurn(1)
 		a.boundary(1, 1)
 		setActive(a.key, T) // after the turn's final step boundary
-		a.settled(false, true)
+		a.awaitStatus(false, true)
 		a.endStep(1, 1)
 		a.endTurn("aborted") // however the turn ends
 		Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "no commit after turn/end")
 		Expect(a.get().Status.PlanMode.Pending).To(BeTrue())
 
 		setActive(a.key, F) // cancelled between turns
-		as := a.settled(false, false)
+		as := a.awaitStatus(false, false)
 		Expect(as.Status.PlanMode.PendingActive).To(BeNil())
 		Expect(readyReason(as)).To(Equal("True/InSync"))
 
@@ -93,7 +88,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(BeZero(), "cancelled: nothing is ever logged")
 	})
 
-	It("stalls nothing for a missing PlanModeConfig unless plan mode is involved, and warns", func() {
+	It("stalls nothing for a missing PlanModeConfig unless plan mode is involved, and then warns", func() {
 		ns = newNamespace(false)
 		startManager(ns, be().mgrStore, managerOptions{})
 		a := newSession(ns, "nocfg", nil, nil, be().agentStore)
@@ -102,8 +97,9 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			g.Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))
 			g.Expect(readyReason(as)).To(Equal("True/InSync"))
 			g.Expect(stalled(as)).To(BeFalse())
+			g.Expect(as.Status.Conditions).To(ContainElement(HaveField("Message", ContainSubstring("PlanModeConfig"))), "Ready names the missing config")
 		}, timeout, interval).Should(Succeed())
-		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonConfigMissing))
+		Expect(eventReasons(a.key)).NotTo(ContainElement("Warning/"+agentsv1alpha1.ReasonConfigMissing), "nothing waits for it yet")
 		// Steps run, with nothing to ask.
 		a.startTurn(1)
 		Expect(a.boundary(1, 1).asked).To(BeFalse())
@@ -117,9 +113,10 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			g.Expect(readyReason(as)).To(Equal("False/" + agentsv1alpha1.ReasonConfigMissing))
 			g.Expect(stalled(as)).To(BeTrue())
 		}, timeout, interval).Should(Succeed())
+		Eventually(func() []string { return eventReasons(a.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonConfigMissing))
 		Expect(a.planModes()).To(BeEmpty())
 		createConfig(ns, agentsv1alpha1.DefaultPlanModeConfigName)
-		Expect(readyReason(a.settled(true, false))).To(Equal("True/InSync"))
+		Expect(readyReason(a.awaitStatus(true, false))).To(Equal("True/InSync"))
 	})
 
 	It("takes a fork the agent seeded before the manager's first reconcile", func() {
@@ -130,12 +127,16 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 		parent.endTurn("completed")
 		// No manager yet: the agent (pkg/agentsdk does this at start) seeds the fork and starts a turn.
 		child := newSession(ns, "child", nil, &agentsv1alpha1.ForkSource{SessionID: parent.sid}, be().agentStore)
-		_, err := be().agentStore.Fork(suiteCtx, parent.sid, child.sid, -1)
+		// The parent's agent claimed its log at its start; the child's agent forks it for the child.
+		parentAS, childAS := parent.get(), child.get()
+		_, err := be().agentStore.ClaimOwner(suiteCtx, parent.sid, sessionlog.Owner{Namespace: ns, Name: "parent", UID: string(parentAS.UID)})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = be().agentStore.Fork(suiteCtx, parent.sid, child.sid, -1, sessionlog.Owner{Namespace: ns, Name: "child", UID: string(childAS.UID)})
 		Expect(err).NotTo(HaveOccurred())
 		child.append(harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}))
 
 		startManager(ns, be().mgrStore, managerOptions{})
-		as := child.settled(true, false)
+		as := child.awaitStatus(true, false)
 		Expect(readyReason(as)).To(Equal("True/InSync"))
 		Expect(child.planModes()).To(HaveLen(1), "the inherited plan/mode only")
 		Expect(child.boundary(2, 1).committed).To(BeTrue())
@@ -157,7 +158,7 @@ var _ = Describe("AgentSession reconciler, protocol v2", func() {
 			c := meta.FindStatusCondition(as.Status.Conditions, agentsv1alpha1.ConditionReady)
 			g.Expect(c.Message).To(ContainSubstring("new spec.sessionID"))
 		}, timeout, interval).Should(Succeed())
-		Eventually(func() []string { return eventReasons(child.key) }, timeout, interval).Should(ContainElement("Warning/" + EventReasonForkRefused))
+		Eventually(func() []string { return eventReasons(child.key) }, timeout, interval).Should(ContainElement("Warning/" + agentsv1alpha1.ReasonForkRefused))
 
 		setActive(child.key, T)
 		r := child.boundary(1, 1)

@@ -16,39 +16,31 @@ import (
 // changed under its review id, is refused with a Warning Event and the review stays open. The
 // admission webhook refuses both earlier; this holds without it.
 
-// EventReasonReviewDecisionRefused is the Event reason of a decision that did not match the
-// plan under review.
-const EventReasonReviewDecisionRefused = "ReviewDecisionRefused"
-
-// reviewNotOfThisSession explains why a posted plan is not this session's to review, or "".
-// A plan may be reviewed after its turn ended (approved between turns), so only a turn the
-// log has not reached marks it as another's.
-func (sc *sessionScope) reviewNotOfThisSession(req *agentsv1alpha1.PlanReviewRequest) string {
+// reviewNotOfThisSession refuses a posted plan that is not this session's to review, saying
+// why; nil when it is. A plan may be reviewed after its turn ended (approved between turns), so
+// only a turn the log has not reached marks it as another's.
+func (sc *sessionScope) reviewNotOfThisSession(req *agentsv1alpha1.PlanReviewRequest) error {
 	if req.Turn <= sc.tail.Turn {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("exit_plan_mode was refused: the plan names turn %d, and this session's log has reached turn %d", req.Turn, sc.tail.Turn)
+	return fmt.Errorf("exit_plan_mode was refused: the plan names turn %d, and this session's log has reached turn %d", req.Turn, sc.tail.Turn)
 }
 
-// refuseDecision reports why decision d must not decide the plan under review, or "".
-// recorded is the digest the review was opened with ("" for a review opened before digests
-// were recorded: the posted plan's is taken then).
-func (sc *sessionScope) refuseDecision(recorded string, req *agentsv1alpha1.PlanReviewRequest, d *agentsv1alpha1.ReviewDecision) string {
+// refuseDecision refuses decision d for the plan under review, saying why; nil when d may
+// decide it. recorded is the digest the review was opened with.
+func (sc *sessionScope) refuseDecision(recorded string, req *agentsv1alpha1.PlanReviewRequest, d *agentsv1alpha1.ReviewDecision) error {
 	posted := planmode.PlanSHA256(req.Plan)
-	if recorded == "" {
-		recorded = posted
-	}
 	switch {
 	case posted != recorded:
-		return fmt.Sprintf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): "+
+		return fmt.Errorf("the plan under review %s changed after it was posted (sha256 %s, opened as %s): "+
 			"no decision applies to it; the agent must post it under a new review id", req.ID, posted, recorded)
 	case d.PlanSHA256 != "" && d.PlanSHA256 != recorded:
-		return fmt.Sprintf("spec.review.planSHA256 %s is not the digest of the plan under review %s (%s): the decision was taken on another text; "+
+		return fmt.Errorf("spec.review.planSHA256 %s is not the digest of the plan under review %s (%s): the decision was taken on another text; "+
 			"read the plan again with kubectl plan review %s and decide again", d.PlanSHA256, req.ID, recorded, sc.session.Name)
 	}
-	return ""
+	return nil
 }
 
-func (sc *sessionScope) emitDecisionRefused(why string) {
-	sc.emitSeries(corev1.EventTypeWarning, EventReasonReviewDecisionRefused, "Review", why)
+func (sc *sessionScope) emitDecisionRefused(refusal error) {
+	sc.emitSeries(corev1.EventTypeWarning, EventReasonReviewDecisionRefused, "Review", refusal.Error())
 }

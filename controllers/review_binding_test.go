@@ -2,35 +2,17 @@ package controllers
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
-	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // A decision applies only to the plan text it was taken on, and a plan naming a turn the
 // session's log has not reached is not opened for review.
 func TestReviewBoundToPlanAndSession(t *testing.T) {
-	store, err := sessionlog.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "review.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	sch := runtime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	cfg := &agentsv1alpha1.PlanModeConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fz", Name: agentsv1alpha1.DefaultPlanModeConfigName, Generation: 1},
-		Spec:       agentsv1alpha1.PlanModeConfigSpec{Section: "plan guidance"},
-	}
-	e := &fzEnv{r: &AgentSessionReconciler{Client: fake.NewClientBuilder().WithScheme(sch).WithObjects(cfg).Build(), Store: store}, store: store}
+	e := newFzEnv(t)
+	store := e.store
 	const read, swapped = "# The plan read\n- step 1", "# SWAPPED plan\n- rm -rf"
 	inTurn := []byte{5, 0, 2} // plan mode on, a turn with an open step
 

@@ -17,27 +17,22 @@ type sessionScope struct {
 	stored agentsv1alpha1.PlanModeStatus
 	// planMode is status.planMode being computed.
 	planMode agentsv1alpha1.PlanModeStatus
-	// tail is the log's tail, valid once logRead.
+	// tail is the session's log's tail, valid once logRead: read, and found to be the log the
+	// status was recorded against.
 	tail    harness.Tail
 	logRead bool
 	// forkSeedLength is how many events a fork seeded: plan/modes below it are inherited.
 	forkSeedLength int64
-	// configMissing is set when the PlanModeConfig in force does not exist: a selection
-	// entering plan mode is held pending until it does.
-	configMissing *ConfigMissingError
-	// forkRefused is set when spec.fork cannot be honoured (the log was written without its
-	// parent): a terminal condition, while the other phases go on.
-	forkRefused *ForkRefusedError
 	// sessionIsNewest: the session is known to be the API server's newest, so an append may
-	// be decided on it (ensureNewestSession).
+	// be decided on it (decideOnNewest).
 	sessionIsNewest bool
 	events          []event
 
 	// Set by finish: the status to write, whether it differs from the stored one, the failure
-	// it reports, and when to look again.
+	// that ended the phases, and when to look again.
 	status  agentsv1alpha1.AgentSessionStatus
 	changed bool
-	failure error
+	stop    *failure
 	result  ctrl.Result
 }
 
@@ -51,7 +46,7 @@ func (sc *sessionScope) state() planmode.State {
 	if sc.planMode.PendingActive != nil {
 		p = &planmode.Pending{Active: *sc.planMode.PendingActive, Narrate: sc.planMode.PendingSource != agentsv1alpha1.PendingSourceExit}
 	}
-	return planmode.State{Logged: sc.tail.Active, Pending: p, TurnOpen: sc.tail.TurnOpen, Told: sc.tail.Told}
+	return planmode.State{Logged: sc.tail.Active, Pending: p, TurnOpen: sc.tail.TurnOpen, LastShown: sc.tail.LastShown}
 }
 
 // setPending records the pending selection and the turn it was queued in: one queued while a
@@ -75,9 +70,9 @@ func (sc *sessionScope) setPending(p *planmode.Pending) {
 	}
 }
 
-// owe records the narration of the plan/mode just appended (at tail.LastPlanModeSeq); an
+// setOwedNotice records the narration of the plan/mode just appended (at tail.LastPlanModeSeq); an
 // append without narration supersedes any earlier owed notice.
-func (sc *sessionScope) owe(text string) {
+func (sc *sessionScope) setOwedNotice(text string) {
 	if text == "" {
 		sc.planMode.Notice = nil
 		return
@@ -85,8 +80,9 @@ func (sc *sessionScope) owe(text string) {
 	sc.planMode.Notice = &agentsv1alpha1.OwedNotice{Seq: sc.tail.LastPlanModeSeq, Text: text}
 }
 
-// holdsEntry reports that entering plan mode must wait: there is no guidance to render.
-func (sc *sessionScope) holdsEntry() bool { return sc.configMissing != nil }
+// entryWaitsForConfig reports that entering plan mode must wait: no PlanModeConfig is in force, so there
+// is no guidance to render (readConfig).
+func (sc *sessionScope) entryWaitsForConfig() bool { return sc.planMode.Config == nil }
 
 // openTurn is the turn open in the log, 0 when none (or the log was not read).
 func (sc *sessionScope) openTurn() int64 {

@@ -30,10 +30,10 @@ const (
 	ReviewApprovalSubresource = "review"
 )
 
-// MaxIDLength caps review and steer IDs (the CRD's MaxLength for both).
+// MaxIDLength caps review and message IDs (the CRD's MaxLength for both).
 const MaxIDLength = 128
 
-// idPattern is the format of review and steer IDs: letters and digits, with . _ : - inside.
+// idPattern is the format of review and message IDs: letters and digits, with . _ : - inside.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`)
 
 const idFormatMsg = "must be 1-128 characters: letters, digits and . _ : - (starting and ending with a letter or digit)"
@@ -69,18 +69,27 @@ func (s SubjectAccessReviewer) Allowed(ctx context.Context, u authenticationv1.U
 }
 
 // AgentSessionValidator checks what the CRD's schema and CEL rules cannot: names that must be
-// object names, review and steer IDs against the status, who may write which part of status,
-// and that agents do not write spec.
+// object names, review and message IDs against the status, who may write which part of status,
+// that agents do not write spec, and the size budget. Its checks fail closed: one whose
+// dependency is missing refuses the write (errMissingDependency).
 type AgentSessionValidator struct {
 	Identities Identities
-	// Access checks the review-approval permission. Nil skips that check (tests of pure rules).
+	// Access checks the review-approval permission (a SubjectAccessReview in a cluster).
 	Access AccessChecker
-	// Sessions reads AgentSessions from the manager's cache, indexed by SessionIDIndex, for the
-	// one-log-per-session check at create. Nil skips that check (tests of pure rules).
+	// Sessions lists AgentSessions on the API server itself, by the CRD's selectable fields,
+	// for the checks that need every session (tenancy.go): never a shard's cache, so every
+	// manager that serves admission answers the same.
 	Sessions client.Reader
 	// RequireAgentBinding refuses sessions without spec.agent, two sessions naming one agent
-	// service account, and status.agent writes to unbound sessions.
+	// service account, and status.agent writes to unbound sessions. The default; off is an
+	// explicit choice the webhook warns about on every unbound session.
 	RequireAgentBinding bool
+}
+
+// errMissingDependency refuses a write whose check cannot run: a validator built without what
+// the check needs never admits what it could not judge.
+func errMissingDependency(what string) error {
+	return apierrors.NewInternalError(fmt.Errorf("the AgentSession webhook was set up without %s, so it cannot check this write; it refuses it (webhooks.SetupWithManager sets it up)", what))
 }
 
 var _ admission.Validator[*agentsv1alpha1.AgentSession] = &AgentSessionValidator{}
@@ -94,7 +103,11 @@ func (v *AgentSessionValidator) ValidateCreate(ctx context.Context, obj *agentsv
 	if err := v.denyAgentSpecWrite(req, obj.Name, obj); err != nil {
 		return nil, err
 	}
+	if err := v.validateSize(req, nil, obj); err != nil {
+		return nil, err
+	}
 	errs := validateSpecFields(&obj.Spec)
+	errs = append(errs, validateSteerQueue(nil, obj)...)
 	inUse, err := v.validateSessionIDFree(ctx, obj)
 	if err != nil {
 		return nil, err
@@ -129,7 +142,14 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 		return nil, apierrors.NewInternalError(fmt.Errorf("no admission request in context: %w", err))
 	}
 	if req.SubResource == "status" {
-		return nil, v.validateStatusUpdate(req, oldObj, obj)
+		if err := v.validateStatusUpdate(req, oldObj, obj); err != nil {
+			return nil, err
+		}
+		return nil, v.validateSize(req, oldObj, obj)
+	}
+	// Metadata counts against the budget too; a write that does not grow the session passes.
+	if err := v.validateSize(req, oldObj, obj); err != nil {
+		return nil, err
 	}
 	if equality.Semantic.DeepEqual(oldObj.Spec, obj.Spec) {
 		// Ratcheting: metadata-only updates (labels, finalizers) are not re-judged, so a session
@@ -141,13 +161,13 @@ func (v *AgentSessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj 
 	}
 	errs := validateSpecFields(&obj.Spec)
 	errs = append(errs, validateReviewTransition(oldObj, obj)...)
-	errs = append(errs, validateSteerTransition(oldObj, obj)...)
+	errs = append(errs, validateSteerQueue(oldObj, obj)...)
 	binding, err := v.validateAgentBinding(ctx, oldObj, obj)
 	if err != nil {
 		return nil, err
 	}
 	errs = append(errs, binding...)
-	warnings := reviewDigestWarning(oldObj, obj)
+	warnings := append(v.unbindingWarning(oldObj, obj), reviewDigestWarning(oldObj, obj)...)
 	if r := obj.Spec.Review; r != nil && r.Feedback != "" && r.Decision != agentsv1alpha1.ReviewKeepPlanning && reviewChanged(oldObj, obj) {
 		if r.Decision == agentsv1alpha1.ReviewApprove {
 			// The harness's consent rule (controllers/review.go): Approve with text is feedback.
@@ -176,7 +196,7 @@ func (v *AgentSessionValidator) ValidateDelete(context.Context, *agentsv1alpha1.
 }
 
 func (v *AgentSessionValidator) denyAgentSpecWrite(req admission.Request, name string, objs ...*agentsv1alpha1.AgentSession) error {
-	agent, _ := v.Identities.IsAgent(req.UserInfo)
+	agent, _ := v.Identities.IsAgent(req.UserInfo) // an agent of any namespace, or of none
 	if (agent || isBoundAgent(req.UserInfo.Username, objs...)) && !v.Identities.IsManager(req.UserInfo) {
 		return apierrors.NewForbidden(asGR, name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			fmt.Sprintf("agent identity %q may not create sessions or change spec: an agent writes only status.agent (the status subresource)", req.UserInfo.Username)),
@@ -193,10 +213,8 @@ func (v *AgentSessionValidator) validateStatusUpdate(req admission.Request, oldO
 	if v.Identities.IsManager(u) {
 		return nil
 	}
-	if agent, ns := v.Identities.IsAgent(u); agent && ns != "" && ns != obj.Namespace {
-		return apierrors.NewForbidden(asGR, obj.Name, field.ErrorList{field.Forbidden(field.NewPath("status"),
-			fmt.Sprintf("agent service account %q belongs to namespace %q and may not write sessions in %q", u.Username, ns, obj.Namespace)),
-		}.ToAggregate())
+	if agent, in := v.Identities.IsAgent(u); agent && !in.Has(obj.Namespace) {
+		return apierrors.NewForbidden(asGR, obj.Name, field.ErrorList{field.Forbidden(field.NewPath("status"), agentElsewhere(u.Username, in, obj.Namespace, v.Identities.AgentGroups))}.ToAggregate())
 	}
 	var errs field.ErrorList
 	o, n := oldObj.Status, obj.Status
@@ -251,12 +269,6 @@ func validateSpecFields(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorList {
 		errs = append(errs, validateID(field.NewPath("spec", "review", "reviewID"), r.ReviewID)...)
 	}
 	errs = append(errs, validateReviewTimeout(spec)...)
-	if s := spec.Steer; s != nil {
-		errs = append(errs, validateID(field.NewPath("spec", "steer", "id"), s.ID)...)
-		if strings.TrimSpace(s.Text) == "" {
-			errs = append(errs, field.Required(field.NewPath("spec", "steer", "text"), "the steer message needs text that is not blank"))
-		}
-	}
 	seen := map[string]bool{}
 	for i, m := range spec.SteerQueue {
 		p := field.NewPath("spec", "steerQueue").Index(i)
@@ -323,29 +335,11 @@ func validateApprovalLeavesPlanMode(spec *agentsv1alpha1.AgentSessionSpec) field
 		"approving a plan leaves plan mode: set spec.planMode.active to false in the same patch (kubectl plan approve does)")}
 }
 
-// validateSteerTransition: each steer id is delivered once, so new text needs a new id, and an
-// id the agent already recorded would never be delivered again.
-func validateSteerTransition(oldObj, obj *agentsv1alpha1.AgentSession) field.ErrorList {
-	o, n := oldObj.Spec.Steer, obj.Spec.Steer
-	if n == nil {
-		return nil
-	}
-	if o != nil && o.ID == n.ID && o.Text != n.Text {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "steer", "id"), n.ID,
-			"spec.steer.text changed but the id did not: each id is delivered once, so set a new id to send another message")}
-	}
-	if (o == nil || o.ID != n.ID) && obj.Status.Agent != nil && obj.Status.Agent.SteerID == n.ID {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "steer", "id"), n.ID,
-			"the agent already recorded a message with this id (status.agent.steerID): set a new id")}
-	}
-	return nil
-}
-
 // checkApproval asks the authorizer whether the requesting user may approve reviews of this
 // session. The manager never decides reviews, so it gets no bypass.
 func (v *AgentSessionValidator) checkApproval(ctx context.Context, req admission.Request, obj *agentsv1alpha1.AgentSession) error {
 	if v.Access == nil {
-		return nil
+		return errMissingDependency("an access checker for the review-approval permission")
 	}
 	allowed, err := v.Access.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
 		Namespace: obj.Namespace, Verb: ReviewApprovalVerb, Group: agentsv1alpha1.GroupVersion.Group,

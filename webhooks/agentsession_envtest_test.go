@@ -25,15 +25,27 @@ func ownerMsg(user string) string {
 	return fmt.Sprintf("only the manager (%s) may change this field; %q may change only status.agent", managerUser, user)
 }
 
+// newSession creates a session of testNS bound, as the suite's webhook requires (the default),
+// to an agent service account of its own, which agentOf impersonates.
 func newSession(ctx context.Context) *agentsv1alpha1.AgentSession {
 	GinkgoHelper()
 	name := uniqueName("s")
 	s := &agentsv1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
-		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: name},
+		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: name, Agent: bindingFor(name)},
 	}
 	Expect(adminC.Create(ctx, s)).To(Succeed())
 	return s
+}
+
+// bindingFor is the spec.agent of session name: a service account of its own.
+func bindingFor(name string) *agentsv1alpha1.AgentBinding {
+	return &agentsv1alpha1.AgentBinding{ServiceAccountName: DefaultAgentServiceAccountPrefix + "-" + name}
+}
+
+// agentOf is a client of s's bound agent (its service account, impersonated).
+func agentOf(s *agentsv1alpha1.AgentSession) client.Client {
+	return as(serviceAccountUsername(s.Namespace, s.Spec.Agent.ServiceAccountName))
 }
 
 func get(ctx context.Context, s *agentsv1alpha1.AgentSession) *agentsv1alpha1.AgentSession {
@@ -85,7 +97,8 @@ var _ = Describe("AgentSession status ownership", func() {
 
 	It("lets the agent write status.agent and nothing else in status", func() {
 		s := newSession(ctx)
-		agent := as(agentUser)
+		agent := agentOf(s)
+		agentName := serviceAccountUsername(testNS, s.Spec.Agent.ServiceAccountName)
 		Expect(patchStatus(ctx, agent, s, func(o *agentsv1alpha1.AgentSession) {
 			o.Status.Agent = &agentsv1alpha1.AgentReport{Boundary: &agentsv1alpha1.StepBoundary{Turn: 1, Step: 1, Seq: 4}}
 		})).To(Succeed())
@@ -96,7 +109,7 @@ var _ = Describe("AgentSession status ownership", func() {
 		st := statusOf(err)
 		Expect(st.Code).To(BeEquivalentTo(http.StatusForbidden))
 		Expect(st.Reason).To(Equal(metav1.StatusReasonForbidden))
-		Expect(st.Message).To(Equal(statusDenied + `agentsessions.agents.harness.dev "` + s.Name + `" is forbidden: status.planMode: Forbidden: ` + ownerMsg(agentUser)))
+		Expect(st.Message).To(Equal(statusDenied + `agentsessions.agents.harness.dev "` + s.Name + `" is forbidden: status.planMode: Forbidden: ` + ownerMsg(agentName)))
 		after := get(ctx, s)
 		Expect(after.Status.PlanMode.Active).To(BeFalse(), "a forged committed state must not be stored")
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
@@ -110,15 +123,15 @@ var _ = Describe("AgentSession status ownership", func() {
 		})
 		st = statusOf(err)
 		Expect(st.Message).To(Equal(statusDenied + `agentsessions.agents.harness.dev "` + s.Name + `" is forbidden: [` +
-			`status.review: Forbidden: ` + ownerMsg(agentUser) + `, ` +
-			`status.conditions: Forbidden: ` + ownerMsg(agentUser) + `, ` +
-			`status.observedGeneration: Forbidden: ` + ownerMsg(agentUser) + `]`))
+			`status.review: Forbidden: ` + ownerMsg(agentName) + `, ` +
+			`status.conditions: Forbidden: ` + ownerMsg(agentName) + `, ` +
+			`status.observedGeneration: Forbidden: ` + ownerMsg(agentName) + `]`))
 		Expect(get(ctx, s).ResourceVersion).To(Equal(before.ResourceVersion))
 	})
 
 	It("keeps the agent out of spec: by RBAC for the agent service account, by the webhook for a group member with edit rights", func() {
 		s := newSession(ctx)
-		err := patchSpec(ctx, as(agentUser), s, func(o *agentsv1alpha1.AgentSession) { o.Spec.PlanMode.Active = ptr.To(false) })
+		err := patchSpec(ctx, agentOf(s), s, func(o *agentsv1alpha1.AgentSession) { o.Spec.PlanMode.Active = ptr.To(false) })
 		expectRBACForbidden(err, "patch")
 
 		bot := as(agentGroupUser, DefaultAgentGroup, "system:authenticated")
@@ -129,10 +142,16 @@ var _ = Describe("AgentSession status ownership", func() {
 			agentGroupUser + `" may not create sessions or change spec: an agent writes only status.agent (the status subresource)`))
 		Expect(get(ctx, s).Spec.PlanMode.Active).To(BeNil())
 
-		err = bot.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("bot"), Namespace: testNS},
-			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: "x"}})
+		name := uniqueName("bot")
+		err = bot.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: "x", Agent: bindingFor(name)}})
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("may not create sessions or change spec"))
+
+		By("so is a member of a namespace's agent group")
+		nsBot := as(agentGroupUser, DefaultAgentGroup+":"+testNS, "system:authenticated")
+		err = patchSpec(ctx, nsBot, s, func(o *agentsv1alpha1.AgentSession) { o.Spec.PlanMode.Active = ptr.To(false) })
+		Expect(statusOf(err).Message).To(ContainSubstring("may not create sessions or change spec"))
 	})
 
 	It("refuses an agent service account of another namespace even where RBAC lets it in", func() {
@@ -141,8 +160,26 @@ var _ = Describe("AgentSession status ownership", func() {
 			o.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: "x"}
 		})
 		st := statusOf(err)
-		Expect(st.Message).To(Equal(statusDenied + `agentsessions.agents.harness.dev "` + s.Name + `" is forbidden: status: Forbidden: agent service account "` +
-			foreignUser + `" belongs to namespace "` + otherNS + `" and may not write sessions in "` + testNS + `"`))
+		Expect(st.Message).To(Equal(statusDenied + `agentsessions.agents.harness.dev "` + s.Name + `" is forbidden: status: Forbidden: agent identity "` +
+			foreignUser + `" is an agent of namespace ` + otherNS + ` and may not write sessions in "` + testNS + `"`))
+		Expect(get(ctx, s).Status.Agent).To(BeNil())
+	})
+
+	It("confines agent-group members to the namespace their group names: a bare group member is an agent of none", func() {
+		s := newSession(ctx)
+		report := func(o *agentsv1alpha1.AgentSession) {
+			o.Status.Agent = &agentsv1alpha1.AgentReport{Boundary: &agentsv1alpha1.StepBoundary{Turn: 1, Step: 1, Seq: 0}}
+		}
+		// In system:masters, so RBAC lets each through and the webhook's rule is what is checked.
+		st := statusOf(patchStatus(ctx, as(agentGroupUser, DefaultAgentGroup, "system:masters"), s, report))
+		Expect(st.Code).To(BeEquivalentTo(http.StatusForbidden))
+		Expect(st.Message).To(ContainSubstring(`"` + agentGroupUser + `" is a member of the agent group, which makes it an agent of no namespace: ` +
+			`add it to the group ` + DefaultAgentGroup + `:` + testNS + ` to make it an agent of namespace "` + testNS + `" only`))
+		st = statusOf(patchStatus(ctx, as(agentGroupUser, DefaultAgentGroup+":"+otherNS, "system:masters"), s, report))
+		Expect(st.Message).To(ContainSubstring(`is an agent of namespace ` + otherNS + ` and may not write sessions in "` + testNS + `"`))
+		By("a member of this namespace's group is an agent here, and the binding still keeps it off a bound session")
+		st = statusOf(patchStatus(ctx, as(agentGroupUser, DefaultAgentGroup+":"+testNS, "system:masters"), s, report))
+		Expect(st.Message).To(ContainSubstring(`is bound to its agent's service account`))
 		Expect(get(ctx, s).Status.Agent).To(BeNil())
 	})
 
@@ -196,7 +233,7 @@ var _ = Describe("AgentSession spec checks", func() {
 	It("requires configRef to name a valid object", func() {
 		name := uniqueName("cfg")
 		err := adminC.Create(ctx, &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
-			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: name, PlanMode: agentsv1alpha1.PlanModeSpec{
+			Spec: agentsv1alpha1.AgentSessionSpec{SessionID: name, Agent: bindingFor(name), PlanMode: agentsv1alpha1.PlanModeSpec{
 				ConfigRef: &agentsv1alpha1.ConfigReference{Name: "Team_Plan"}}}})
 		st := statusOf(err)
 		Expect(st.Reason).To(Equal(metav1.StatusReasonInvalid))
@@ -223,7 +260,7 @@ var _ = Describe("AgentSession spec checks", func() {
 		Expect(st.Message).To(Equal(specDenied + `AgentSession.agents.harness.dev "` + s.Name + `" is invalid: spec.review.reviewID: Invalid value: "r1": ` +
 			`no plan is under review (status.agent.review is empty): a decision must quote the id of a posted plan`))
 
-		Expect(patchStatus(ctx, as(agentUser), s, func(o *agentsv1alpha1.AgentSession) {
+		Expect(patchStatus(ctx, agentOf(s), s, func(o *agentsv1alpha1.AgentSession) {
 			o.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r2", Plan: "# Plan\n\n1. read\n"}}
 		})).To(Succeed())
 
@@ -255,31 +292,48 @@ var _ = Describe("AgentSession spec checks", func() {
 		Expect(get(ctx, s).Spec.Review.Decision).To(Equal(agentsv1alpha1.ReviewKeepPlanning))
 	})
 
-	It("delivers each steer id once: new text needs a new id, and a recorded id is not reused", func() {
+	It("uses each message id once for the session's life: a delivered id is refused at or before it, and when reused later", func() {
 		s := newSession(ctx)
-		steer := func(id, text string) func(*agentsv1alpha1.AgentSession) {
-			return func(o *agentsv1alpha1.AgentSession) { o.Spec.Steer = &agentsv1alpha1.SteerMessage{ID: id, Text: text} }
-		}
 		editor := as(editorUser)
-		Expect(patchSpec(ctx, editor, s, steer("m1", "look at the tests first"))).To(Succeed())
-		err := patchSpec(ctx, editor, s, steer("m1", "look at the docs first"))
-		st := statusOf(err)
-		Expect(st.Message).To(Equal(specDenied + `AgentSession.agents.harness.dev "` + s.Name + `" is invalid: spec.steer.id: Invalid value: "m1": ` +
-			`spec.steer.text changed but the id did not: each id is delivered once, so set a new id to send another message`))
+		queue := func(ms ...agentsv1alpha1.SteerMessage) func(*agentsv1alpha1.AgentSession) {
+			return func(o *agentsv1alpha1.AgentSession) { o.Spec.SteerQueue = ms }
+		}
+		msg := func(id, text string) agentsv1alpha1.SteerMessage {
+			return agentsv1alpha1.SteerMessage{ID: id, Text: text}
+		}
+		refused := func(err error, index int, id, why string) {
+			GinkgoHelper()
+			st := statusOf(err)
+			Expect(st.Code).To(BeEquivalentTo(http.StatusUnprocessableEntity))
+			Expect(st.Message).To(ContainSubstring(fmt.Sprintf(`spec.steerQueue[%d].id: Invalid value: "%s": %s`, index, id, why)))
+		}
+		deliver := func(id string) {
+			GinkgoHelper()
+			Expect(patchStatus(ctx, agentOf(s), s, func(o *agentsv1alpha1.AgentSession) {
+				o.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: id}
+			})).To(Succeed())
+		}
+		Expect(patchSpec(ctx, editor, s, queue(msg("m1", "look at the tests first")))).To(Succeed())
+		refused(patchSpec(ctx, editor, s, queue(msg("m1", "look at the docs first"))), 0, "m1", "this message changed but its id did not")
+		deliver("m1")
 
-		Expect(patchStatus(ctx, as(agentUser), s, func(o *agentsv1alpha1.AgentSession) {
-			o.Status.Agent = &agentsv1alpha1.AgentReport{SteerID: "m1"}
-		})).To(Succeed())
-		Expect(patchSpec(ctx, editor, s, steer("m2", "look at the docs first"))).To(Succeed())
-		err = patchSpec(ctx, editor, s, steer("m1", "again"))
-		st = statusOf(err)
-		Expect(st.Message).To(Equal(specDenied + `AgentSession.agents.harness.dev "` + s.Name + `" is invalid: spec.steer.id: Invalid value: "m1": ` +
-			`the agent already recorded a message with this id (status.agent.steerID): set a new id`))
+		By("an id at the last delivered one, or before it, would be taken for delivered")
+		refused(patchSpec(ctx, editor, s, queue(msg("m1", "again"))), 0, "m1", "this message changed but its id did not")
+		refused(patchSpec(ctx, editor, s, queue(msg("m0", "earlier"))), 0, "m0", `must sort after "m1", the last id this session has used`)
+		Expect(patchSpec(ctx, editor, s, queue(msg("m2", "look at the docs first")))).To(Succeed())
+		deliver("m2")
+		Expect(patchSpec(ctx, editor, s, queue())).To(Succeed(), "the writer drops the delivered messages")
 
-		err = patchSpec(ctx, editor, s, steer("bad id!", "x"))
-		st = statusOf(err)
-		Expect(st.Message).To(Equal(specDenied + `AgentSession.agents.harness.dev "` + s.Name + `" is invalid: spec.steer.id: Invalid value: "bad id!": ` + idFormatMsg))
-		Expect(get(ctx, s).Spec.Steer.ID).To(Equal("m2"))
+		By("reused later, once no message of the queue names it any more")
+		refused(patchSpec(ctx, editor, s, queue(msg("m2", "once more"))), 0, "m2", `must sort after "m2"`)
+		refused(patchSpec(ctx, editor, s, queue(msg("m1", "once more"))), 0, "m1", `must sort after "m2"`)
+		Expect(patchSpec(ctx, editor, s, queue(msg("m10", "numbers compare by value")))).To(Succeed())
+
+		By("a new message may not come before one already queued")
+		refused(patchSpec(ctx, editor, s, queue(msg("m11", "cut in"), msg("m10", "numbers compare by value"))), 0, "m11", "a new message must come after the messages already queued")
+		refused(patchSpec(ctx, editor, s, queue(msg("m10", "numbers compare by value"), msg("bad id!", "x"))), 1, "bad id!", idFormatMsg)
+		Expect(get(ctx, s).Spec.SteerQueue).To(Equal([]agentsv1alpha1.SteerMessage{msg("m10", "numbers compare by value")}))
+		Expect(get(ctx, s).Status.Agent.SteerID).To(Equal("m2"))
 	})
 })
 

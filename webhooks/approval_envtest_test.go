@@ -24,7 +24,7 @@ var _ = Describe("AgentSession approval leaves plan mode", func() {
 		if active != nil {
 			Expect(patchSpec(ctx, adminC, s, func(o *agentsv1alpha1.AgentSession) { o.Spec.PlanMode.Active = active })).To(Succeed())
 		}
-		Expect(patchStatus(ctx, as(agentUser), s, func(o *agentsv1alpha1.AgentSession) {
+		Expect(patchStatus(ctx, agentOf(s), s, func(o *agentsv1alpha1.AgentSession) {
 			o.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# Plan\n\n1. read\n"}}
 		})).To(Succeed())
 		return s
@@ -82,7 +82,7 @@ var _ = Describe("AgentSession approval leaves plan mode", func() {
 	It("refuses the same at creation", func() {
 		s := &agentsv1alpha1.AgentSession{}
 		s.Name, s.Namespace = uniqueName("s"), testNS
-		s.Spec.SessionID = s.Name
+		s.Spec.SessionID, s.Spec.Agent = s.Name, bindingFor(s.Name)
 		approve(&t)(s)
 		st := statusOf(adminC.Create(ctx, s))
 		Expect(st.Message).To(HaveSuffix(leaveMsg))

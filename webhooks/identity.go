@@ -12,8 +12,11 @@ import (
 const (
 	// DefaultManagerServiceAccount is the manager's service account name (config/rbac).
 	DefaultManagerServiceAccount = "planmode-controller-manager"
-	// DefaultAgentGroup is the group whose members are agent identities (for users and
-	// impersonated or proxied identities; service-account tokens cannot carry custom groups).
+	// DefaultAgentGroup names the agent groups (for users and impersonated or proxied
+	// identities; service-account tokens cannot carry custom groups): a member of
+	// "planmode:agents:<namespace>" is an agent of that namespace only. A member of the bare
+	// group is an agent of no namespace: its spec writes are refused like any agent's, and so
+	// is every status.agent write.
 	DefaultAgentGroup = "planmode:agents"
 	// DefaultAgentServiceAccountPrefix marks agent service accounts by name: "planmode-agent" and
 	// "planmode-agent-<anything>" in the session's namespace.
@@ -28,7 +31,8 @@ const (
 type Identities struct {
 	// ManagerUsernames may write every part of an AgentSession's status.
 	ManagerUsernames []string
-	// AgentGroups: a member of any of these groups is an agent identity.
+	// AgentGroups: a member of "<group>:<namespace>" for any of these groups is an agent of
+	// that namespace; a member of "<group>" itself is an agent of no namespace.
 	AgentGroups []string
 	// AgentServiceAccountPrefix: a service account whose name is this prefix, or this prefix
 	// followed by "-", is an agent identity. Empty disables the naming convention.
@@ -57,20 +61,31 @@ func (id Identities) IsManager(u authenticationv1.UserInfo) bool {
 	return slices.Contains(id.ManagerUsernames, u.Username)
 }
 
-// IsAgent reports whether the user is an agent identity, and for an agent service account its
-// namespace ("" for a group member).
-func (id Identities) IsAgent(u authenticationv1.UserInfo) (agent bool, saNamespace string) {
+// AgentNamespaces is where an agent identity is an agent.
+type AgentNamespaces []string
+
+// Has reports whether ns is one of them.
+func (a AgentNamespaces) Has(ns string) bool { return slices.Contains(a, ns) }
+
+// IsAgent reports whether the user is an agent identity, and the namespaces it is an agent of:
+// an agent service account's own; for a member of agent groups, the <namespace> of each
+// "<group>:<namespace>" (none for a member of a bare agent group).
+func (id Identities) IsAgent(u authenticationv1.UserInfo) (agent bool, in AgentNamespaces) {
 	if ns, name, ok := splitServiceAccount(u.Username); ok && id.AgentServiceAccountPrefix != "" {
 		if name == id.AgentServiceAccountPrefix || strings.HasPrefix(name, id.AgentServiceAccountPrefix+"-") {
-			return true, ns
+			return true, AgentNamespaces{ns}
 		}
 	}
 	for _, g := range u.Groups {
-		if slices.Contains(id.AgentGroups, g) {
-			return true, ""
+		for _, ag := range id.AgentGroups {
+			if g == ag {
+				agent = true
+			} else if ns, ok := strings.CutPrefix(g, ag+":"); ok && ns != "" {
+				agent, in = true, append(in, ns)
+			}
 		}
 	}
-	return false, ""
+	return agent, in
 }
 
 func (id Identities) validate() error {

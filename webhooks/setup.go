@@ -56,10 +56,8 @@ type Options struct {
 	ManagerUsernames          []string
 	AgentGroups               []string
 	AgentServiceAccountPrefix string
-	// RequireAgentBinding: see AgentSessionValidator.RequireAgentBinding.
+	// RequireAgentBinding: see AgentSessionValidator.RequireAgentBinding. On by default.
 	RequireAgentBinding bool
-	// DisableReviewApprovalCheck skips the SubjectAccessReview for spec.review (tests only).
-	DisableReviewApprovalCheck bool
 }
 
 // DefaultOptions are the flag defaults.
@@ -72,6 +70,7 @@ func DefaultOptions() Options {
 		CertHosts:                 []string{"localhost", "127.0.0.1"},
 		AgentGroups:               []string{DefaultAgentGroup},
 		AgentServiceAccountPrefix: DefaultAgentServiceAccountPrefix,
+		RequireAgentBinding:       true,
 	}
 }
 
@@ -93,12 +92,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Username allowed to write status.planMode, status.review, status.conditions and status.observedGeneration "+
 			"(repeatable). Default: system:serviceaccount:<namespace>:"+DefaultManagerServiceAccount+".")
 	fs.Var(newStringList(&o.AgentGroups), "webhook-agent-group",
-		"Group whose members are agent identities, limited to status.agent (repeatable).")
+		"Agent group (repeatable): a member of <group>:<namespace> is an agent identity of that namespace, limited to status.agent; "+
+			"a member of <group> itself is an agent of no namespace.")
 	fs.StringVar(&o.AgentServiceAccountPrefix, "webhook-agent-serviceaccount-prefix", o.AgentServiceAccountPrefix,
 		"Service accounts named this, or this followed by '-', are agent identities (empty disables).")
 	fs.BoolVar(&o.RequireAgentBinding, "webhook-require-agent-binding", o.RequireAgentBinding,
 		"Every AgentSession must name its agent's service account (spec.agent), no two sessions of a namespace the same one, "+
-			"and only that service account may write the session's status.agent. Off: an unbound session takes status.agent from any agent identity of its namespace.")
+			"and only that service account may write the session's status.agent. =false (an explicit choice, warned about on every unbound session): "+
+			"an unbound session takes status.agent from any agent identity of its namespace (docs/admission.md).")
 }
 
 // NewServer prepares the serving certificate (loading or generating it) and returns the webhook
@@ -146,20 +147,17 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	ctrl.Log.WithName("webhooks").Info("admission identities", "managerUsernames", ids.ManagerUsernames,
-		"agentGroups", ids.AgentGroups, "agentServiceAccountPrefix", ids.AgentServiceAccountPrefix, "requireAgentBinding", o.RequireAgentBinding)
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, SessionIDIndex, IndexSessionID); err != nil {
-		return fmt.Errorf("index AgentSessions by spec.sessionID: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, AgentServiceAccountIndex, IndexAgentServiceAccount); err != nil {
-		return fmt.Errorf("index AgentSessions by spec.agent.serviceAccountName: %w", err)
-	}
-	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetCache(), RequireAgentBinding: o.RequireAgentBinding}
-	if !o.DisableReviewApprovalCheck {
-		v.Access = SubjectAccessReviewer{Client: mgr.GetClient()}
-	}
-	srv := mgr.GetWebhookServer()
 	log := ctrl.Log.WithName("webhooks")
+	log.Info("admission identities", "managerUsernames", ids.ManagerUsernames,
+		"agentGroups", ids.AgentGroups, "agentServiceAccountPrefix", ids.AgentServiceAccountPrefix, "requireAgentBinding", o.RequireAgentBinding)
+	if !o.RequireAgentBinding {
+		log.Info("agent binding is off (--webhook-require-agent-binding=false): an unbound AgentSession takes status.agent from any agent identity of its namespace")
+	}
+	// The API reader, not the manager's cache: a manager that watches one shard answers
+	// admission for every session (tenancy.go).
+	v := &AgentSessionValidator{Identities: ids, Sessions: mgr.GetAPIReader(), Access: SubjectAccessReviewer{Client: mgr.GetClient()},
+		RequireAgentBinding: o.RequireAgentBinding}
+	srv := mgr.GetWebhookServer()
 	srv.Register(PlanModeConfigPath, (&admission.Webhook{
 		Handler: logRefusals(NewPlanModeConfigHandler(mgr.GetScheme()), log.WithValues("webhook", "PlanModeConfig")),
 	}).WithRecoverPanic(true))

@@ -34,6 +34,15 @@ func TestBindFlags(t *testing.T) {
 	if o.CertDir != "/certs" || !o.DisableCertGenerate || o.Port != 9444 || o.AgentServiceAccountPrefix != DefaultAgentServiceAccountPrefix {
 		t.Fatalf("options %+v", o)
 	}
+	if !o.RequireAgentBinding {
+		t.Fatal("agent binding must be required by default")
+	}
+	off := DefaultOptions()
+	fs = flag.NewFlagSet("manager", flag.ContinueOnError)
+	off.BindFlags(fs)
+	if err := fs.Parse([]string{"--webhook-require-agent-binding=false"}); err != nil || off.RequireAgentBinding {
+		t.Fatalf("turning binding off is an explicit flag: %v, %v", err, off.RequireAgentBinding)
+	}
 }
 
 func TestIdentities(t *testing.T) {
@@ -42,20 +51,24 @@ func TestIdentities(t *testing.T) {
 	for _, tc := range []struct {
 		user    authenticationv1.UserInfo
 		agent   bool
-		ns      string
+		ns      []string
 		manager bool
 	}{
-		{authenticationv1.UserInfo{Username: "system:serviceaccount:planmode-system:planmode-controller-manager"}, false, "", true},
-		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agent"}, true, "team-a", false},
-		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agent-7f9c"}, true, "team-a", false},
-		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agentx"}, false, "", false},
-		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agent:x"}, false, "", false},
-		{authenticationv1.UserInfo{Username: "planmode-agent"}, false, "", false},
-		{authenticationv1.UserInfo{Username: "bot@example.com", Groups: []string{"system:authenticated", DefaultAgentGroup}}, true, "", false},
-		{authenticationv1.UserInfo{Username: "ed@example.com", Groups: []string{"system:authenticated"}}, false, "", false},
+		{authenticationv1.UserInfo{Username: "system:serviceaccount:planmode-system:planmode-controller-manager"}, false, nil, true},
+		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agent"}, true, []string{"team-a"}, false},
+		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agent-7f9c"}, true, []string{"team-a"}, false},
+		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agentx"}, false, nil, false},
+		{authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:planmode-agent:x"}, false, nil, false},
+		{authenticationv1.UserInfo{Username: "planmode-agent"}, false, nil, false},
+		// A bare group member is an agent of no namespace; a namespaced group's, of that one.
+		{authenticationv1.UserInfo{Username: "bot@example.com", Groups: []string{"system:authenticated", DefaultAgentGroup}}, true, nil, false},
+		{authenticationv1.UserInfo{Username: "bot@example.com", Groups: []string{DefaultAgentGroup + ":team-a", DefaultAgentGroup + ":team-b"}}, true, []string{"team-a", "team-b"}, false},
+		{authenticationv1.UserInfo{Username: "bot@example.com", Groups: []string{DefaultAgentGroup + ":"}}, false, nil, false},
+		{authenticationv1.UserInfo{Username: "bot@example.com", Groups: []string{DefaultAgentGroup + "s:team-a"}}, false, nil, false},
+		{authenticationv1.UserInfo{Username: "ed@example.com", Groups: []string{"system:authenticated"}}, false, nil, false},
 	} {
 		agent, ns := ids.IsAgent(tc.user)
-		if agent != tc.agent || ns != tc.ns || ids.IsManager(tc.user) != tc.manager {
+		if agent != tc.agent || !slices.Equal(ns, tc.ns) || ids.IsManager(tc.user) != tc.manager {
 			t.Errorf("%+v: agent=%v ns=%q manager=%v", tc.user, agent, ns, ids.IsManager(tc.user))
 		}
 	}

@@ -50,15 +50,15 @@ var (
 	agentUser   = "system:serviceaccount:" + testNS + ":" + agentSAName
 	foreignUser = "system:serviceaccount:" + otherNS + ":" + foreignAgentSA
 
-	testEnv    *envtest.Environment
-	cfg        *rest.Config
-	adminC     client.Client
-	suiteCache client.Reader // the webhook manager's cache, with the production indexes
-	scheme     = runtime.NewScheme()
-	suiteCtx   context.Context
-	cancelMgr  context.CancelFunc
-	kubeconfig string
-	repoRoot   = filepath.Join("..")
+	testEnv     *envtest.Environment
+	cfg         *rest.Config
+	adminC      client.Client
+	suiteReader client.Reader // the webhook manager's API reader, which the webhook lists with
+	scheme      = runtime.NewScheme()
+	suiteCtx    context.Context
+	cancelMgr   context.CancelFunc
+	kubeconfig  string
+	repoRoot    = filepath.Join("..")
 )
 
 func TestWebhooks(t *testing.T) {
@@ -95,7 +95,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupWithManager(mgr, opts)).To(Succeed())
-	suiteCache = mgr.GetCache()
+	suiteReader = mgr.GetAPIReader()
 
 	suiteCtx, cancelMgr = context.WithCancel(context.Background())
 	go func() {
@@ -167,6 +167,10 @@ func installRBAC() {
 	}
 	bind("test-manager", "manager-role", sa(managerNS, testManagerName), "")
 	bind("test-agent", "agentsession-agent-role", sa(testNS, agentSAName), testNS)
+	// Every service account of the namespace may reach status.agent by RBAC, as a shared agent
+	// role binding would let it: the webhook's binding of one service account to one session
+	// is what keeps each to its own.
+	bind("test-agents", "agentsession-agent-role", rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:" + testNS}, testNS)
 	bind("test-foreign-agent", "agentsession-agent-role", sa(otherNS, foreignAgentSA), testNS)
 	bind("test-viewer", "agentsession-viewer-role", user(viewerUser), testNS)
 	bind("test-viewer-pmc", "planmodeconfig-viewer-role", user(viewerUser), testNS)

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,31 +16,34 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
-// Tenancy checks: one log per session (spec.sessionID), an approval bound to the plan text it
-// approves, and an agent identity bound to its own session.
+// Tenancy checks: one log per session (spec.sessionID), a fork of the requester's own
+// namespace, an approval bound to the plan text it approves, and an agent identity bound to its
+// own session. Those that need every session list them on the API server (listSessions).
 
-// SessionIDIndex is the cache index of AgentSessions by spec.sessionID, across namespaces.
-const SessionIDIndex = "spec.sessionID"
+// The fields the checks below list AgentSessions by, on the API server (the CRD declares them
+// selectable: api/v1alpha1), across namespaces or in one.
+const (
+	sessionIDField           = "spec.sessionID"
+	agentServiceAccountField = "spec.agent.serviceAccountName"
+)
 
-// IndexSessionID returns the values an AgentSession is indexed under in SessionIDIndex.
-func IndexSessionID(o client.Object) []string {
-	if s, ok := o.(*agentsv1alpha1.AgentSession); ok && s.Spec.SessionID != "" {
-		return []string{s.Spec.SessionID}
+// listSessions lists the AgentSessions whose field is value (in namespace ns, or all for ""),
+// from the API server: what admission needs to see is every session, whichever shard's
+// manager serves it. A failed list refuses the write (retry), never admits it.
+func (v *AgentSessionValidator) listSessions(ctx context.Context, ns, fieldName, value, what string) ([]agentsv1alpha1.AgentSession, error) {
+	if v.Sessions == nil {
+		return nil, errMissingDependency("a reader of AgentSessions")
 	}
-	return nil
-}
-
-// AgentServiceAccountIndex is the cache index of AgentSessions by spec.agent.serviceAccountName
-// (namespaced: list with client.InNamespace).
-const AgentServiceAccountIndex = "spec.agent.serviceAccountName"
-
-// IndexAgentServiceAccount returns the values an AgentSession is indexed under in
-// AgentServiceAccountIndex.
-func IndexAgentServiceAccount(o client.Object) []string {
-	if s, ok := o.(*agentsv1alpha1.AgentSession); ok && s.Spec.Agent != nil {
-		return []string{s.Spec.Agent.ServiceAccountName}
+	var list agentsv1alpha1.AgentSessionList
+	opts := []client.ListOption{client.MatchingFields{fieldName: value}}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
 	}
-	return nil
+	if err := v.Sessions.List(ctx, &list, opts...); err != nil {
+		logf.FromContext(ctx).Error(err, "list AgentSessions", "field", fieldName, "value", value)
+		return nil, apierrors.NewServiceUnavailable("could not check " + what + "; retry: " + err.Error())
+	}
+	return list.Items, nil
 }
 
 // validateAgentBinding, when the operator requires bound agents, keeps one agent identity to
@@ -64,16 +68,12 @@ func (v *AgentSessionValidator) validateAgentBinding(ctx context.Context, oldObj
 	if oldObj != nil && oldObj.Spec.Agent != nil && oldObj.Spec.Agent.ServiceAccountName == b.ServiceAccountName {
 		return nil, nil
 	}
-	if v.Sessions == nil {
-		return nil, nil
+	others, err := v.listSessions(ctx, obj.Namespace, agentServiceAccountField, b.ServiceAccountName, "that spec.agent.serviceAccountName is not bound to another session")
+	if err != nil {
+		return nil, err
 	}
-	var list agentsv1alpha1.AgentSessionList
-	if err := v.Sessions.List(ctx, &list, client.InNamespace(obj.Namespace), client.MatchingFields{AgentServiceAccountIndex: b.ServiceAccountName}); err != nil {
-		logf.FromContext(ctx).Error(err, "list AgentSessions by spec.agent.serviceAccountName", "serviceAccountName", b.ServiceAccountName)
-		return nil, apierrors.NewServiceUnavailable("could not check that spec.agent.serviceAccountName is not bound to another session; retry: " + err.Error())
-	}
-	for i := range list.Items {
-		other := &list.Items[i]
+	for i := range others {
+		other := &others[i]
 		if other.Name == obj.Name || other.DeletionTimestamp != nil {
 			continue // the same session, or one on its way out
 		}
@@ -86,22 +86,19 @@ func (v *AgentSessionValidator) validateAgentBinding(ctx context.Context, oldObj
 }
 
 // validateSessionIDFree refuses a new session whose spec.sessionID another AgentSession, in any
-// namespace, already names: its log would be that session's. The manager's cache answers (never
-// the log store, so admission does not depend on it); the store's owner record, which the
-// manager claims before touching a log, is what holds when two are created at once. Another
-// namespace's session is not named: the requester may not be allowed to see it.
+// namespace, already names: its log would be that session's. The API server answers (never the
+// log store, so admission does not depend on it); the store's owner record, which the manager
+// claims before touching a log, is what holds when two are created at once, and for the log of
+// a session that was deleted. Another namespace's session is not named: the requester may not
+// be allowed to see it.
 func (v *AgentSessionValidator) validateSessionIDFree(ctx context.Context, obj *agentsv1alpha1.AgentSession) (field.ErrorList, error) {
-	if v.Sessions == nil {
-		return nil, nil
-	}
-	var list agentsv1alpha1.AgentSessionList
-	if err := v.Sessions.List(ctx, &list, client.MatchingFields{SessionIDIndex: obj.Spec.SessionID}); err != nil {
-		logf.FromContext(ctx).Error(err, "list AgentSessions by spec.sessionID", "sessionID", obj.Spec.SessionID)
-		return nil, apierrors.NewServiceUnavailable("could not check that spec.sessionID is not in use; retry: " + err.Error())
+	others, err := v.listSessions(ctx, "", sessionIDField, obj.Spec.SessionID, "that spec.sessionID is not in use")
+	if err != nil {
+		return nil, err
 	}
 	p := field.NewPath("spec", "sessionID")
-	for i := range list.Items {
-		other := &list.Items[i]
+	for i := range others {
+		other := &others[i]
 		if other.Namespace == obj.Namespace && other.Name == obj.Name {
 			continue // the same session (a create retried, or re-created under its name)
 		}
@@ -115,24 +112,24 @@ func (v *AgentSessionValidator) validateSessionIDFree(ctx context.Context, obj *
 	return nil, nil
 }
 
-// validateForkParent checks spec.fork against what the manager's cache knows of the parent's
-// AgentSession. A parent of another namespace is refused: a fork copies its parent's events,
-// so it would read another tenant's log. A throughSeq the parent's status places as the last
-// event of its open turn is refused: the copy would end inside that turn. What the cache
-// cannot place (a parent without an AgentSession, a seq the status does not settle) is left
-// to the manager, which reads the log and refuses with ForkRefused.
+// validateForkParent checks spec.fork against the parent's AgentSession as the API server has
+// it. A parent of another namespace is refused: a fork copies its parent's events, so it would
+// read another tenant's log. A throughSeq the parent's status places as the last event of its
+// open turn is refused: the copy would end inside that turn. What admission cannot place (a
+// parent whose AgentSession was deleted, a seq the status does not settle) is decided by the
+// log store itself, in the fork's transaction (it refuses a parent log owned in another
+// namespace, or by nobody), and the manager shows it as ForkRefused.
 func (v *AgentSessionValidator) validateForkParent(ctx context.Context, obj *agentsv1alpha1.AgentSession) (field.ErrorList, error) {
 	f := obj.Spec.Fork
-	if v.Sessions == nil || f == nil {
+	if f == nil {
 		return nil, nil
 	}
-	var list agentsv1alpha1.AgentSessionList
-	if err := v.Sessions.List(ctx, &list, client.MatchingFields{SessionIDIndex: f.SessionID}); err != nil {
-		logf.FromContext(ctx).Error(err, "list AgentSessions by spec.sessionID", "sessionID", f.SessionID)
-		return nil, apierrors.NewServiceUnavailable("could not check spec.fork's parent session; retry: " + err.Error())
+	parents, err := v.listSessions(ctx, "", sessionIDField, f.SessionID, "spec.fork's parent session")
+	if err != nil {
+		return nil, err
 	}
-	for i := range list.Items {
-		parent := &list.Items[i]
+	for i := range parents {
+		parent := &parents[i]
 		if parent.Namespace != obj.Namespace {
 			return field.ErrorList{field.Forbidden(field.NewPath("spec", "fork", "sessionID"), fmt.Sprintf(
 				"%q is the session log of an AgentSession in another namespace: a fork copies its parent's events, so it may only name a session of namespace %q",
@@ -227,7 +224,7 @@ func (v *AgentSessionValidator) validateAgentWriter(req admission.Request, oldOb
 			"session %q is bound to its agent's service account %q (spec.agent.serviceAccountName): %q may not write its status.agent; run the agent as that service account, or change spec.agent",
 			obj.Name, b.ServiceAccountName, u.Username))}
 	}
-	if agent, _ := v.Identities.IsAgent(u); agent {
+	if agent, in := v.Identities.IsAgent(u); agent && in.Has(obj.Namespace) {
 		if v.RequireAgentBinding {
 			return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
 				"session %q names no agent (spec.agent) and this operator lets only a session's bound agent write its status.agent: "+
@@ -237,39 +234,21 @@ func (v *AgentSessionValidator) validateAgentWriter(req admission.Request, oldOb
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
-		"%q is not an agent identity: status.agent is written by the session's agent, a service account named %s or %s-<suffix> in namespace %q (or a member of the agent group), "+
+		"%q is not an agent identity of namespace %q: status.agent is written by the session's agent, a service account named %s or %s-<suffix> in namespace %q, "+
 			"best bound to the session with spec.agent.serviceAccountName",
-		u.Username, v.Identities.AgentServiceAccountPrefix, v.Identities.AgentServiceAccountPrefix, obj.Namespace))}
+		u.Username, obj.Namespace, v.Identities.AgentServiceAccountPrefix, v.Identities.AgentServiceAccountPrefix, obj.Namespace))}
 }
 
-// validateSteerID: status.agent.steerID records the last user message the agent delivered, so
-// it may only change to the id of a message of this session (spec.steerQueue, or the v1
-// spec.steer); any other value would mark a message delivered that never was.
-func validateSteerID(oldObj, obj *agentsv1alpha1.AgentSession) field.ErrorList {
-	var was, now string
-	if a := oldObj.Status.Agent; a != nil {
-		was = a.SteerID
-	}
-	if a := obj.Status.Agent; a != nil {
-		now = a.SteerID
-	}
-	if now == was || now == "" {
-		return nil
-	}
-	if st := obj.Spec.Steer; st != nil && st.ID == now {
-		return nil
-	}
-	for _, m := range obj.Spec.SteerQueue {
-		if m.ID == now {
-			return nil
+// agentElsewhere says why an agent identity may not write a session of namespace ns.
+func agentElsewhere(user string, in AgentNamespaces, ns string, groups []string) string {
+	if len(in) == 0 {
+		g := DefaultAgentGroup
+		if len(groups) > 0 {
+			g = groups[0]
 		}
+		return fmt.Sprintf("%q is a member of the agent group, which makes it an agent of no namespace: add it to the group %s:%s to make it an agent of namespace %q only", user, g, ns, ns)
 	}
-	want := "no message of this session has that id (spec.steerQueue and spec.steer)"
-	if st := obj.Spec.Steer; st != nil && len(obj.Spec.SteerQueue) == 0 {
-		want = fmt.Sprintf("the steer message of this session is %q (spec.steer.id)", st.ID)
-	}
-	return field.ErrorList{field.Invalid(field.NewPath("status", "agent", "steerID"), now,
-		want+": the agent records only the id of the message it delivered")}
+	return fmt.Sprintf("agent identity %q is an agent of namespace %s and may not write sessions in %q", user, strings.Join(in, ", "), ns)
 }
 
 // isBoundAgent reports whether u is the service account a session is bound to: it is an agent
@@ -297,11 +276,23 @@ func validateReviewTimeout(spec *agentsv1alpha1.AgentSessionSpec) field.ErrorLis
 	return nil
 }
 
-// unboundWarning: an unbound session accepts status.agent from any agent of its namespace.
+// unboundWarning: with binding turned off (--webhook-require-agent-binding=false), an unbound
+// session accepts status.agent from any agent of its namespace, which may then drop its user's
+// messages or post plans for it.
 func (v *AgentSessionValidator) unboundWarning(obj *agentsv1alpha1.AgentSession) admission.Warnings {
 	if obj.Spec.Agent != nil || v.RequireAgentBinding {
 		return nil
 	}
-	return admission.Warnings{fmt.Sprintf("spec.agent is unset: any agent identity in namespace %q may write this session's status.agent; "+
+	return admission.Warnings{fmt.Sprintf("spec.agent is unset and this operator runs with --webhook-require-agent-binding=false: "+
+		"any agent identity in namespace %q may write this session's status.agent (drop its messages, post plans for it); "+
 		"set spec.agent.serviceAccountName to the agent pod's service account to bind the session to it", obj.Namespace)}
+}
+
+// unbindingWarning: removing spec.agent (possible only with binding turned off) opens the
+// session's status.agent to every agent of the namespace.
+func (v *AgentSessionValidator) unbindingWarning(oldObj, obj *agentsv1alpha1.AgentSession) admission.Warnings {
+	if oldObj.Spec.Agent == nil || obj.Spec.Agent != nil {
+		return nil
+	}
+	return v.unboundWarning(obj)
 }

@@ -42,26 +42,22 @@ type AgentSessionSpec struct {
 	// +optional
 	ReviewTimeout *metav1.Duration `json:"reviewTimeout,omitempty"`
 
-	// Agent binds the session to the one agent identity that may write its status.agent. When
-	// set, only that ServiceAccount (in this namespace) and the manager can report boundaries,
-	// post plans or record steer ids for this session; any other agent identity is refused.
-	// Required, and unique per namespace, when the manager runs with
-	// --webhook-require-agent-binding (as config/default installs it). Otherwise unset lets any
-	// agent identity of this namespace write it (the webhook warns). See docs/admission.md.
+	// Agent binds the session to the one agent identity that may write its status.agent: only
+	// that ServiceAccount (in this namespace) and the manager can report boundaries, post plans
+	// or record message ids for this session. Required, and unique per namespace, unless the
+	// manager runs with --webhook-require-agent-binding=false; then an unbound session takes
+	// status.agent from any agent identity of its namespace (the webhook warns). See
+	// docs/admission.md.
 	// +optional
 	Agent *AgentBinding `json:"agent,omitempty"`
 
-	// Steer delivers a user message to the agent as the next step's ordinary user message
-	// (`kubectl plan <message>`). Each new ID is delivered once. Protocol v1; a second message
-	// written before the first is delivered replaces it. Prefer SteerQueue.
-	// +optional
-	Steer *SteerMessage `json:"steer,omitempty"`
-
-	// SteerQueue holds user messages for the agent, oldest first (`kubectl plan message`,
-	// protocol v2). The agent delivers every message once, in order: those after the one
-	// named by status.agent.steerID go into its next step, after that step's other input; an
-	// idle agent starts a turn with them. Writers append, and drop the messages up to and
-	// including status.agent.steerID (delivered).
+	// SteerQueue holds user messages for the agent, oldest first (`kubectl plan message`). The
+	// agent delivers every message once, in order: those after the one named by
+	// status.agent.steerID go into its next step, after that step's other input; an idle
+	// agent starts a turn with them. Writers append, and drop the messages up to and including
+	// status.agent.steerID (delivered). An id is used once for the session's life: each new
+	// message's id must sort after every id the session has used (numbers in ids compare by
+	// value, so m9 < m10; kubectl plan message chooses one).
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional
@@ -161,7 +157,7 @@ type ReviewDecision struct {
 	PlanSHA256 string `json:"planSHA256,omitempty"`
 }
 
-// SteerMessage is one user message for the agent's next step.
+// SteerMessage is one user message for the agent's next step (an entry of spec.steerQueue).
 // +kubebuilder:validation:XValidation:rule="has(self.text) || has(self.images)",message="a message needs text or at least one image: set text, images, or both"
 type SteerMessage struct {
 	// ID makes delivery idempotent: the agent records each ID once.
@@ -423,8 +419,8 @@ type AgentReport struct {
 	// +optional
 	Review *PlanReviewRequest `json:"review,omitempty"`
 
-	// SteerID is the id of the last user message (spec.steerQueue, or a v1 spec.steer) the
-	// agent recorded in the log.
+	// SteerID is the id of the last user message of spec.steerQueue the agent recorded in the
+	// log.
 	// +optional
 	SteerID string `json:"steerID,omitempty"`
 }
@@ -531,14 +527,19 @@ const (
 	ReasonForkRefused = "ForkRefused"
 )
 
+// The admission webhook lists sessions by these fields on the API server itself, so its
+// checks that need every session (one log per spec.sessionID, a fork's parent, one session per
+// agent service account) answer the same whichever manager shard serves admission.
+// +kubebuilder:selectablefield:JSONPath=".spec.sessionID"
+// +kubebuilder:selectablefield:JSONPath=".spec.agent.serviceAccountName"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=as;asess,categories={planmode,agents}
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionID`,priority=1
-// +kubebuilder:printcolumn:name="Plan",type=boolean,JSONPath=`.status.planMode.active`,description="Committed plan state (from the session log)"
-// +kubebuilder:printcolumn:name="Pending",type=boolean,JSONPath=`.status.planMode.pending`,description="A selection awaits the next step boundary"
-// +kubebuilder:printcolumn:name="Desired",type=boolean,JSONPath=`.spec.planMode.active`,description="The user's selection"
-// +kubebuilder:printcolumn:name="Review",type=string,JSONPath=`.status.review.phase`,description="Phase of the last plan review (Pending: a plan awaits kubectl plan approve, revise or dismiss)"
+// +kubebuilder:printcolumn:name="Plan-Mode",type=boolean,JSONPath=`.status.planMode.active`,description="Plan mode committed in the session log: true (on) or false (off)"
+// +kubebuilder:printcolumn:name="Pending",type=boolean,JSONPath=`.status.planMode.pendingActive`,description="The plan mode waiting for the agent's next step boundary: true (entering) or false (leaving); empty when nothing waits"
+// +kubebuilder:printcolumn:name="Selected",type=boolean,JSONPath=`.spec.planMode.active`,description="The user's selection (kubectl plan on or off); empty: none, the session follows its log"
+// +kubebuilder:printcolumn:name="Review",type=string,JSONPath=`.status.review.phase`,description="The last plan review: Pending (awaiting kubectl plan approve, revise or dismiss), Approved, KeepPlanning, Dismissed, Expired or Rejected"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

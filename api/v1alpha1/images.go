@@ -10,9 +10,6 @@ const (
 	MaxImagesPerMessage = 20
 )
 
-// ImageMediaTypes are the formats an attached image may have, as the harness accepts them.
-var ImageMediaTypes = []string{"image/png", "image/jpeg", "image/webp", "image/gif"}
-
 // ImageDataKey is the binaryData key holding an image's bytes in its ConfigMap.
 const ImageDataKey = "image"
 

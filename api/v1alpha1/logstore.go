@@ -12,14 +12,15 @@ import (
 // replacement or rewind is detected again.
 const AnnotationAdoptLogStore = "agents.harness.dev/adopt-log-store"
 
-// LogStoreMismatch says why a store with identity storeID, whose log of this session ends at
-// logEnd (its next seq), is not the one the status was recorded against, or returns "" when it
-// is, when the status records nothing yet, or when AnnotationAdoptLogStore adopts exactly it.
+// LogStoreMismatch refuses a store with identity storeID, whose log of this session ends at
+// logEnd (its next seq), that is not the one the status was recorded against, saying why and
+// how to adopt it; nil when it is, when the status records nothing yet, or when
+// AnnotationAdoptLogStore adopts exactly it.
 // storeID "" (unknown) skips the identity check.
-func (s *AgentSession) LogStoreMismatch(storeID string, logEnd int64) string {
+func (s *AgentSession) LogStoreMismatch(storeID string, logEnd int64) error {
 	pm := s.Status.PlanMode
 	if s.Annotations[AnnotationAdoptLogStore] == AdoptLogStoreValue(storeID, logEnd) && storeID != "" {
-		return ""
+		return nil
 	}
 	var why string
 	switch {
@@ -28,10 +29,10 @@ func (s *AgentSession) LogStoreMismatch(storeID string, logEnd int64) string {
 	case logEnd < pm.NextSeq:
 		why = fmt.Sprintf("session %q ends at seq %d in the log store, before seq %d its status recorded: the store was emptied or restored from an older backup", s.Spec.SessionID, logEnd, pm.NextSeq)
 	default:
-		return ""
+		return nil
 	}
-	return why + fmt.Sprintf("; nothing is appended until the right store is back, or, to continue on this one, `kubectl annotate agentsession %s %s=%s --overwrite` (docs/operations.md)",
-		s.Name, AnnotationAdoptLogStore, AdoptLogStoreValue(storeID, logEnd))
+	return fmt.Errorf("%s; nothing is appended until the right store is back, or, to continue on this one, `kubectl annotate agentsession %s %s=%s --overwrite` (docs/operations.md)",
+		why, s.Name, AnnotationAdoptLogStore, AdoptLogStoreValue(storeID, logEnd))
 }
 
 // AdoptLogStoreValue is the AnnotationAdoptLogStore value that adopts store storeID at logEnd.

@@ -132,11 +132,6 @@ func (in *AgentSessionSpec) DeepCopyInto(out *AgentSessionSpec) {
 		*out = new(AgentBinding)
 		**out = **in
 	}
-	if in.Steer != nil {
-		in, out := &in.Steer, &out.Steer
-		*out = new(SteerMessage)
-		(*in).DeepCopyInto(*out)
-	}
 	if in.SteerQueue != nil {
 		in, out := &in.SteerQueue, &out.SteerQueue
 		*out = make([]SteerMessage, len(*in))

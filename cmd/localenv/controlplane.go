@@ -79,22 +79,83 @@ func useCluster(ctx context.Context, o options, out io.Writer) (*controlPlane, e
 }
 
 // startLocalControlPlane starts kube-apiserver and etcd with etcd's data in dir/etcd, so
-// objects survive a restart.
-func startLocalControlPlane(o options, dir string, out io.Writer) (*controlPlane, error) {
-	if o.assets == "" {
-		return nil, errors.New("no control-plane binaries: set --assets or KUBEBUILDER_ASSETS (make run does)")
+// objects survive a restart; ctx ends the start at once (Ctrl-C).
+func startLocalControlPlane(ctx context.Context, o options, dir string, lt *lifetime, out io.Writer) (*controlPlane, error) {
+	if err := checkAssets(o); err != nil {
+		return nil, err
 	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
+	env, closeLogs, err := newEnvironment(o, dir, lt)
+	if err != nil {
+		return nil, err
+	}
+	etcdDir := env.ControlPlane.Etcd.DataDir
+	state := "a new"
+	if entries, _ := os.ReadDir(etcdDir); len(entries) > 0 {
+		state = "the kept"
+	}
+	fmt.Fprintf(out, "Starting a local control plane (kube-apiserver + etcd, %s state in %s; up to %s)...\n", state, etcdDir, o.readyTimeout)
+	begin := time.Now()
+	cfg, err := startEnvironment(ctx, env, lt, o.stopTimeout)
+	closeLogs() // the processes write to their own copies
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("start the local control plane: %w\n%s\n%s", err,
+			lastLines(filepath.Join(dir, "etcd.log"), 10), lastLines(filepath.Join(dir, "kube-apiserver.log"), 10))
+	}
+	fmt.Fprintf(out, "Control plane up in %s.\n", time.Since(begin).Round(100*time.Millisecond))
+	return newControlPlane(env, cfg, dir, out)
+}
+
+// checkAssets finds kube-apiserver and etcd before anything starts.
+func checkAssets(o options) error {
+	if o.assets == "" {
+		return errors.New("no control-plane binaries: set --assets or KUBEBUILDER_ASSETS (make run does)")
+	}
+	for _, b := range []string{apiServerBinary, etcdBinary} {
 		if _, err := os.Stat(filepath.Join(o.assets, b)); err != nil {
-			return nil, fmt.Errorf("%s is missing from %s: run `make envtest-assets` (make run does)", b, o.assets)
+			return fmt.Errorf("%s is missing from %s: run `make envtest-assets` (make run does)", b, o.assets)
 		}
 	}
+	return nil
+}
+
+// newEnvironment configures envtest: etcd's data in dir/etcd, the binaries started through
+// the run's shims (lifetime.go), the API server's certificates in the run's temporary folder,
+// and both processes' output in dir/etcd.log and dir/kube-apiserver.log (closeLogs closes
+// localenv's copies once they run).
+func newEnvironment(o options, dir string, lt *lifetime) (env *envtest.Environment, closeLogs func(), err error) {
 	etcdDir := filepath.Join(dir, "etcd")
 	if err := os.MkdirAll(etcdDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", etcdDir, err)
+		return nil, nil, fmt.Errorf("create %s: %w", etcdDir, err)
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: o.assets,
+	certDir := filepath.Join(lt.tmp, "kube-apiserver")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	assets, err := filepath.Abs(o.assets)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The shims read these: inherited by the processes envtest starts.
+	if err := os.Setenv(shimEnv, assets); err != nil {
+		return nil, nil, err
+	}
+	if err := os.Setenv(shimParentEnv, strconv.Itoa(os.Getpid())); err != nil {
+		return nil, nil, err
+	}
+	etcdLog, err := openRunLog(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	apiLog, err := openRunLog(filepath.Join(dir, "kube-apiserver.log"))
+	if err != nil {
+		_ = etcdLog.Close()
+		return nil, nil, err
+	}
+	env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{o.crdDir},
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
@@ -104,20 +165,47 @@ func startLocalControlPlane(o options, dir string, out io.Writer) (*controlPlane
 		ControlPlaneStartTimeout: o.readyTimeout,
 		ControlPlaneStopTimeout:  o.stopTimeout,
 	}
-	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
-	state := "a new"
-	if entries, _ := os.ReadDir(etcdDir); len(entries) > 0 {
-		state = "the kept"
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir, Path: filepath.Join(lt.shimDir, etcdBinary), Out: etcdLog, Err: etcdLog}
+	env.ControlPlane.APIServer = &envtest.APIServer{Path: filepath.Join(lt.shimDir, apiServerBinary), CertDir: certDir, Out: apiLog, Err: apiLog}
+	return env, func() { _ = etcdLog.Close(); _ = apiLog.Close() }, nil
+}
+
+// startEnvironment runs env.Start on the spawning thread (lifetime.go) and hands the processes
+// to the guard. ctx ends it at once: the half-started control plane is killed, and Start,
+// which takes no context, is given stopTimeout to notice.
+func startEnvironment(ctx context.Context, env *envtest.Environment, lt *lifetime, stopTimeout time.Duration) (*rest.Config, error) {
+	type result struct {
+		cfg *rest.Config
+		err error
 	}
-	fmt.Fprintf(out, "Starting a local control plane (kube-apiserver + etcd, %s state in %s)...\n", state, etcdDir)
-	begin := time.Now()
-	cfg, err := env.Start()
-	if err != nil {
-		// Start may have left one of the two running.
+	done := make(chan result, 1)
+	go onSpawnThread(func() {
+		cfg, err := env.Start()
+		done <- result{cfg, err}
+	})
+	select {
+	case r := <-done:
+		if r.err != nil {
+			_ = env.Stop() // Start may have left one of the two running
+			return nil, r.err
+		}
+		lt.adoptShims()
+		return r.cfg, nil
+	case <-ctx.Done():
+	}
+	lt.killShims()
+	select {
+	case <-done:
 		_ = env.Stop()
-		return nil, fmt.Errorf("start the local control plane: %w", err)
+	case <-time.After(stopTimeout):
 	}
-	fmt.Fprintf(out, "Control plane up in %s.\n", time.Since(begin).Round(100*time.Millisecond))
+	lt.killShims() // one Start forked after the first kill
+	return nil, ctx.Err()
+}
+
+// newControlPlane writes a kubeconfig for each of the three identities and the manager's
+// webhook flags for a started envtest environment.
+func newControlPlane(env *envtest.Environment, cfg *rest.Config, dir string, out io.Writer) (*controlPlane, error) {
 	cp := &controlPlane{
 		cfg:               cfg,
 		kubeconfig:        filepath.Join(dir, "kubeconfig"),
@@ -130,15 +218,14 @@ func startLocalControlPlane(o options, dir string, out io.Writer) (*controlPlane
 			}
 		},
 	}
-	// Three identities, as in a cluster: the manager, the agent (a member of the agent group,
-	// so the webhook limits it to status.agent) and you.
+	// Three identities, as in a cluster: the manager, you, and the agent, a service account
+	// with a token of its own (agentidentity.go, once the demo namespace exists).
 	for _, u := range []struct {
 		user envtest.User
 		path string
 	}{
 		{envtest.User{Name: "developer", Groups: []string{mastersGroup}}, cp.kubeconfig},
 		{envtest.User{Name: "planmode-manager", Groups: []string{mastersGroup}}, cp.managerKubeconfig},
-		{envtest.User{Name: "demo-agent", Groups: []string{mastersGroup, "planmode:agents"}}, cp.agentKubeconfig},
 	} {
 		if err := writeUserKubeconfig(env, u.user, u.path); err != nil {
 			cp.stop()
@@ -201,8 +288,9 @@ func readyz(ctx context.Context, cfg *rest.Config) error {
 	return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 }
 
-// ensureDemo creates the demo PlanModeConfig and AgentSession when they are absent, and never
-// changes them when they exist: a restart must not write a selection the user did not make.
+// ensureDemo creates the demo PlanModeConfig and AgentSession when they are absent, and changes
+// nothing a user could have set when they exist (a restart must not write a selection the user
+// did not make): it only binds an unbound session to its agent's service account.
 // The session is created with no selection (spec.planMode.active unset), which follows the log
 // and appends nothing. It returns what it created.
 func ensureDemo(ctx context.Context, c client.Client, o options) ([]string, error) {
@@ -224,15 +312,29 @@ func ensureDemo(ctx context.Context, c client.Client, o options) ([]string, erro
 	case !apierrors.IsAlreadyExists(err):
 		return nil, fmt.Errorf("create the demo PlanModeConfig: %w", err)
 	}
+	binding := &agentsv1alpha1.AgentBinding{ServiceAccountName: demoAgentServiceAccount(o.session)}
 	s := &agentsv1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.session},
-		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: o.session + "-session"},
+		Spec:       agentsv1alpha1.AgentSessionSpec{SessionID: o.session + "-session", Agent: binding},
 	}
 	switch err := c.Create(ctx, s); {
 	case err == nil:
 		created = append(created, "AgentSession "+o.namespace+"/"+s.Name)
 	case !apierrors.IsAlreadyExists(err):
 		return nil, fmt.Errorf("create the demo AgentSession: %w", err)
+	default:
+		// A session kept from a run before agents were bound: bind it, or its agent may not
+		// write its status.agent.
+		if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			return nil, fmt.Errorf("read the demo AgentSession: %w", err)
+		}
+		if s.Spec.Agent == nil {
+			patch := client.MergeFrom(s.DeepCopy())
+			s.Spec.Agent = binding
+			if err := c.Patch(ctx, s, patch); err != nil {
+				return nil, fmt.Errorf("bind the demo AgentSession to its agent's service account: %w", err)
+			}
+		}
 	}
 	return created, nil
 }

@@ -16,7 +16,7 @@ const agentDsh = "dsh"
 // checkAgentFlags refuses an unknown --agent and a dsh agent without its install.
 func checkAgentFlags(o options) error {
 	switch o.agent {
-	case "", "refagent":
+	case "", refagentBinary:
 		return nil
 	case agentDsh:
 	default:
@@ -55,7 +55,7 @@ func demoReplies(n int, seen chatmodel.Seen) chatmodel.Reply {
 // startDshAgent runs dsh headless with the plugin's overlay as the agent of the demo session,
 // against the scripted local model unless the user set DEEPSEEK_API_KEY (then the harness's
 // own provider variables, DEEPSEEK_API_KEY and DEEPSEEK_BASE_URL, are passed through).
-func startDshAgent(o options, p paths, cp *controlPlane) (*process, error) {
+func startDshAgent(o options, p paths, cp *controlPlane, lt *lifetime) (*process, error) {
 	home := filepath.Join(p.dir, "dsh-home")
 	work := filepath.Join(p.dir, "dsh-work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
@@ -78,7 +78,7 @@ func startDshAgent(o options, p paths, cp *controlPlane) (*process, error) {
 		model.Fallback(demoReplies)
 		env = append(env, "DEEPSEEK_API_KEY=sk-scripted-demo", "DEEPSEEK_BASE_URL="+model.URL())
 	}
-	proc, err := startProcessEnv(filepath.Join(o.dshRoot, "node_modules", ".bin", "dsh"),
+	proc, err := startProcessEnv(lt, filepath.Join(o.dshRoot, "node_modules", ".bin", "dsh"),
 		[]string{"--profile", "headless", "--patch", o.dshOverlay}, filepath.Join(p.dir, "agent.log"), cp.agentKubeconfig, work, env)
 	if err != nil {
 		if model != nil {

@@ -49,6 +49,8 @@ func TestDshDemoAgent(t *testing.T) {
 	o.dshOverlay = hackOutput(t, "dsh-plugin.sh", "overlay")
 	s := start(t, o)
 	s.waitRunning(t)
+	g.Expect(s.out.String()).To(ContainSubstring("The demo agent is the DeepSeek harness (dsh) with agents/dsh-plugin"))
+	g.Expect(s.out.String()).To(ContainSubstring(`kubectl plan message demo "propose the next change"`), "the banner's flow starts with a message")
 	kubectlPlan := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command(filepath.Join(binDir, "kubectl-plan"), append(args, "--kubeconfig", filepath.Join(o.dir, "kubeconfig"))...).CombinedOutput()

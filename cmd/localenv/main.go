@@ -33,6 +33,15 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/version"
 )
 
+// The binaries a run starts, by file name, and the part names messages use.
+const (
+	etcdBinary      = "etcd"
+	apiServerBinary = "kube-apiserver"
+	managerBinary   = "manager"
+	refagentBinary  = "refagent"
+	demoAgentPart   = "demo agent"
+)
+
 type options struct {
 	dir              string
 	assets           string
@@ -65,8 +74,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"plugin of agents/dsh-plugin; a scripted local model unless DEEPSEEK_API_KEY is set, then the harness's own provider variables apply)")
 	fs.StringVar(&o.dshRoot, "dsh-root", "", "with --agent=dsh: the harness install, hack/harness.sh's output (make run AGENT=dsh sets it)")
 	fs.StringVar(&o.dshOverlay, "dsh-overlay", "", "with --agent=dsh: the plugin's profile overlay, hack/dsh-plugin.sh overlay's output (make run AGENT=dsh sets it)")
-	fs.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --loop", "extra arguments for the reference agent "+
-		"(the demo script toggles nothing itself; it leaves time to toggle mid-turn and presents a plan while in plan mode)")
+	fs.StringVar(&o.agentArgs, "agent-args", "--script=cmd/refagent/demo.txt --wait-for-messages", "extra arguments for the reference agent "+
+		"(the demo script runs a short first turn, then a turn for each message you send; it presents a plan only in plan mode)")
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra arguments for the manager")
 	fs.IntVar(&o.metricsPort, "metrics-port", 0, "manager metrics port on 127.0.0.1 (0: a free one)")
 	fs.IntVar(&o.probePort, "probe-port", 0, "manager health-probe port on 127.0.0.1 (0: a free one)")
@@ -81,6 +90,9 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 }
 
 func main() {
+	if asHelper() { // the guard, or the shim of etcd or kube-apiserver (lifetime.go)
+		return
+	}
 	var o options
 	bindFlags(flag.CommandLine, &o)
 	showVersion := flag.Bool("version", false, "print the version and exit")
@@ -94,12 +106,53 @@ func main() {
 	// client-go's own messages (a failed health check while the control plane dies) would
 	// interleave with this tool's; what matters is in the error localenv prints.
 	klog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
+	// A write to a closed stdout (make run | tee, the tee gone with the same Ctrl-C) fails with
+	// EPIPE instead of killing localenv in the middle of stopping its children.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	lt, err := newLifetime()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "localenv: %v\n", err)
 		os.Exit(1)
 	}
+	// Every temporary file of the run, envtest's too, goes into its folder, which the guard
+	// removes if localenv is killed.
+	_ = os.Setenv("TMPDIR", lt.tmp)
+	ctx := stopOnSignals(os.Stdout, lt)
+	err = runWith(ctx, o, lt, os.Stdout)
+	lt.close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "localenv: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// stopOnSignals returns a context that Ctrl-C, SIGTERM or a hangup (the terminal closed)
+// cancels, saying so at once; a second one kills every process of the run at once.
+func stopOnSignals(out io.Writer, lt *lifetime) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(out, "\n%s: stopping the demo agent, the manager and the control plane (Ctrl-C again kills them at once)...\n", signalName(sig))
+		cancel()
+		<-sigs
+		fmt.Fprintln(out, "Killing every process of this run.")
+		lt.killAll()
+		lt.close()
+		os.Exit(130)
+	}()
+	return ctx
+}
+
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "Ctrl-C"
+	case syscall.SIGHUP:
+		return "Hangup (the terminal closed)"
+	}
+	return s.String()
 }
 
 // errPartExited is returned when a part of the environment stopped on its own.
@@ -121,8 +174,20 @@ type paths struct {
 	metricsAddr, probeAddr string
 }
 
+// run is one localenv run in this process, with its own lifetime (the tests' entry point).
 func run(ctx context.Context, o options, out io.Writer) error {
-	p, unlock, err := prepare(o)
+	lt, err := newLifetime()
+	if err != nil {
+		return err
+	}
+	defer lt.close()
+	return runWith(ctx, o, lt, out)
+}
+
+// runWith starts everything, prints what to try next and waits for the end: ctx (a clean stop,
+// nil, however far the start got) or a part stopping on its own (an error naming it).
+func runWith(ctx context.Context, o options, lt *lifetime, out io.Writer) error {
+	p, unlock, err := prepare(o, out)
 	if err != nil {
 		return err
 	}
@@ -131,13 +196,21 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "Note: KUBECONFIG=%s is set; make run ignores it and uses its own control plane in %s.\n"+
 			"      To run against that cluster instead: make run CLUSTER_KUBECONFIG=%s\n", kc, p.dir, kc)
 	}
+	err = startAndWait(ctx, o, p, lt, out)
+	if ctx.Err() != nil {
+		return nil // stopped on request: whatever the start was doing, this is no failure
+	}
+	return err
+}
 
+func startAndWait(ctx context.Context, o options, p paths, lt *lifetime, out io.Writer) error {
 	start := time.Now()
 	var cp *controlPlane
+	var err error
 	if o.clusterConfig != "" {
 		cp, err = useCluster(ctx, o, out)
 	} else {
-		cp, err = startLocalControlPlane(o, p.dir, out)
+		cp, err = startLocalControlPlane(ctx, o, p.dir, lt, out)
 	}
 	if err != nil {
 		return err
@@ -147,9 +220,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	manager, err := startManager(ctx, o, p, cp, out)
+	manager, err := startManager(ctx, o, p, cp, lt, out)
 	if manager != nil {
-		defer manager.stop(o.stopTimeout)
+		defer manager.stop(o.stopTimeout, out)
 	}
 	if err != nil {
 		return err
@@ -157,33 +230,50 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := announceDemo(ctx, cp, o, out); err != nil {
 		return err
 	}
-	var agent *process
-	if !o.noAgent && o.agent == agentDsh {
-		agent, err = startDshAgent(o, p, cp)
-		if err != nil {
+	if o.clusterConfig == "" {
+		if err := issueAgentKubeconfig(ctx, cp, o, cp.agentKubeconfig); err != nil {
 			return err
 		}
-		defer agent.stop(o.stopTimeout)
-	} else if !o.noAgent {
-		agentFlags := append([]string{
-			"--kubeconfig=" + cp.agentKubeconfig,
-			"--store=" + p.store,
-			"--namespace=" + o.namespace,
-			"--name=" + o.session,
-		}, strings.Fields(o.agentArgs)...)
-		agent, err = startProcess(filepath.Join(p.binDir, "refagent"), agentFlags, filepath.Join(p.dir, "agent.log"), cp.agentKubeconfig)
-		if err != nil {
-			return err
-		}
-		defer agent.stop(o.stopTimeout)
 	}
-
-	printNextSteps(out, o, cp.kubeconfig, p.binDir, p.dir, p.store, time.Since(start))
-	return waitForEnd(ctx, o, p, cp, manager, agent, out)
+	agent, err := startAgent(o, p, cp, lt)
+	if err != nil {
+		return err
+	}
+	if agent != nil {
+		defer agent.stop(o.stopTimeout, out)
+	}
+	printNextSteps(out, o, cp.kubeconfig, p, time.Since(start))
+	return waitForEnd(ctx, o, p, cp, manager, agent)
 }
 
-// prepare settles the folders and ports and takes the state folder's lock; nothing runs yet.
-func prepare(o options) (paths, func(), error) {
+// startAgent starts the demo agent; nil with --no-agent.
+func startAgent(o options, p paths, cp *controlPlane, lt *lifetime) (*process, error) {
+	switch {
+	case o.noAgent:
+		return nil, nil
+	case o.agent == agentDsh:
+		proc, err := startDshAgent(o, p, cp, lt)
+		if proc != nil {
+			proc.name = demoAgentPart
+		}
+		return proc, err
+	}
+	agentFlags := append([]string{
+		"--kubeconfig=" + cp.agentKubeconfig,
+		"--store=" + p.store,
+		"--namespace=" + o.namespace,
+		"--name=" + o.session,
+	}, strings.Fields(o.agentArgs)...)
+	proc, err := startProcess(lt, filepath.Join(p.binDir, refagentBinary), agentFlags, filepath.Join(p.dir, "agent.log"), cp.agentKubeconfig)
+	if proc != nil {
+		proc.name = demoAgentPart
+	}
+	return proc, err
+}
+
+// prepare settles the folders and ports, takes the state folder's lock and clears what an
+// earlier run left on it; nothing of this run runs yet.
+func prepare(o options, out io.Writer) (paths, func(), error) {
 	var p paths
 	var err error
 	if p.dir, err = filepath.Abs(o.dir); err != nil {
@@ -195,6 +285,11 @@ func prepare(o options) (paths, func(), error) {
 	// The lock first: a second run on the same state is told so, whatever else it asks for.
 	unlock, err := lockDir(p.dir)
 	if err != nil {
+		return p, nil, err
+	}
+	// Then what an earlier run left running on it (holders.go).
+	if err := clearLeftovers(p.dir, out); err != nil {
+		unlock()
 		return p, nil, err
 	}
 	if err := settle(o, &p); err != nil {
@@ -210,7 +305,7 @@ func settle(o options, p *paths) error {
 	if p.binDir, err = filepath.Abs(o.binDir); err != nil {
 		return err
 	}
-	for _, b := range []string{"manager", "refagent", "kubectl-plan"} {
+	for _, b := range []string{managerBinary, refagentBinary, "kubectl-plan"} {
 		if _, err := os.Stat(filepath.Join(p.binDir, b)); err != nil {
 			return fmt.Errorf("%s is missing from %s: run `make build` first (make run does)", b, p.binDir)
 		}
@@ -230,20 +325,21 @@ func settle(o options, p *paths) error {
 
 // startManager runs the manager binary and waits for its readiness. The process it returns,
 // also with an error, is the caller's to stop.
-func startManager(ctx context.Context, o options, p paths, cp *controlPlane, out io.Writer) (*process, error) {
+func startManager(ctx context.Context, o options, p paths, cp *controlPlane, lt *lifetime, out io.Writer) (*process, error) {
 	managerLog := filepath.Join(p.dir, "manager.log")
-	fmt.Fprintf(out, "Starting the manager (log: %s)...\n", managerLog)
+	fmt.Fprintf(out, "Starting the manager (log: %s; ready within %s)...\n", managerLog, o.readyTimeout)
 	flags := append(append([]string{}, cp.managerFlags...),
 		"--kubeconfig="+cp.managerKubeconfig,
 		"--log-store="+p.store,
 		"--metrics-bind-address="+p.metricsAddr,
+		"--metrics-secure=false", // plain HTTP on loopback, for the person at this machine
 		"--health-probe-bind-address="+p.probeAddr,
 		// Readable logs for a person at a terminal; the deployed manager keeps JSON.
 		"--zap-encoder=console",
 		"--zap-time-encoding=iso8601",
 	)
 	flags = append(flags, strings.Fields(o.managerArgs)...)
-	manager, err := startProcess(filepath.Join(p.binDir, "manager"), flags, managerLog, cp.managerKubeconfig)
+	manager, err := startProcess(lt, filepath.Join(p.binDir, managerBinary), flags, managerLog, cp.managerKubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +354,12 @@ func startManager(ctx context.Context, o options, p paths, cp *controlPlane, out
 	return manager, nil
 }
 
+// demoTimeout bounds creating the demo objects: two API calls.
+const demoTimeout = 30 * time.Second
+
 func announceDemo(ctx context.Context, cp *controlPlane, o options, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
+	defer cancel()
 	created, err := ensureDemo(ctx, cp.client, o)
 	if err != nil {
 		return err
@@ -272,7 +373,7 @@ func announceDemo(ctx context.Context, cp *controlPlane, o options, out io.Write
 }
 
 // waitForEnd returns when Ctrl-C asks (nil) or any part stops on its own (an error naming it).
-func waitForEnd(ctx context.Context, o options, p paths, cp *controlPlane, manager, agent *process, out io.Writer) error {
+func waitForEnd(ctx context.Context, o options, p paths, cp *controlPlane, manager, agent *process) error {
 	var agentExited <-chan struct{}
 	if agent != nil {
 		agentExited = agent.exited
@@ -280,12 +381,11 @@ func waitForEnd(ctx context.Context, o options, p paths, cp *controlPlane, manag
 	health := cp.watch(ctx, o.healthInterval)
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(out, "\nShutting down...")
 		return nil
 	case <-manager.exited:
 		return &errPartExited{part: "manager", detail: manager.describeExit(), logPath: filepath.Join(p.dir, "manager.log")}
 	case <-agentExited:
-		return &errPartExited{part: "demo agent", detail: agent.describeExit(), logPath: filepath.Join(p.dir, "agent.log")}
+		return &errPartExited{part: demoAgentPart, detail: agent.describeExit(), logPath: filepath.Join(p.dir, "agent.log")}
 	case err := <-health:
 		return &errPartExited{part: "control plane", detail: err.Error()}
 	}
@@ -303,36 +403,4 @@ func lastLines(path string, n int) string {
 		lines = append(append(lines[:2:2], "..."), lines[len(lines)-n:]...)
 	}
 	return "first and last lines of " + path + ":\n  " + strings.Join(lines, "\n  ")
-}
-
-func printNextSteps(out io.Writer, o options, kubeconfig, binDir, dir, store string, took time.Duration) {
-	assets, _ := filepath.Abs(o.assets)
-	ns := ""
-	if o.namespace != "default" {
-		ns = " -n " + o.namespace
-	}
-	s := o.session
-	fmt.Fprintf(out, `
-planmode-operator is running (up in %s).
-  kubeconfig:           %s
-  session log (SQLite): %s
-  manager log:          %s
-  agent log:            %s
-  state kept in:        %s (delete it to start over)
-
-In another terminal:
-
-  export KUBECONFIG=%s PATH=%s:%s:$PATH
-  kubectl plan list%s
-  kubectl plan on %s%s
-  kubectl plan status %s%s
-  kubectl plan log %s%s          # finds the log store through the kubeconfig
-  kubectl plan review %s%s       # once the agent presents a plan
-  kubectl plan approve %s%s
-  kubectl plan off %s%s
-
-Ctrl-C stops everything.
-`, took.Round(100*time.Millisecond), kubeconfig, store, filepath.Join(dir, "manager.log"), filepath.Join(dir, "agent.log"), dir,
-		kubeconfig, binDir, assets, ns,
-		s, ns, s, ns, s, ns, s, ns, s, ns, s, ns)
 }

@@ -4,19 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
 
 // process is a child the environment runs (the manager, the demo agent), in its own process
-// group so a terminal's Ctrl-C reaches only localenv, which then stops the children in order.
+// group so a terminal's Ctrl-C reaches only localenv, which then stops the children in order;
+// its life is tied to localenv's (lifetime.go).
 type process struct {
 	name string
 	cmd  *exec.Cmd
@@ -25,39 +26,51 @@ type process struct {
 	err    error
 }
 
-// startProcess runs path with args, its output in logPath. The log of the previous run is kept
-// as logPath.previous, so a run's log holds that run only. KUBECONFIG is set to kubeconfig, so
+// startProcess runs path with args, its output in logPath (openRunLog). KUBECONFIG is set to kubeconfig, so
 // a child never falls back to the caller's KUBECONFIG.
-func startProcess(path string, args []string, logPath, kubeconfig string) (*process, error) {
-	return startProcessEnv(path, args, logPath, kubeconfig, "", nil)
+func startProcess(lt *lifetime, path string, args []string, logPath, kubeconfig string) (*process, error) {
+	return startProcessEnv(lt, path, args, logPath, kubeconfig, "", nil)
 }
 
 // startProcessEnv is startProcess in working directory dir (the current one when empty) with
 // env added to the environment.
-func startProcessEnv(path string, args []string, logPath, kubeconfig, dir string, env []string) (*process, error) {
-	if _, err := os.Stat(logPath); err == nil {
-		_ = os.Rename(logPath, logPath+".previous")
-	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+func startProcessEnv(lt *lifetime, path string, args []string, logPath, kubeconfig, dir string, env []string) (*process, error) {
+	logFile, err := openRunLog(logPath)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", logPath, err)
+		return nil, err
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSignal}
+	onSpawnThread(func() { err = cmd.Start() })
+	if err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
+	lt.adopt(cmd.Process.Pid)
 	p := &process{name: filepath.Base(path), cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		lt.release(cmd.Process.Pid)
 		_ = logFile.Close()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// openRunLog opens a fresh log at path, keeping the previous run's as path.previous, so a
+// run's log holds that run only.
+func openRunLog(path string) (*os.File, error) {
+	if _, err := os.Stat(path); err == nil {
+		_ = os.Rename(path, path+".previous")
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // describeExit says how the process ended, once exited is closed.
@@ -78,12 +91,13 @@ func (p *process) describeExit() string {
 
 // stop asks the process group to shut down and kills it if it has not within timeout. It
 // returns at once for a process that already exited.
-func (p *process) stop(timeout time.Duration) {
+func (p *process) stop(timeout time.Duration, out io.Writer) {
 	select {
 	case <-p.exited:
 		return
 	default:
 	}
+	fmt.Fprintf(out, "Stopping the %s...\n", p.name)
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -140,26 +154,4 @@ func pickPort(flagName string, port int) (string, error) {
 		return "", err
 	}
 	return addr, nil
-}
-
-// lockDir takes an exclusive lock on dir, so a second localenv on the same state fails at once
-// with a message instead of sharing etcd's data and the log.
-func lockDir(dir string) (func(), error) {
-	path := filepath.Join(dir, "localenv.lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		_ = f.Close()
-		who := strings.TrimSpace(string(holder))
-		if who == "" {
-			who = "unknown"
-		}
-		return nil, fmt.Errorf("another make run (pid %s) is using %s: stop it first, or give this one its own folder with RUN_ARGS=--dir=OTHER", who, dir)
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() { _ = f.Close() }, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,11 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
 	"github.com/harness-dev/planmode-operator/controllers/faultinject"
-	"github.com/harness-dev/planmode-operator/internal/eventpath"
+	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
@@ -48,8 +50,6 @@ type options struct {
 	leaderElectionID        string
 	leaderElectionNamespace string
 	events                  string
-	eventMaxHold            time.Duration
-	pendingPoll             time.Duration
 	maxStoreBackoff         time.Duration
 	logStoreTimeout         time.Duration
 	concurrency             int
@@ -58,6 +58,8 @@ type options struct {
 	shardSelector           string // shard.go
 	pprofAddr               string
 	webhook                 webhooks.Options
+	// Resolved by parseOptions: the store URL in force and the GOGC the process runs with.
+	storeURL, gogc string
 }
 
 func main() {
@@ -72,18 +74,16 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"Session log store URL: sqlite://<path> (a file; relative paths are under the working directory) or "+
 			"postgres://user:password@host:5432/db?sslmode=... (shared with the agent pods). "+
 			"The environment variable "+storeenv.Name+" overrides the default, so a password need not be on the command line.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint ('0' disables it).")
-	fs.BoolVar(&o.secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint ('0' disables it).")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true,
+		"Serve metrics over HTTPS, only to callers whose token passes a TokenReview and who may get /metrics (the metrics-reader role). "+
+			"=false serves plain, unauthenticated HTTP: an explicit choice, for a loopback address on a developer's machine.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints ('0' disables them).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one manager replica reconciles (and appends) at a time.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "planmode-operator.agents.harness.dev", "Name of the leader-election Lease.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
-	fs.DurationVar(&o.eventMaxHold, "event-max-hold", controllers.DefaultEventMaxHold,
-		"Longest an Event is held while reconciles are in flight, so that under load Events trail the status writes (0: send each at once).")
-	fs.DurationVar(&o.pendingPoll, "pending-poll", 2*time.Second,
-		"Kept for compatibility; no effect since protocol v2: a selection queued during a turn waits for a step boundary of a later turn, so nothing polls for the turn's end.")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
 	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
@@ -104,46 +104,25 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 const defaultGCPercent = 50
 
 func run() error {
-	var o options
-	fs := flag.CommandLine
-	bindFlags(fs, &o)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("setup")
-	gogc := os.Getenv("GOGC")
-	if gogc == "" {
-		debug.SetGCPercent(defaultGCPercent)
-		gogc = fmt.Sprint(defaultGCPercent)
-	}
-
-	storeURL := o.logStore
-	if v, _ := storeenv.Lookup(os.Stderr); v != "" && !flagSet(fs, "log-store") {
-		storeURL = v
-	}
-	if err := checkOptions(&o); err != nil {
-		return err
-	}
-
-	scheme, err := newScheme()
+	o, fs, err := parseOptions()
 	if err != nil {
 		return err
 	}
-
+	log := ctrl.Log.WithName("setup")
+	// The webhook server exists before the signal context: at SIGTERM it keeps serving for
+	// --shutdown-drain, so a rolling upgrade refuses no write, before the context is cancelled.
 	srv, err := webhooks.NewServer(o.webhook)
 	if err != nil {
 		return err
 	}
 	drained := webhookdrain.Wrap(srv)
 	ctx := drained.SignalContext(o.shutdownDrain)
-	if err := ensureSQLiteDir(storeURL, storeURL == defaultLogStore); err != nil {
+	if err := ensureSQLiteDir(o.storeURL, o.storeURL == defaultLogStore); err != nil {
 		return err
 	}
 	log.Info("starting", "version", version.String("manager"))
-	log.Info("opening the session log store", "url", connstr.Redact(storeURL))
-	store, err := openStore(ctx, storeURL, o.concurrency, o.logStoreTimeout)
+	log.Info("opening the session log store", "url", connstr.Redact(o.storeURL))
+	store, err := openStore(ctx, o.storeURL, o.concurrency, o.logStoreTimeout)
 	if err != nil {
 		return err
 	}
@@ -152,36 +131,92 @@ func run() error {
 			log.Error(err, "close the session log store")
 		}
 	}()
+	mgr, err := newManager(&o, leaderElectionID(fs, &o), drained)
+	if err != nil {
+		return err
+	}
+	stopEvents, err := setupReconciler(ctx, mgr, store, &o)
+	if err != nil {
+		return err
+	}
+	defer stopEvents() // after mgr.Start returned: the Events of the last reconciles are written
+	if o.webhook.Port >= 0 {
+		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
+			return fmt.Errorf("set up the admission webhooks: %w", err)
+		}
+	}
+	log.Info("starting the manager", "logStore", connstr.Redact(o.storeURL), "leaderElect", o.leaderElect,
+		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector, "gogc", o.gogc)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run the manager: %w", err)
+	}
+	log.Info("manager stopped")
+	return nil
+}
 
+// parseOptions reads the command line, sets up logging and GOGC, resolves the store URL (the
+// environment's unless --log-store is given) and checks the options.
+func parseOptions() (options, *flag.FlagSet, error) {
+	var o options
+	fs := flag.CommandLine
+	bindFlags(fs, &o)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	o.gogc = os.Getenv("GOGC")
+	if o.gogc == "" {
+		debug.SetGCPercent(defaultGCPercent)
+		o.gogc = fmt.Sprint(defaultGCPercent)
+	}
+	o.storeURL = o.logStore
+	if v := storeenv.Lookup(); v != "" && !flagSet(fs, "log-store") {
+		o.storeURL = v
+	}
+	return o, fs, checkOptions(&o)
+}
+
+// newManager is the controller-runtime manager the options describe, serving the webhooks on srv.
+func newManager(o *options, leaseID string, srv webhook.Server) (ctrl.Manager, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(faultinject.WrapConfig(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsOptions(o),
+		Metrics:                       metricsOptions(*o),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              leaderElectionID(fs, &o),
+		LeaderElectionID:              leaseID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // the process exits right after Start returns
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		WebhookServer:                 drained,
+		WebhookServer:                 srv,
 		PprofBindAddress:              o.pprofAddr,
 		// managedFields stripped; with --shard-selector only that shard's sessions (shard.go).
-		Cache: cacheOptions(&o),
+		Cache: cacheOptions(o),
 	})
 	if err != nil {
-		return fmt.Errorf("create the manager: %w", err)
+		return nil, fmt.Errorf("create the manager: %w", err)
 	}
+	return mgr, nil
+}
 
-	// Metrics (docs/metrics.md) on controller-runtime's registry, served on /metrics.
+// setupReconciler registers the metrics (docs/metrics.md, on controller-runtime's registry,
+// served on /metrics), the health checks and the store probe, and the AgentSession reconciler
+// with its Event writer when --events is on; stopEvents drains that writer.
+func setupReconciler(ctx context.Context, mgr ctrl.Manager, store sessionlog.Store, o *options) (stopEvents func(), err error) {
 	rec := planmetrics.New()
 	if err := rec.Register(ctrlmetrics.Registry); err != nil {
-		return fmt.Errorf("register the plan-mode metrics: %w", err)
+		return nil, fmt.Errorf("register the plan-mode metrics: %w", err)
 	}
 	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
-		return fmt.Errorf("register the session gauges: %w", err)
+		return nil, fmt.Errorf("register the session gauges: %w", err)
 	}
 	probe, err := addHealthChecks(mgr, store, o.webhook.Port >= 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := &controllers.AgentSessionReconciler{
 		Client:          mgr.GetClient(),
@@ -189,33 +224,25 @@ func run() error {
 		StoreID:         probe.StoreID,
 		StoreChanged:    probe.changed,
 		Metrics:         rec,
-		PendingPoll:     o.pendingPoll,
 		MaxStoreBackoff: o.maxStoreBackoff,
 	}
+	stopEvents = func() {}
 	if o.events == "on" {
-		stop, err := startEvents(ctx, mgr, r, o.eventMaxHold)
+		sink, stop, err := eventsink.Start(ctx, mgr, controllers.FieldManager, ctrl.Log.WithName("events"))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer stop() // after mgr.Start returned: the queue's last Events are written
+		if err := registerCollectors(sink.Collectors()...); err != nil {
+			stop()
+			return nil, fmt.Errorf("register the Event metrics: %w", err)
+		}
+		r.Recorder, stopEvents = sink, stop
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency}); err != nil {
-		return fmt.Errorf("set up the AgentSession controller: %w", err)
+		stopEvents()
+		return nil, fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
-	if o.webhook.Port >= 0 {
-		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
-			return fmt.Errorf("set up the admission webhooks: %w", err)
-		}
-	}
-
-	log.Info("starting the manager", "logStore", connstr.Redact(storeURL), "leaderElect", o.leaderElect,
-		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector,
-		"gogc", gogc)
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("run the manager: %w", err)
-	}
-	log.Info("manager stopped")
-	return nil
+	return stopEvents, nil
 }
 
 // newScheme holds the built-in types and agents.harness.dev/v1alpha1.
@@ -230,22 +257,13 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// startEvents gives r its Events: a bounded sink (internal/eventpath; the boundary benchmark
-// runs the same), held while reconciles run so under load they trail the status writes. stop
-// drains the sink once the manager has stopped.
-func startEvents(ctx context.Context, mgr ctrl.Manager, r *controllers.AgentSessionReconciler, maxHold time.Duration) (stop func(), err error) {
-	events, err := eventpath.Start(ctx, mgr, eventpath.Options{Controller: controllers.FieldManager, Log: ctrl.Log.WithName("events")})
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range events.Sink.Collectors() {
+func registerCollectors(cs ...prometheus.Collector) error {
+	for _, c := range cs {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
-			events.Stop()
-			return nil, fmt.Errorf("register the Event metrics: %w", err)
+			return err
 		}
 	}
-	r.Recorder, r.EventMaxHold = events.Sink, maxHold
-	return events.Stop, nil
+	return nil
 }
 
 // openStore opens the session log with one PostgreSQL connection per worker: each reconcile
@@ -297,14 +315,8 @@ func checkOptions(o *options) error {
 	if o.events != "on" && o.events != "off" {
 		errs = append(errs, fmt.Sprintf("--events is %q; use on or off", o.events))
 	}
-	if o.eventMaxHold < 0 {
-		errs = append(errs, fmt.Sprintf("--event-max-hold is %s; use a duration >= 0 (0 sends each Event at once)", o.eventMaxHold))
-	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Sprintf("--max-concurrent-reconciles is %d; use 1 or more", o.concurrency))
-	}
-	if o.pendingPoll <= 0 {
-		errs = append(errs, fmt.Sprintf("--pending-poll is %s; use a positive duration such as 2s", o.pendingPoll))
 	}
 	if o.logStoreTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("--log-store-timeout is %s; use a positive duration such as 15s", o.logStoreTimeout))

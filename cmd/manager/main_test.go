@@ -37,14 +37,14 @@ func TestBadOptionsNameTheFlag(t *testing.T) {
 	var o options
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	bindFlags(fs, &o)
-	if err := fs.Parse([]string{"--events=maybe", "--event-max-hold=-1s", "--max-concurrent-reconciles=0", "--pending-poll=0s", "--log-store-timeout=0s"}); err != nil {
+	if err := fs.Parse([]string{"--events=maybe", "--max-concurrent-reconciles=0", "--log-store-timeout=0s"}); err != nil {
 		t.Fatal(err)
 	}
 	err := checkOptions(&o)
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
-	for _, f := range []string{"--events", "--event-max-hold", "--max-concurrent-reconciles", "--pending-poll", "--log-store-timeout"} {
+	for _, f := range []string{"--events", "--max-concurrent-reconciles", "--log-store-timeout"} {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("error %q does not name %s", err, f)
 		}

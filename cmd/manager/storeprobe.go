@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -55,9 +56,26 @@ func addStoreProbe(mgr manager.Manager, store sessionlog.Store) (*storeProbe, er
 	return probe, nil
 }
 
-// probe asks the store once and records the outcome.
+// probe asks the store once and records the outcome. A store that is no longer the one opened
+// (sessionlog.StoreLostError: its file deleted, another database) is recorded as the identity
+// found there, or as lostIdentity when there is none, so every session reconciles, reads its
+// log and reports LogStoreMismatch with the way out, instead of staying settled on a status
+// that no longer holds.
 func (p *storeProbe) probe(ctx context.Context) {
 	id, err := p.store.Identity(ctx)
+	var lost *sessionlog.StoreLostError
+	if errors.As(err, &lost) {
+		id = lost.Found
+		if id == "" {
+			id = lostIdentity(lost.Opened)
+		}
+		if p.ok.Swap(false) || p.id.Load() == nil || *p.id.Load() != id {
+			p.log.Error(err, "the session log store is not the one opened; nothing is written to it, sessions report LogStoreMismatch")
+		}
+		p.up.Set(0)
+		p.record(id)
+		return
+	}
 	if err != nil {
 		if p.ok.Swap(false) || p.id.Load() == nil {
 			p.log.Error(err, "the session log store does not answer; admission keeps serving, sessions report LogStoreUnavailable")
@@ -65,18 +83,27 @@ func (p *storeProbe) probe(ctx context.Context) {
 		p.up.Set(0)
 		return
 	}
+	p.record(id)
+	if !p.ok.Swap(true) {
+		p.log.Info("the session log store answers", "storeID", id)
+	}
+	p.up.Set(1)
+}
+
+// lostIdentity stands for no store where the one with identity opened was: it equals no
+// store's identity.
+func lostIdentity(opened string) string { return "lost:" + opened }
+
+// record keeps id as the store's identity; a change makes every session reconcile.
+func (p *storeProbe) record(id string) {
 	if prev := p.id.Swap(&id); prev != nil && *prev != id {
-		p.log.Info("the session log store has another identity: it was replaced or recreated; sessions recorded against the old one stop with LogStoreMismatch",
+		p.log.Info("the session log store has another identity: it was replaced, recreated or lost; sessions recorded against the old one stop with LogStoreMismatch",
 			"was", *prev, "now", id)
 		select {
 		case p.changed <- event.GenericEvent{Object: &agentsv1alpha1.AgentSession{}}:
 		default: // one already waits: it reconciles every session anyway
 		}
 	}
-	if !p.ok.Swap(true) {
-		p.log.Info("the session log store answers", "storeID", id)
-	}
-	p.up.Set(1)
 }
 
 // StoreID is the identity of the store as last probed, or "" before the first success.

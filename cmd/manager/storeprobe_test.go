@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +15,9 @@ import (
 )
 
 // The probe follows the store: up while the SQLite writer can write, down while the file is
-// read-only, up again once it is writable (the store reopens it), and a deleted file, created
-// anew, is a new identity that wakes the reconciler.
+// read-only, up again once it is writable (the store reopens it); a deleted file is down, a
+// lost identity that wakes the reconciler, and is never created again by the store; the file
+// put back is the first identity again.
 func TestStoreProbeFollowsTheStore(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "log.db")
@@ -51,18 +53,43 @@ func TestStoreProbeFollowsTheStore(t *testing.T) {
 	readOnly(t, path, false)
 	check(1)
 
+	// A consistent copy of the store (its identity may still be in the WAL).
+	saved := filepath.Join(filepath.Dir(path), "saved.db")
+	vacuum, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vacuum.ExecContext(ctx, `VACUUM INTO ?`, saved); err != nil {
+		t.Fatal(err)
+	}
+	_ = vacuum.Close()
 	for _, f := range []string{path, path + "-wal", path + "-shm"} {
 		_ = os.Remove(f)
 	}
+	check(0)
+	if p.StoreID() != lostIdentity(first) {
+		t.Fatalf("identity after the file was deleted = %q, want %q", p.StoreID(), lostIdentity(first))
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the probe created a file: %v", err)
+	}
+	wantWake := func() {
+		t.Helper()
+		select {
+		case <-p.changed:
+		default:
+			t.Fatal("no event for the reconciler after the identity changed")
+		}
+	}
+	wantWake()
+	if err := os.Rename(saved, path); err != nil {
+		t.Fatal(err)
+	}
 	check(1)
-	if p.StoreID() == first {
-		t.Fatal("a deleted and recreated file kept its identity")
+	if p.StoreID() != first {
+		t.Fatalf("identity after the file was put back = %q, want %q", p.StoreID(), first)
 	}
-	select {
-	case <-p.changed:
-	default:
-		t.Fatal("no event for the reconciler after the identity changed")
-	}
+	wantWake()
 }
 
 // readOnly makes a file unwritable even for root (chattr +i; chmod does not stop root).

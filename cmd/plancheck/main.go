@@ -76,7 +76,7 @@ Exit status: 0 clean, 1 violations found, 2 the check could not run.`,
 		Version:       version.String("plancheck"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.store == "" {
-				o.store, _ = storeenv.Lookup(errOut)
+				o.store = storeenv.Lookup()
 			}
 			return run(cmd.Context(), o, out)
 		},

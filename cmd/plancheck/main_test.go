@@ -52,7 +52,7 @@ func seed(t *testing.T, url string, bad bool) {
 			ev("plan/mode", `{"active":false}`),
 		)
 	}
-	if _, err := s.Seed(context.Background(), sessionlog.SessionInfo{ID: "s1", CreatedAt: 1}, harness.Sequence(0, evs...)); err != nil {
+	if _, err := s.Seed(context.Background(), sessionlog.SessionInfo{ID: "s1", CreatedAt: 1}, harness.Sequence(0, evs...), sessionlog.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 }

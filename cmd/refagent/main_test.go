@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
@@ -67,15 +66,14 @@ func TestRefagentBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := framework.StartManager(ctx, cfg, framework.ManagerOptions{Scheme: scheme, Setup: func(mgr ctrl.Manager) error {
+		r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
+		return r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	defer func() { _ = mgr.Stop() }()
 
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
 // namespace is the namespace config/default installs into; in the chart it is the release's.
@@ -177,6 +179,10 @@ func (c *chart) manager(d object) error {
 	c.defaults.PullPolicy = str(ctr, "imagePullPolicy")
 	ctr["imagePullPolicy"] = "@@VAL:pullPolicy@@"
 
+	// The manager binds agents unless told not to: without the flag in the install the chart's
+	// default is the manager's, and it passes the flag only when the value differs from it.
+	c.defaults.AgentBinding = webhooks.DefaultOptions().RequireAgentBinding
+	bindingSet := false
 	var args []any
 	for _, a := range ctr["args"].([]any) {
 		arg := a.(string)
@@ -192,11 +198,18 @@ func (c *chart) manager(d object) error {
 			c.defaults.MetricsPort = port
 			args = append(args, "--metrics-bind-address=@@VAL:metricsAddress@@")
 		case "agentBinding":
-			c.defaults.AgentBinding = value == "" || value == "true"
+			if value != "true" && value != "false" {
+				return fmt.Errorf("%s: want --webhook-require-agent-binding=true or =false in the install", arg)
+			}
+			c.defaults.AgentBinding = value == "true"
+			bindingSet = true
 			args = append(args, "@@BLOCK:agentBinding@@")
 		default:
 			return fmt.Errorf("manager flag %s is not known to the chart generator: list it in knownArgs (hack/chart)", flagName)
 		}
+	}
+	if !bindingSet {
+		args = append(args, "@@BLOCK:agentBinding@@")
 	}
 	args = append(args, "@@BLOCK:extraArgs@@")
 	ctr["args"] = args
@@ -330,8 +343,12 @@ var blocks = map[string]func(indent string) string{
 	"crdPolicy": func(in string) string {
 		return in + "{{- if .Values.crds.keep }}\n" + in + "helm.sh/resource-policy: keep\n" + in + "{{- end }}"
 	},
+	// Only a value other than the manager's own default is passed, so the chart with no values
+	// renders the install's arguments.
 	"agentBinding": func(in string) string {
-		return in + "{{- if .Values.webhook.requireAgentBinding }}\n" + in + "- --webhook-require-agent-binding\n" + in + "{{- end }}"
+		def := fmt.Sprint(webhooks.DefaultOptions().RequireAgentBinding)
+		return in + "{{- if ne .Values.webhook.requireAgentBinding " + def + " }}\n" +
+			in + "- --webhook-require-agent-binding={{ .Values.webhook.requireAgentBinding }}\n" + in + "{{- end }}"
 	},
 	"extraArgs": func(in string) string {
 		return in + "{{- range .Values.extraArgs }}\n" + in + "- {{ . | quote }}\n" + in + "{{- end }}"

@@ -1,8 +1,10 @@
-// Package chatmodel is a scripted OpenAI-compatible chat-completions server (SSE) for runs of
+// Package chatmodel is the scripted OpenAI-compatible chat-completions server (SSE) for runs of
 // the real DeepSeek harness (DEEPSEEK_BASE_URL): replies by request number ("done." when none
-// is scripted), held requests, and what each request carried (the plan section, the declared
-// tools). test/e2e, the dsh benchmark and make run AGENT=dsh (cmd/localenv) use it; test/harness has
-// its own, scenario-driven.
+// is scripted), streamed word by word as a model streams them, held requests, scripted HTTP
+// failures, and what each request carried (the plan section, the declared tools). A driver in
+// another process synchronises over HTTP: GET /test/await?n=N answers once request N has
+// arrived, GET /test/release?n=N lets a held request N answer. test/e2e, test/harness's
+// scenarios, the dsh benchmark and make run AGENT=dsh (cmd/localenv) use it.
 package chatmodel
 
 import (
@@ -13,8 +15,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // PlanSectionMarker opens the plan:policy section the tests' PlanModeConfigs render.
@@ -23,21 +27,39 @@ const PlanSectionMarker = "You are in plan mode"
 // scripted names the model and the completion in every chunk.
 const scripted = "scripted"
 
-// Reply is one scripted answer.
+// Reply is one scripted answer; its JSON form is a scenario's (test/harness/testdata).
 type Reply struct {
-	Text  string
-	Tools []Tool
-	// Hold keeps the request open until Release.
-	Hold bool
+	Text  string `json:"text,omitempty"`
+	Tools []Tool `json:"tools,omitempty"`
+	// Hold keeps the request open until Release (or /test/release).
+	Hold bool `json:"hold,omitempty"`
+	// Status, when set, answers with this HTTP status and an error body instead.
+	Status int `json:"status,omitempty"`
 }
 
-// Tool is one tool call of a reply; Args is its JSON arguments.
+// Tool is one tool call of a reply; Args is its JSON arguments ("{}" when empty). In JSON,
+// args is the arguments object itself.
 type Tool struct{ Name, Args string }
+
+// UnmarshalJSON reads {"name": ..., "args": {...}}.
+func (t *Tool) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	t.Name, t.Args = raw.Name, string(raw.Args)
+	return nil
+}
 
 // Seen is what one request carried.
 type Seen struct {
+	N           int // the request's number, from 0
 	PlanSection bool
 	Tools       []string
+	Messages    int
 	System      string
 }
 
@@ -113,6 +135,13 @@ func (m *Model) Script(n int, r Reply) {
 	m.replies[n] = r
 }
 
+// ScriptAll sets the replies to requests 0, 1, ... in order.
+func (m *Model) ScriptAll(rs []Reply) {
+	for n, r := range rs {
+		m.Script(n, r)
+	}
+}
+
 // Fallback sets the reply of every request with none scripted; f gets the request's number
 // and what it carried, and must not call the model's methods.
 func (m *Model) Fallback(f func(n int, seen Seen) Reply) {
@@ -143,10 +172,36 @@ func (m *Model) Release(n int) {
 }
 
 func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+	switch {
+	case r.URL.Path == "/test/await" || r.URL.Path == "/test/release":
+		m.sync(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		m.complete(w, r)
+	default:
 		http.NotFound(w, r)
+	}
+}
+
+// sync serves a driver's /test/await and /test/release.
+func (m *Model) sync(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.Atoi(r.URL.Query().Get("n"))
+	if err != nil {
+		http.Error(w, "n must be a request number", http.StatusBadRequest)
 		return
 	}
+	if r.URL.Path == "/test/release" {
+		m.Release(n)
+		return
+	}
+	select {
+	case <-m.Arrived(n):
+	case <-r.Context().Done():
+	case <-time.After(60 * time.Second): // a bound on a broken scenario, not a synchronisation
+		http.Error(w, fmt.Sprintf("request %d never arrived", n), http.StatusGatewayTimeout)
+	}
+}
+
+func (m *Model) complete(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	var req struct {
 		Messages []struct {
@@ -173,12 +228,13 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 			system.WriteString(s)
 		}
 	}
-	seen := Seen{PlanSection: strings.Contains(system.String(), PlanSectionMarker), System: system.String()}
+	seen := Seen{PlanSection: strings.Contains(system.String(), PlanSectionMarker), Messages: len(req.Messages), System: system.String()}
 	for _, t := range req.Tools {
 		seen.Tools = append(seen.Tools, t.Function.Name)
 	}
 	m.mu.Lock()
 	n := len(m.seen)
+	seen.N = n
 	m.seen = append(m.seen, seen)
 	rep, ok := m.replies[n]
 	if !ok && m.fallback != nil {
@@ -197,6 +253,12 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if rep.Status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		_, _ = io.WriteString(w, `{"error":{"message":"scripted failure","type":"server_error"}}`)
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	bw := bufio.NewWriter(w)
 	chunk := func(delta map[string]any, finish any) {
@@ -204,14 +266,24 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
 		_, _ = fmt.Fprintf(bw, "data: %s\n\n", b)
 	}
-	chunk(map[string]any{"role": "assistant", "content": rep.Text}, nil)
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	// Word by word, as a model streams: the harness packs such delta runs in its default logs.
+	for _, word := range strings.SplitAfter(rep.Text, " ") {
+		if word != "" {
+			chunk(map[string]any{"content": word}, nil)
+		}
+	}
 	for i, tc := range rep.Tools {
 		m.mu.Lock()
 		m.toolCall++
 		id := fmt.Sprintf("call_%d", m.toolCall)
 		m.mu.Unlock()
+		args := tc.Args
+		if args == "" {
+			args = "{}"
+		}
 		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": id, "type": "function",
-			"function": map[string]any{"name": tc.Name, "arguments": tc.Args}}}}, nil)
+			"function": map[string]any{"name": tc.Name, "arguments": args}}}}, nil)
 	}
 	finish := "stop"
 	if len(rep.Tools) > 0 {

@@ -4,7 +4,8 @@
 // The broadcaster starts a goroutine per Event that holds its write in flight, and retries it
 // however many are already waiting; and for series aggregation it keeps a full copy of every
 // Event for minutes. In a storm the API server takes Events slower than they come, so the
-// manager's memory grew with the storm (docs/performance.md). A Sink keeps the broadcaster's behaviour on
+// manager's memory grows with the storm; `make bench-scale` measures both writers side by side
+// (its events phase, docs/performance.md#events). A Sink keeps the broadcaster's behaviour on
 // the wire (the same Event names, series and retries) but writes with Options.Writers requests
 // at most in flight, queues at most Options.MaxQueued Events, and keeps only a few fields of an
 // Event in a series, and a hash of an Event written once, for aggregation.

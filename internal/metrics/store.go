@@ -74,9 +74,9 @@ func (s *instrumented) ReadFrom(ctx context.Context, sessionID string, fromSeq i
 	return evs, err
 }
 
-func (s *instrumented) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
+func (s *instrumented) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner sessionlog.Owner) (harness.Tail, error) {
 	start := time.Now()
-	t, err := s.Store.Fork(ctx, srcID, dstID, throughSeq)
+	t, err := s.Store.Fork(ctx, srcID, dstID, throughSeq, owner)
 	s.observe(OpFork, start, err)
 	return t, err
 }
@@ -88,9 +88,9 @@ func (s *instrumented) Info(ctx context.Context, sessionID string) (sessionlog.S
 	return info, err
 }
 
-func (s *instrumented) Seed(ctx context.Context, info sessionlog.SessionInfo, events []harness.Event) (harness.Tail, error) {
+func (s *instrumented) Seed(ctx context.Context, info sessionlog.SessionInfo, events []harness.Event, owner sessionlog.Owner) (harness.Tail, error) {
 	start := time.Now()
-	t, err := s.Store.Seed(ctx, info, events)
+	t, err := s.Store.Seed(ctx, info, events, owner)
 	s.observe(OpSeed, start, err)
 	return t, err
 }

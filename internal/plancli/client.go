@@ -32,7 +32,7 @@ type Options struct {
 	Flags   *genericclioptions.ConfigFlags
 	Streams genericiooptions.IOStreams
 
-	c  client.Client
+	c  client.WithWatch
 	ns string
 	// wait is how long a toggle waits for the manager's outcome (--wait).
 	wait time.Duration
@@ -60,7 +60,7 @@ func (o *Options) complete() error {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("register the core API: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("cannot build an API client: %w", err)
 	}
@@ -72,6 +72,9 @@ func (o *Options) complete() error {
 func (o *Options) get(ctx context.Context, name string) (*v1alpha1.AgentSession, error) {
 	as := &v1alpha1.AgentSession{}
 	if err := o.c.Get(ctx, types.NamespacedName{Namespace: o.ns, Name: name}, as); err != nil {
+		if nf := o.notFound(ctx, err, name); nf != nil {
+			return nil, nf
+		}
 		return nil, o.explain(err, name, "get", "read the session")
 	}
 	return as, nil
@@ -105,7 +108,7 @@ func (o *Options) explain(err error, name, verb, why string) error {
 	case meta.IsNoMatchError(err) || isNoResource(err):
 		return fmt.Errorf("the AgentSession API (%s) is not installed in this cluster: install the planmode-operator CRDs (config/crd)", v1alpha1.GroupVersion)
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("no AgentSession %q in namespace %q (list them with: kubectl get agentsessions -n %s)", name, o.ns, o.ns)
+		return fmt.Errorf("no AgentSession %q in namespace %q (list them with: kubectl plan list -n %s)", name, o.ns, o.ns)
 	case apierrors.IsForbidden(err):
 		msg := apiMessage(err)
 		if strings.Contains(msg, "admission webhook") || strings.Contains(msg, "denied the request") {

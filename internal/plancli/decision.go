@@ -2,6 +2,7 @@ package plancli
 
 import (
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
@@ -10,8 +11,17 @@ import (
 // differs), applied through the same decision table first, because the manager applies it
 // before ours.
 func StateOf(as *v1alpha1.AgentSession) planmode.State {
+	return stateOf(as, nil)
+}
+
+// stateOf is StateOf with the committed state and the open turn read from the log's tail when
+// it is known (the status's copy lags while the agent runs steps that need no API write).
+func stateOf(as *v1alpha1.AgentSession, live *harness.Tail) planmode.State {
 	pm := as.Status.PlanMode
-	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, Told: pm.ToldActive}
+	s := planmode.State{Logged: pm.Active, TurnOpen: pm.TurnOpen, LastShown: pm.ToldActive}
+	if live != nil {
+		s.Logged, s.TurnOpen, s.LastShown = live.Active, live.TurnOpen, live.LastShown
+	}
 	if pm.PendingActive != nil {
 		s.Pending = &planmode.Pending{Active: *pm.PendingActive, Narrate: pm.PendingSource != v1alpha1.PendingSourceExit}
 	}

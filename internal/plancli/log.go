@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -27,14 +29,20 @@ const StoreEnv = storeenv.Name
 const logPage = 1000
 
 type logFlags struct {
-	store string
-	jsonl bool
+	store  string
+	jsonl  bool
+	follow bool
+	// tail is the number of lines to show from the end (-1: all).
+	tail int
 }
+
+// followPoll is how often log -f reads the store and the session for what is new.
+const followPoll = 500 * time.Millisecond
 
 func newLogCommand(o *Options) *cobra.Command {
 	var f logFlags
 	cmd := &cobra.Command{
-		Use:   "log SESSION [--store URL] [--jsonl]",
+		Use:   "log SESSION [-f] [--tail N] [--store URL] [--jsonl]",
 		Short: "Show the plan-relevant events of the session log, or export it as harness JSONL",
 		Long: `Show the plan-relevant events of the session's log, one per line (seq, time, type, summary):
 
@@ -48,6 +56,11 @@ func newLogCommand(o *Options) *cobra.Command {
   user/message              plan-mode notices (for example "The user switched this session to
                             plan mode.") and the messages people sent (kubectl plan message)
   tool/call, tool/result    exit_plan_mode calls and their results
+  review                    a plan that awaits a decision (from the session's status: the
+                            agent logs the call once the review is decided)
+
+-f follows the log: after what is there, each new line as the agent and the manager write it,
+until Ctrl-C. --tail N shows only the last N lines (with -f: then follows).
 
 --jsonl writes the whole session instead, in the harness's JSONL format (the session header
 line, then every event verbatim), for tools that read harness sessions.
@@ -66,6 +79,8 @@ and a role with only SELECT grants can read it.
 The session is looked up by the AgentSession's spec.sessionID, so this also needs "get" on
 agentsessions.agents.harness.dev.`,
 		Example: `  kubectl plan log demo
+  kubectl plan log demo -f
+  kubectl plan log demo --tail 20
   kubectl plan log demo --store sqlite:///var/lib/planmode/log.db
   PLANMODE_LOG_STORE=postgres://planmode@db:5432/planmode kubectl plan log demo
   kubectl plan log demo --jsonl > demo.session.jsonl`,
@@ -76,11 +91,16 @@ agentsessions.agents.harness.dev.`,
 	}
 	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL (default: $"+StoreEnv+", then the kubeconfig context's)")
 	cmd.Flags().BoolVar(&f.jsonl, "jsonl", false, "Write the whole session as harness JSONL")
+	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "Follow the log: print new lines as they are written, until Ctrl-C")
+	cmd.Flags().IntVar(&f.tail, "tail", -1, "Show only the last N lines (-1: all)")
 	return cmd
 }
 
 func (o *Options) log(ctx context.Context, name string, f logFlags) error {
-	url, err := o.storeURL(f.store, o.Streams.ErrOut)
+	if f.jsonl && (f.follow || f.tail >= 0) {
+		return fmt.Errorf("--jsonl writes the whole session: leave out -f and --tail")
+	}
+	url, err := o.storeURL(f.store)
 	if err != nil {
 		return err
 	}
@@ -108,35 +128,128 @@ func (o *Options) log(ctx context.Context, name string, f logFlags) error {
 	if f.jsonl {
 		return sessionlog.Export(ctx, store, as.Spec.SessionID, o.Streams.Out)
 	}
-	section := o.sectionInForce(ctx, as)
-	w := tabwriter.NewWriter(o.Streams.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SEQ\tTIME\tEVENT\tDETAIL")
-	s := newSummariser(section)
-	var from int64
-	n := 0
+	lw := &logWriter{out: o.Streams.Out, s: newSummariser(o.sectionInForce(ctx, as)), shownReviews: map[string]bool{}}
+	from, err := lw.read(ctx, store, as.Spec.SessionID, 0, f.tail)
+	if err != nil {
+		return err
+	}
+	lw.review(as)
+	if !f.follow {
+		if lw.lines == 0 && f.tail != 0 {
+			fmt.Fprintf(o.Streams.ErrOut, "session %q has no plan-relevant events yet\n", as.Spec.SessionID)
+		}
+		return nil
+	}
+	lw.printHeader() // at once, even with nothing to show yet (--tail 0)
+	return o.followLog(ctx, name, store, as.Spec.SessionID, lw, from)
+}
+
+// followLog prints what is new in the log, and a plan as it comes to await a decision, until
+// ctx ends (Ctrl-C: no error).
+func (o *Options) followLog(ctx context.Context, name string, store sessionlog.Store, sessionID string, lw *logWriter, from int64) error {
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
 	for {
-		evs, err := store.ReadFrom(ctx, as.Spec.SessionID, from, logPage)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		next, err := lw.read(ctx, store, sessionID, from, -1)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
-			return fmt.Errorf("read session %q from seq %d: %w", as.Spec.SessionID, from, err)
+			return err
+		}
+		from = next
+		as, err := o.get(ctx, name)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		lw.review(as)
+	}
+}
+
+// logWriter prints the log's plan-relevant lines: SEQ, TIME, EVENT, DETAIL in fixed columns, so
+// lines printed later (log -f) line up with the first.
+type logWriter struct {
+	out    io.Writer
+	s      *summariser
+	header bool
+	lines  int
+	// shownReviews are the reviews already printed as awaiting a decision.
+	shownReviews map[string]bool
+}
+
+func (lw *logWriter) printHeader() {
+	if !lw.header {
+		fmt.Fprintf(lw.out, "%-6s  %-24s  %-14s  %s\n", "SEQ", "TIME", "EVENT", "DETAIL")
+		lw.header = true
+	}
+}
+
+func (lw *logWriter) line(seq, at, event, detail string) {
+	lw.printHeader()
+	fmt.Fprintf(lw.out, "%-6s  %-24s  %-14s  %s\n", seq, at, event, detail)
+	lw.lines++
+}
+
+// read summarises the events from seq from on, printing only the last tail lines when tail is
+// not negative; it returns the seq after the last event read.
+func (lw *logWriter) read(ctx context.Context, store sessionlog.Store, sessionID string, from int64, tail int) (int64, error) {
+	type row struct{ seq, at, event, detail string }
+	var kept []row
+	for {
+		evs, err := store.ReadFrom(ctx, sessionID, from, logPage)
+		if err != nil {
+			return from, fmt.Errorf("read session %q from seq %d: %w", sessionID, from, err)
 		}
 		for _, ev := range evs {
-			if detail, ok := s.summarise(ev); ok {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", ev.Seq, time.UnixMilli(ev.Time).UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, detail)
-				n++
+			detail, ok := lw.s.summarise(ev)
+			if !ok {
+				continue
 			}
+			r := row{strconv.FormatInt(ev.Seq, 10), time.UnixMilli(ev.Time).UTC().Format("2006-01-02T15:04:05.000Z"), ev.Type, detail}
+			if tail < 0 {
+				lw.line(r.seq, r.at, r.event, r.detail)
+				continue
+			}
+			kept = append(kept, r)
+			if len(kept) > tail {
+				kept = kept[1:]
+			}
+		}
+		if len(evs) > 0 {
+			from = evs[len(evs)-1].Seq + 1
 		}
 		if len(evs) < logPage {
 			break
 		}
-		from = evs[len(evs)-1].Seq + 1
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	for _, r := range kept {
+		lw.line(r.seq, r.at, r.event, r.detail)
 	}
-	if n == 0 {
-		fmt.Fprintf(o.Streams.ErrOut, "session %q has no plan-relevant events yet\n", as.Spec.SessionID)
+	return from, nil
+}
+
+// review prints a line for a plan that awaits a decision, once per review: the agent logs its
+// exit_plan_mode call only when the review is decided, so the log alone would not show it.
+func (lw *logWriter) review(as *v1alpha1.AgentSession) {
+	r := awaitingDecision(as)
+	if r == nil || lw.shownReviews[r.ID] {
+		return
 	}
-	return nil
+	lw.shownReviews[r.ID] = true
+	at := "-"
+	if r.RequestedAt != nil {
+		at = r.RequestedAt.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	lw.line("-", at, "review", fmt.Sprintf("%q (review %s, turn %d) awaits a decision: kubectl plan review %s",
+		planTitle(r.Plan), r.ID, r.Turn, as.Name))
 }
 
 // sectionInForce reads the plan guidance text, to tell whether a request/header carried it.
@@ -264,7 +377,7 @@ func (s *summariser) header(data json.RawMessage) string {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return "invalid: " + abbreviate(string(data), 80)
 	}
-	parts := []string{"reason=" + orDash(h.Reason), "plan=" + map[bool]string{true: "on", false: "off"}[s.active]}
+	parts := []string{"reason=" + orDash(h.Reason), "plan=" + planmode.OnOff(s.active)}
 	if g := s.guidance(h.Header.System); g != "" {
 		parts = append(parts, "guidance="+g)
 	}

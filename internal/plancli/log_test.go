@@ -98,30 +98,41 @@ func TestSummarise(t *testing.T) {
 
 // `kubectl plan log` against a real SQLite log: the table of plan-relevant events, a session
 // with no log in the store, and a store that cannot be opened.
-func TestLogCommand(t *testing.T) {
+// testLog is a real SQLite log in a temporary folder, and a function that appends events to
+// the session demo-id at its end, the first at 2030-01-02T03:04:05Z and each one a millisecond
+// after the one before.
+func testLog(t *testing.T) (url string, add func(...harness.Event)) {
+	t.Helper()
 	ctx := context.Background()
-	url := "sqlite://" + filepath.Join(t.TempDir(), "log.db")
+	url = "sqlite://" + filepath.Join(t.TempDir(), "log.db")
 	store, err := sessionlog.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := []harness.Event{
-		event("plan/mode", `{"active":true}`),
-		event("turn/start", `{"turn":1}`),
-		event("turn/end", `{"turn":1,"reason":{"kind":"completed"}}`),
+	t.Cleanup(func() { _ = store.Close() })
+	return url, func(evs ...harness.Event) {
+		t.Helper()
+		tail, err := store.Tail(ctx, "demo-id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range evs {
+			evs[i].Seq = tail.NextSeq + int64(i)
+			evs[i].Time = 1893553445000 + evs[i].Seq
+		}
+		if _, err := store.Append(ctx, "demo-id", evs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for i := range evs {
-		evs[i].Seq, evs[i].Time = int64(i), 1893553445000+int64(i) // 2030-01-02T03:04:05Z
-	}
-	if _, err := store.Append(ctx, "demo-id", evs); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
+}
+
+func TestLogCommand(t *testing.T) {
+	ctx := context.Background()
+	url, add := testLog(t)
+	add(event("plan/mode", `{"active":true}`), event("turn/start", `{"turn":1}`), event("turn/end", `{"turn":1,"reason":{"kind":"completed"}}`))
 
 	c := newCLI(t, session("demo"), session("idle"))
-	if err := c.log(ctx, "demo", logFlags{store: url}); err != nil {
+	if err := c.log(ctx, "demo", logFlags{store: url, tail: -1}); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, c.out.String(),
@@ -132,20 +143,20 @@ func TestLogCommand(t *testing.T) {
 	)
 
 	t.Setenv(StoreEnv, url) // the environment names the store when --store does not
-	err = c.log(ctx, "idle", logFlags{})
+	err := c.log(ctx, "idle", logFlags{tail: -1})
 	if err == nil || !strings.Contains(err.Error(), `session "idle-id" (spec.sessionID of AgentSession "idle") has no log in this store yet`) {
 		t.Errorf("a session with no log: %v", err)
 	}
 	// A mistyped SQLite path is an error naming it, and no file is created.
 	typo := filepath.Join(t.TempDir(), "lgo.db")
-	err = c.log(ctx, "demo", logFlags{store: "sqlite://" + typo})
+	err = c.log(ctx, "demo", logFlags{store: "sqlite://" + typo, tail: -1})
 	if err == nil || !strings.Contains(err.Error(), "no SQLite session log at "+typo) {
 		t.Errorf("a mistyped store: %v", err)
 	}
 	if _, statErr := os.Stat(typo); statErr == nil {
 		t.Errorf("kubectl plan log created %s", typo)
 	}
-	err = c.log(ctx, "demo", logFlags{store: "mysql://nowhere"})
+	err = c.log(ctx, "demo", logFlags{store: "mysql://nowhere", tail: -1})
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot open the session-log store: ") {
 		t.Errorf("an unknown store scheme: %v", err)
 	}
@@ -157,7 +168,7 @@ func TestStoreErrorsNeverShowThePassword(t *testing.T) {
 	ctx := context.Background()
 	c := newCLI(t, session("demo"))
 	for _, url := range secretStoreURLs {
-		err := c.log(ctx, "demo", logFlags{store: url})
+		err := c.log(ctx, "demo", logFlags{store: url, tail: -1})
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("kubectl plan log --store %s: %v", connstr.Redact(url), err)
 		}

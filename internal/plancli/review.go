@@ -3,6 +3,8 @@ package plancli
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,32 +38,48 @@ in group agents.harness.dev (separate from the permission to toggle plan mode).`
 
 func newReviewCommand(o *Options) *cobra.Command {
 	var raw bool
+	var waitFor time.Duration
 	cmd := &cobra.Command{
-		Use:   "review SESSION",
+		Use:   "review SESSION [--wait[=DURATION]]",
 		Short: "Print the plan under review",
 		Long: `Print the plan the agent presented with exit_plan_mode (status.agent.review): its title,
-review id, turn, when it was posted, where the review stands, and the plan itself, verbatim.
---raw prints only the plan text. Fails when the session has presented no plan.
+review id, turn, when it was posted, where the review stands (its phase, the REVIEW column of
+kubectl plan list), and the plan itself, verbatim. --raw prints only the plan text.
+
+Without --wait it fails when the session has presented no plan. With --wait it waits for a plan
+that awaits a decision (up to 10m, or --wait=DURATION), then prints it: send a message, and
+kubectl plan review SESSION --wait shows the plan once the agent presents it.
 
 Needs "get" on agentsessions.agents.harness.dev.`,
 		Example: `  kubectl plan review demo
-  kubectl plan review demo --raw > plan.md`,
+  kubectl plan review demo --wait
+  kubectl plan review demo --wait=30s --raw > plan.md`,
 		Args: exactSession("review SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.review(cmd.Context(), args[0], raw)
+			return o.review(cmd.Context(), args[0], raw, waitFor)
 		},
 	}
 	cmd.Flags().BoolVar(&raw, "raw", false, "Print only the plan text")
+	cmd.Flags().DurationVar(&waitFor, "wait", 0, "Wait up to this long for a plan that awaits a decision (--wait alone: 10m)")
+	cmd.Flags().Lookup("wait").NoOptDefVal = defaultReviewWait.String()
 	return cmd
 }
 
-func (o *Options) review(ctx context.Context, name string, raw bool) error {
+// defaultReviewWait is how long review --wait waits for a plan when given no duration.
+const defaultReviewWait = 10 * time.Minute
+
+func (o *Options) review(ctx context.Context, name string, raw bool, waitFor time.Duration) error {
 	if err := o.complete(); err != nil {
 		return err
 	}
 	as, err := o.get(ctx, name)
 	if err != nil {
 		return err
+	}
+	if waitFor > 0 {
+		if as, err = o.awaitPlan(ctx, name, as, waitFor); err != nil {
+			return err
+		}
 	}
 	r := underReview(as)
 	if r == nil {
@@ -74,7 +92,12 @@ func (o *Options) review(ctx context.Context, name string, raw bool) error {
 		}
 		return err
 	}
-	out := o.Streams.Out
+	printPlan(o.Streams.Out, as, r)
+	return nil
+}
+
+// printPlan prints the plan under review with its facts.
+func printPlan(out io.Writer, as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) {
 	fmt.Fprintf(out, "Plan:       %s\n", planTitle(r.Plan))
 	fmt.Fprintf(out, "Review ID:  %s\n", r.ID)
 	fmt.Fprintf(out, "Turn:       %d\n", r.Turn)
@@ -91,7 +114,45 @@ func (o *Options) review(ctx context.Context, name string, raw bool) error {
 	if len(r.Plan) > 0 && r.Plan[len(r.Plan)-1] != '\n' {
 		fmt.Fprintln(out)
 	}
-	return nil
+}
+
+// awaitingDecision is the plan presented and not decided yet, or nil.
+func awaitingDecision(as *v1alpha1.AgentSession) *v1alpha1.PlanReviewRequest {
+	r := underReview(as)
+	if r == nil {
+		return nil
+	}
+	if _, closed := decided(as, r); closed {
+		return nil
+	}
+	return r
+}
+
+// awaitPlan waits up to waitFor for a plan that awaits a decision, saying on stderr that it
+// waits; the session as it then is.
+func (o *Options) awaitPlan(ctx context.Context, name string, as *v1alpha1.AgentSession, waitFor time.Duration) (*v1alpha1.AgentSession, error) {
+	if awaitingDecision(as) != nil {
+		return as, nil
+	}
+	fmt.Fprintf(o.Streams.ErrOut, "Waiting up to %s for the agent of %q to present a plan (Ctrl-C stops)...\n", waitFor, name)
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitFor, false, func(ctx context.Context) (bool, error) {
+		got, err := o.get(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		as = got
+		return awaitingDecision(as) != nil, nil
+	})
+	switch {
+	case err == nil:
+		return as, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("stopped waiting for a plan from %q", name)
+	case wait.Interrupted(err):
+		return nil, fmt.Errorf("no plan awaits a decision on %q after %s: the agent presents one with exit_plan_mode in plan mode "+
+			"(kubectl plan message %s TEXT enters plan mode and asks); see kubectl plan log %s", name, waitFor, name, name)
+	}
+	return nil, err
 }
 
 func underReview(as *v1alpha1.AgentSession) *v1alpha1.PlanReviewRequest {
@@ -116,6 +177,7 @@ func decided(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) (string, 
 	return "", false
 }
 
+// reviewState is the review's phase (the REVIEW column's word) and what it waits for.
 func reviewState(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) string {
 	if rs := as.Status.Review; rs != nil && rs.ID == r.ID && rs.Phase != v1alpha1.ReviewPending {
 		s := string(rs.Phase)
@@ -125,9 +187,9 @@ func reviewState(as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) strin
 		return s
 	}
 	if d := as.Spec.Review; d != nil && d.ReviewID == r.ID {
-		return "decided " + string(d.Decision) + ", waiting for the manager"
+		return string(v1alpha1.ReviewPending) + "; decision " + string(d.Decision) + " written, waiting for the manager"
 	}
-	return fmt.Sprintf("awaiting a decision (kubectl plan approve|revise|dismiss %s)", as.Name)
+	return fmt.Sprintf("%s, awaiting a decision (kubectl plan approve|revise|dismiss %s)", v1alpha1.ReviewPending, as.Name)
 }
 
 type decideFlags struct {
@@ -169,23 +231,61 @@ spec.planMode.active at true.` + decideHelp,
 
 func newReviseCommand(o *Options) *cobra.Command {
 	var f decideFlags
+	var file string
 	cmd := &cobra.Command{
-		Use:   "revise SESSION [--feedback TEXT]",
+		Use:   "revise SESSION [FEEDBACK...]",
 		Short: "Keep planning: send the plan back with feedback",
-		Long: `Keep planning (spec.review.decision=KeepPlanning). The agent's exit_plan_mode call fails with
-"The user chose to keep planning; their feedback: TEXT", or without --feedback with "The user
-chose to keep planning; revise the plan and present it again." Plan mode stays on.` + decideHelp,
-		Example: `  kubectl plan revise demo --feedback "consider the resume path"
+		Long: `Keep planning (spec.review.decision=KeepPlanning; the review's phase becomes KeepPlanning). The
+agent's exit_plan_mode call fails with "The user chose to keep planning; their feedback: TEXT",
+or without feedback with "The user chose to keep planning; revise the plan and present it
+again." Plan mode stays on.
+
+The feedback is the words after the session, joined with single spaces (or --feedback TEXT, or
+--file FILE for a long one, - for standard input): at most 65,536 characters, the CRD's limit
+on spec.review.feedback, checked before anything is written.` + decideHelp,
+		Example: `  kubectl plan revise demo "consider the resume path"
+  kubectl plan revise demo --file review-notes.md
   kubectl plan revise demo`,
-		Args: exactSession("revise SESSION"),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 1 {
+				return fmt.Errorf(`"revise" needs the session name, then the feedback if any (usage: kubectl plan revise SESSION [FEEDBACK...] [--file FILE])`)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			feedback, err := feedbackOf(args[1:], f.feedback, file, o.Streams.In)
+			if err != nil {
+				return err
+			}
+			f.feedback = strings.TrimSpace(feedback)
 			return o.decide(cmd.Context(), args[0], v1alpha1.ReviewKeepPlanning, f)
 		},
 	}
 	addDecisionFlags(cmd, &f)
-	cmd.Flags().StringVar(&f.feedback, "feedback", "", "Feedback for the agent, returned verbatim in the tool result")
+	cmd.Flags().StringVar(&f.feedback, "feedback", "", "Feedback for the agent, returned verbatim in the tool result (or give it as words after the session)")
+	addFileFlag(cmd, &file, "the feedback")
 	addDecisionWaitFlag(cmd, &o.wait)
 	return cmd
+}
+
+// feedbackOf is revise's feedback: the words after the session, --feedback or --file, checked
+// against the CRD's limit. Two of them at once is an error naming both.
+func feedbackOf(words []string, flag, file string, in io.Reader) (string, error) {
+	if flag != "" && (len(words) > 0 || file != "") {
+		other := "as words after the session"
+		if file != "" {
+			other = "with --file " + file
+		}
+		return "", fmt.Errorf("feedback given twice: with --feedback and %s; give it one way", other)
+	}
+	text := flag
+	if text == "" {
+		var err error
+		if text, err = textArg(words, file, in, "the feedback"); err != nil {
+			return "", err
+		}
+	}
+	return text, checkText("the feedback", text, maxFeedbackChars, "spec.review.feedback")
 }
 
 func newDismissCommand(o *Options) *cobra.Command {

@@ -27,7 +27,7 @@ func underReviewSession(plan string) *v1alpha1.AgentSession {
 func TestReviewPrintsThePlan(t *testing.T) {
 	ctx := context.Background()
 	c := newCLI(t, underReviewSession("# Migrate the schema\n\n1. add columns"))
-	if err := c.review(ctx, "demo", false); err != nil {
+	if err := c.review(ctx, "demo", false, 0); err != nil {
 		t.Fatal(err)
 	}
 	want := "Plan:       Migrate the schema\n" +
@@ -35,7 +35,7 @@ func TestReviewPrintsThePlan(t *testing.T) {
 		"Turn:       4\n" +
 		"SHA-256:    " + planmode.PlanSHA256("# Migrate the schema\n\n1. add columns") + "\n" +
 		"Posted:     2030-01-02T03:04:05Z\n" +
-		"State:      awaiting a decision (kubectl plan approve|revise|dismiss demo)\n" +
+		"State:      Pending, awaiting a decision (kubectl plan approve|revise|dismiss demo)\n" +
 		"Expires:    2030-01-02T04:34:05Z\n" +
 		"\n" +
 		"# Migrate the schema\n\n1. add columns\n"
@@ -45,14 +45,14 @@ func TestReviewPrintsThePlan(t *testing.T) {
 
 	// --raw is the plan alone, verbatim, ending in exactly one newline.
 	c.out.Reset()
-	if err := c.review(ctx, "demo", true); err != nil {
+	if err := c.review(ctx, "demo", true, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.out.String(); got != "# Migrate the schema\n\n1. add columns\n" {
 		t.Errorf("--raw: %q", got)
 	}
 	c = newCLI(t, underReviewSession("plain plan\n"))
-	if err := c.review(ctx, "demo", true); err != nil {
+	if err := c.review(ctx, "demo", true, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.out.String(); got != "plain plan\n" {
@@ -64,7 +64,7 @@ func TestReviewState(t *testing.T) {
 	as := underReviewSession("# P")
 	r := underReview(as)
 	as.Spec.Review = &v1alpha1.ReviewDecision{ReviewID: "r1", Decision: v1alpha1.ReviewDismiss}
-	if got := reviewState(as, r); got != "decided Dismiss, waiting for the manager" {
+	if got := reviewState(as, r); got != "Pending; decision Dismiss written, waiting for the manager" {
 		t.Errorf("decided, not applied: %q", got)
 	}
 	decidedAt := metav1.NewTime(changed.Add(time.Minute))
@@ -74,7 +74,7 @@ func TestReviewState(t *testing.T) {
 	}
 	// A decision on an older review does not count for this one.
 	as.Spec.Review.ReviewID, as.Status.Review.ID = "r0", "r0"
-	if got := reviewState(as, r); !strings.HasPrefix(got, "awaiting a decision") {
+	if got := reviewState(as, r); !strings.HasPrefix(got, "Pending, awaiting a decision") {
 		t.Errorf("decision on an older review: %q", got)
 	}
 	if phase, ok := decided(as, r); ok {
@@ -85,7 +85,7 @@ func TestReviewState(t *testing.T) {
 func TestNothingUnderReview(t *testing.T) {
 	c := newCLI(t, session("demo"))
 	want := `nothing under review: session "demo" has not presented a plan (status.agent.review is empty); the agent presents one with exit_plan_mode while in plan mode`
-	if err := c.review(context.Background(), "demo", false); err == nil || err.Error() != want {
+	if err := c.review(context.Background(), "demo", false, 0); err == nil || err.Error() != want {
 		t.Errorf("review: %v", err)
 	}
 	if err := c.decide(context.Background(), "demo", v1alpha1.ReviewApprove, decideFlags{}); err == nil || err.Error() != want {

@@ -2,7 +2,6 @@ package plancli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -11,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 )
 
 func newStatusCommand(o *Options) *cobra.Command {
@@ -21,21 +20,23 @@ func newStatusCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status SESSION",
 		Short: "Show committed, pending and desired plan state, the config in force, and any review",
-		Long: `Show the plan state of an AgentSession:
+		Long: `Show the plan state of an AgentSession, in the words of kubectl plan list's columns:
 
-  Committed      status.planMode.active: the last plan/mode in the session log
-  Pending        a selection (or an approved exit) waiting for the agent's next step boundary
-  Desired        spec.planMode.active: the user's selection ("unset" follows the log)
+  Plan mode      status.planMode.active: the last plan/mode in the session log, true (on) or false (off)
+  Pending        status.planMode.pendingActive: the plan mode waiting for the agent's next step
+                 boundary (a selection, or an approved plan's exit); none when nothing waits
+  Selected       spec.planMode.active: your selection (none: the session follows its log)
   Turn           whether a turn is open (selections made now wait for a step boundary), read
                  live from the session log when its store is known (--store, $PLANMODE_LOG_STORE
                  or the kubeconfig context), else as of the manager's last status write
   Config         the PlanModeConfig in force (name, generation, section SHA-256)
-  Last change    when the committed state last changed (the time of the last plan/mode in the
-                 log when the store is known)
+  Last change    when the committed plan mode last changed (the time of the last plan/mode in
+                 the log when the store is known)
   Notice owed    a notice owed to the model after a between-turns change, until the agent's
                  next step records it
-  Boundary       the step boundary the manager last answered
-  Review         the plan under review and its decision
+  Last boundary  the step boundary the manager last answered
+  Review         the plan under review and its phase (status.review.phase: Pending, Approved,
+                 KeepPlanning, Dismissed, Expired, Rejected)
   Ready          the Ready condition (reason and message explain a stuck selection)
 
 -o json or -o yaml prints the same facts as a structured document.
@@ -47,7 +48,7 @@ Needs "get" on agentsessions.agents.harness.dev.`,
 			return o.status(cmd.Context(), args[0], output, store)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for text, json or yaml")
+	addOutputFlag(cmd, &output)
 	cmd.Flags().StringVar(&store, "store", "", "Session-log store URL to read the live log tail from (default: $"+StoreEnv+", then the kubeconfig context's; none: status only)")
 	return cmd
 }
@@ -57,10 +58,10 @@ type StatusView struct {
 	Session         string                      `json:"session"`
 	Namespace       string                      `json:"namespace"`
 	SessionID       string                      `json:"sessionID"`
-	Committed       bool                        `json:"committed"`
+	PlanMode        bool                        `json:"planMode"`
 	Pending         *bool                       `json:"pending,omitempty"`
 	PendingSource   v1alpha1.PendingSource      `json:"pendingSource,omitempty"`
-	Desired         *bool                       `json:"desired,omitempty"`
+	Selected        *bool                       `json:"selected,omitempty"`
 	TurnOpen        bool                        `json:"turnOpen"`
 	NextSeq         int64                       `json:"nextSeq"`
 	Config          *v1alpha1.ConfigInForce     `json:"config,omitempty"`
@@ -75,8 +76,8 @@ type StatusView struct {
 	Ready           string                      `json:"ready,omitempty"`
 	ReadyReason     string                      `json:"readyReason,omitempty"`
 	ReadyMessage    string                      `json:"readyMessage,omitempty"`
-	Steer           *v1alpha1.SteerMessage      `json:"steer,omitempty"`
-	SteerDelivered  bool                        `json:"steerDelivered,omitempty"`
+	LastMessage     *v1alpha1.SteerMessage      `json:"lastMessage,omitempty"` // the queue's last (spec.steerQueue)
+	LastDelivered   bool                        `json:"lastMessageDelivered,omitempty"`
 	ObservedCurrent bool                        `json:"observedCurrent"`
 	// Live is the log's tail read from the store (--store), when given.
 	Live *LiveTail `json:"live,omitempty"`
@@ -98,13 +99,13 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 	pm := as.Status.PlanMode
 	v := StatusView{
 		Session: as.Name, Namespace: as.Namespace, SessionID: as.Spec.SessionID,
-		Committed: pm.Active, TurnOpen: pm.TurnOpen, NextSeq: pm.NextSeq,
-		Desired: as.Spec.PlanMode.Active, Config: pm.Config, Notice: pm.Notice, LastBoundary: pm.LastBoundary,
-		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review, Steer: as.Spec.Steer,
+		PlanMode: pm.Active, TurnOpen: pm.TurnOpen, NextSeq: pm.NextSeq,
+		Selected: as.Spec.PlanMode.Active, Config: pm.Config, Notice: pm.Notice, LastBoundary: pm.LastBoundary,
+		ReviewDecision: as.Spec.Review, ReviewStatus: as.Status.Review,
 		ConfigRef:       v1alpha1.DefaultPlanModeConfigName,
 		ObservedCurrent: as.Status.ObservedGeneration == as.Generation,
 	}
-	if pm.Pending && pm.PendingActive != nil {
+	if pm.PendingActive != nil {
 		p := *pm.PendingActive
 		v.Pending, v.PendingSource = &p, pm.PendingSource
 	}
@@ -115,9 +116,12 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 		t := pm.LastTransitionTime.UTC()
 		v.LastTransition = &t
 	}
+	if q := as.Spec.SteerQueue; len(q) > 0 {
+		v.LastMessage = &q[len(q)-1]
+	}
 	if as.Status.Agent != nil {
 		v.Review = as.Status.Agent.Review
-		v.SteerDelivered = as.Spec.Steer != nil && as.Status.Agent.SteerID == as.Spec.Steer.ID
+		v.LastDelivered = v.LastMessage != nil && as.Status.Agent.SteerID == v.LastMessage.ID
 	}
 	if as.Spec.ReviewTimeout != nil {
 		v.ReviewTimeout = as.Spec.ReviewTimeout.Duration.String()
@@ -129,8 +133,8 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 }
 
 func (o *Options) status(ctx context.Context, name, output, storeURL string) error {
-	if output != "" && output != "json" && output != "yaml" {
-		return fmt.Errorf("unknown output format %q: use -o json or -o yaml, or no -o for text", output)
+	if err := checkOutput(output); err != nil {
+		return err
 	}
 	if err := o.complete(); err != nil {
 		return err
@@ -141,7 +145,7 @@ func (o *Options) status(ctx context.Context, name, output, storeURL string) err
 	}
 	v := viewOf(as)
 	explicit := storeURL != ""
-	storeURL, err = o.storeURL(storeURL, o.Streams.ErrOut)
+	storeURL, err = o.storeURL(storeURL)
 	if err != nil {
 		return err
 	}
@@ -158,42 +162,32 @@ func (o *Options) status(ctx context.Context, name, output, storeURL string) err
 			fmt.Fprintf(o.Streams.ErrOut, "warning: the session log was not read (%v); showing the manager's last status write\n", err)
 		}
 	}
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode the status: %w", err)
-		}
-		_, err = fmt.Fprintln(o.Streams.Out, string(b))
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encode the status: %w", err)
-		}
-		_, err = o.Streams.Out.Write(b)
-		return err
+	if output != "" {
+		return printStructured(o.Streams.Out, v, output)
 	}
-	return writeStatus(o.Streams.Out, v, time.Now())
+	return printStatus(o.Streams.Out, v, time.Now())
 }
 
-func writeStatus(out io.Writer, v StatusView, now time.Time) error {
+// printStatus prints the status for a person, one fact a line.
+func printStatus(out io.Writer, v StatusView, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, f string, a ...any) { fmt.Fprintf(w, "%s:\t%s\n", k, fmt.Sprintf(f, a...)) }
 	row("Session", "%s (namespace %s, session ID %s)", v.Session, v.Namespace, v.SessionID)
-	row("Committed", "%s", planWord(v.Committed))
+	row("Plan mode", "%s, committed in the session log", inWords(v.PlanMode))
 	switch {
 	case v.Pending == nil:
-		row("Pending", "none")
+		row("Pending", "%s (nothing waits for the agent's next step boundary)", noneWord)
+	case *v.Pending == v.PlanMode:
+		row("Pending", "%s, which the log has already: nothing changes at the next step boundary (a cancelled selection it clears)", inWords(*v.Pending))
 	case v.PendingSource == v1alpha1.PendingSourceExit:
-		row("Pending", "%s at the next step boundary (approved exit_plan_mode, not narrated)", pendingWord(*v.Pending))
+		row("Pending", "%s at the agent's next step boundary (an approved plan's exit, not narrated)", inWords(*v.Pending))
 	default:
-		row("Pending", "%s at the next step boundary", pendingWord(*v.Pending))
+		row("Pending", "%s at the agent's next step boundary", inWords(*v.Pending))
 	}
-	if v.Desired == nil {
-		row("Desired", "unset (the session follows its log)")
+	if v.Selected == nil {
+		row("Selected", "%s (no selection: the session follows its log)", noneWord)
 	} else {
-		row("Desired", "%s (spec.planMode.active=%v)", planWord(*v.Desired), *v.Desired)
+		row("Selected", "%s (spec.planMode.active)", inWords(*v.Selected))
 	}
 	switch {
 	case v.Live != nil && v.Live.TurnOpen:
@@ -222,23 +216,23 @@ func writeStatus(out io.Writer, v StatusView, now time.Time) error {
 		if b.Message != "" {
 			msg = ": " + b.Message
 		}
-		row("Last boundary", "turn %d step %d seq %d: %s, %s%s", b.Turn, b.Step, b.Seq, b.Result, planWord(b.Active), msg)
+		row("Last boundary", "turn %d step %d seq %d: %s, plan mode %s%s", b.Turn, b.Step, b.Seq, b.Result, planmode.OnOff(b.Active), msg)
 	}
 	if v.Live != nil {
 		row("Log position", "next seq %d (live; the status reflects %d)", v.Live.NextSeq, v.NextSeq)
-		if v.Live.Active != v.Committed {
-			row("Note", "the log has committed %s since the manager's last status write", planWord(v.Live.Active))
+		if v.Live.Active != v.PlanMode {
+			row("Note", "the log has committed plan mode %s since the manager's last status write", inWords(v.Live.Active))
 		}
 	} else {
 		row("Log position", "next seq %d", v.NextSeq)
 	}
 	row("Review", "%s", reviewLine(v))
-	if v.Steer != nil {
+	if v.LastMessage != nil {
 		state := "not yet delivered"
-		if v.SteerDelivered {
+		if v.LastDelivered {
 			state = "delivered"
 		}
-		row("Last message", "%q (%s)", abbreviate(v.Steer.Text, 60), state)
+		row("Last message", "%q (%s)", abbreviate(v.LastMessage.Text, 60), state)
 	}
 	if v.Ready != "" {
 		row("Ready", "%s %s%s", v.Ready, v.ReadyReason, prefixed(": ", v.ReadyMessage))
@@ -281,37 +275,31 @@ func noticeRow(row func(k, f string, a ...any), v StatusView) {
 	}
 }
 
+// reviewLine is the plan under review and its phase, in the REVIEW column's words.
 func reviewLine(v StatusView) string {
 	if v.Review == nil {
-		return "none"
+		if v.ReviewStatus != nil {
+			return fmt.Sprintf("%s (review %s; the agent has withdrawn its plan)", v.ReviewStatus.Phase, v.ReviewStatus.ID)
+		}
+		return noneWord + " (no plan presented)"
 	}
 	title := planTitle(v.Review.Plan)
 	s := fmt.Sprintf("%q (review %s, turn %d)", title, v.Review.ID, v.Review.Turn)
-	if rs := v.ReviewStatus; rs != nil && rs.ID == v.Review.ID {
+	rs := v.ReviewStatus
+	decided := v.ReviewDecision != nil && v.ReviewDecision.ReviewID == v.Review.ID
+	switch {
+	case rs != nil && rs.ID == v.Review.ID && rs.Phase != v1alpha1.ReviewPending:
 		s += ": " + string(rs.Phase)
-		if rs.Phase != v1alpha1.ReviewPending && rs.Message != "" {
+		if rs.Message != "" {
 			s += " (" + abbreviate(rs.Message, 80) + ")"
 		}
 		return s
+	case decided:
+		return s + ": " + string(v1alpha1.ReviewPending) + "; decision " + string(v.ReviewDecision.Decision) + " written, waiting for the manager"
+	case rs != nil && rs.ID == v.Review.ID:
+		return s + ": " + string(v1alpha1.ReviewPending) + ", awaiting kubectl plan approve|revise|dismiss " + v.Session
 	}
-	if d := v.ReviewDecision; d != nil && d.ReviewID == v.Review.ID {
-		return s + ": decided " + string(d.Decision) + ", waiting for the manager"
-	}
-	return s + ": Pending"
-}
-
-func planWord(b bool) string {
-	if b {
-		return "plan mode"
-	}
-	return "default mode"
-}
-
-func pendingWord(b bool) string {
-	if b {
-		return "entering plan mode"
-	}
-	return "leaving plan mode"
+	return s + ": posted, not opened by the manager yet"
 }
 
 func orDash(s string) string {

@@ -30,7 +30,7 @@ func busySession() *v1alpha1.AgentSession {
 	as.Spec.PlanMode.Active = bp(false)
 	as.Spec.PlanMode.ConfigRef = &v1alpha1.ConfigReference{Name: "strict"}
 	as.Spec.ReviewTimeout = &metav1.Duration{Duration: 90 * time.Minute}
-	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "kp-1", Text: "draft   the\nmigration"}
+	as.Spec.SteerQueue = []v1alpha1.SteerMessage{{ID: "kp-1", Text: "draft   the\nmigration"}}
 	as.Spec.Review = &v1alpha1.ReviewDecision{ReviewID: "r1", Decision: v1alpha1.ReviewApprove}
 	lt := metav1.NewTime(changed.In(time.FixedZone("CET", 3600)))
 	as.Status = v1alpha1.AgentSessionStatus{
@@ -56,9 +56,9 @@ func TestViewOf(t *testing.T) {
 	if v.Pending == nil || *v.Pending || v.PendingSource != v1alpha1.PendingSourceExit {
 		t.Errorf("pending %v %q, want false Exit", v.Pending, v.PendingSource)
 	}
-	if v.ConfigRef != "strict" || v.ReviewTimeout != "1h30m0s" || !v.SteerDelivered || v.ObservedCurrent {
-		t.Errorf("configRef %q, reviewTimeout %q, steerDelivered %v, observedCurrent %v; want strict, 1h30m0s, true, false",
-			v.ConfigRef, v.ReviewTimeout, v.SteerDelivered, v.ObservedCurrent)
+	if v.ConfigRef != "strict" || v.ReviewTimeout != "1h30m0s" || !v.LastDelivered || v.ObservedCurrent {
+		t.Errorf("configRef %q, reviewTimeout %q, lastMessageDelivered %v, observedCurrent %v; want strict, 1h30m0s, true, false",
+			v.ConfigRef, v.ReviewTimeout, v.LastDelivered, v.ObservedCurrent)
 	}
 	if v.LastTransition == nil || !v.LastTransition.Equal(changed) || v.LastTransition.Location() != time.UTC {
 		t.Errorf("last transition %v, want %v in UTC", v.LastTransition, changed)
@@ -67,56 +67,57 @@ func TestViewOf(t *testing.T) {
 		t.Errorf("ready %q %q, review %+v", v.Ready, v.ReadyReason, v.Review)
 	}
 
-	// PendingActive without Pending is a leftover, not a pending selection; a steer the agent
-	// has not recorded is not delivered; no configRef is the default config.
+	// Pending is status.planMode.pendingActive as it is (the PENDING column), also when it
+	// equals the committed plan mode; a message the agent has not recorded is not delivered; no
+	// configRef is the default config.
 	as := session("quiet")
 	as.Status.PlanMode.PendingActive = bp(true)
-	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "kp-2", Text: "hi"}
+	as.Spec.SteerQueue = []v1alpha1.SteerMessage{{ID: "kp-1", Text: "hello"}, {ID: "kp-2", Text: "hi"}}
 	as.Status.Agent = &v1alpha1.AgentReport{SteerID: "kp-1"}
 	v = viewOf(as)
-	if v.Pending != nil || v.SteerDelivered || v.ConfigRef != v1alpha1.DefaultPlanModeConfigName || !v.ObservedCurrent {
-		t.Errorf("quiet session: pending %v, steerDelivered %v, configRef %q, observedCurrent %v", v.Pending, v.SteerDelivered, v.ConfigRef, v.ObservedCurrent)
+	if v.Pending == nil || !*v.Pending || v.LastDelivered || v.ConfigRef != v1alpha1.DefaultPlanModeConfigName || !v.ObservedCurrent {
+		t.Errorf("quiet session: pending %v, lastMessageDelivered %v, configRef %q, observedCurrent %v", v.Pending, v.LastDelivered, v.ConfigRef, v.ObservedCurrent)
 	}
 }
 
-func TestWriteStatus(t *testing.T) {
+func TestPrintStatus(t *testing.T) {
 	var out bytes.Buffer
-	if err := writeStatus(&out, viewOf(busySession()), changed.Add(90*time.Second)); err != nil {
+	if err := printStatus(&out, viewOf(busySession()), changed.Add(90*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, out.String(),
 		"Session: demo (namespace team-a, session ID demo-id)",
-		"Committed: plan mode",
-		"Pending: leaving plan mode at the next step boundary (approved exit_plan_mode, not narrated)",
-		"Desired: default mode (spec.planMode.active=false)",
+		"Plan mode: true (on), committed in the session log",
+		"Pending: false (off) at the agent's next step boundary (an approved plan's exit, not narrated)",
+		"Selected: false (off) (spec.planMode.active)",
 		"Turn: open at the manager's last status write (selections wait for the next step boundary)",
 		"Config: strict (generation 7, section sha256 0123456789ab)",
 		"Last change: 2030-01-02T03:04:05Z (1m30s ago)",
 		`Notice owed: "The user switched this session to plan mode." (for plan/mode at seq 40, as of the manager's last status write)`,
-		"Last boundary: turn 2 step 3 seq 41: Failed, plan mode: seq 41 is behind the log",
+		"Last boundary: turn 2 step 3 seq 41: Failed, plan mode on: seq 41 is behind the log",
 		"Log position: next seq 42",
-		`Review: "Migrate the schema" (review r1, turn 2): decided Approve, waiting for the manager`,
+		`Review: "Migrate the schema" (review r1, turn 2): Pending; decision Approve written, waiting for the manager`,
 		`Last message: "draft the migration" (delivered)`,
 		"Ready: False SelectionPending: waiting for the next step boundary",
 		"Note: the manager has not caught up with the latest spec change yet",
 	)
 }
 
-// A fresh session: nothing pending, nothing desired, no config read yet, never changed, no
+// A fresh session: nothing pending, nothing selected, no config read yet, never changed, no
 // review, no Ready condition.
-func TestWriteStatusFreshSession(t *testing.T) {
+func TestPrintStatusFreshSession(t *testing.T) {
 	var out bytes.Buffer
-	if err := writeStatus(&out, viewOf(session("fresh")), changed); err != nil {
+	if err := printStatus(&out, viewOf(session("fresh")), changed); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, out.String(),
-		"Committed: default mode",
-		"Pending: none",
-		"Desired: unset (the session follows its log)",
+		"Plan mode: false (off), committed in the session log",
+		"Pending: none (nothing waits for the agent's next step boundary)",
+		"Selected: none (no selection: the session follows its log)",
 		"Turn: none open at the manager's last status write (the agent may have opened one since)",
 		"Config: default (requested; not read by the manager yet)",
 		"Last change: not recorded in the status (the log has it: name the store with --store)",
-		"Review: none",
+		"Review: none (no plan presented)",
 		"Ready: unknown (the manager has not reported yet)",
 	)
 	for _, absent := range []string{"Notice owed:", "Last boundary:", "Last message:", "Note:"} {
@@ -128,21 +129,21 @@ func TestWriteStatusFreshSession(t *testing.T) {
 
 // With the live tail (--store), the turn and the log position come from the log, and a commit
 // the status does not show yet is pointed out.
-func TestWriteStatusLiveTail(t *testing.T) {
+func TestPrintStatusLiveTail(t *testing.T) {
 	v := viewOf(busySession())
 	v.Live = &LiveTail{Active: false, NextSeq: 45, TurnOpen: true, Turn: 3, Step: 1}
 	var out bytes.Buffer
-	if err := writeStatus(&out, v, changed); err != nil {
+	if err := printStatus(&out, v, changed); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, out.String(),
 		"Turn: 3 open, step 1 (live from the log: selections wait for the agent's next step boundary)",
 		"Log position: next seq 45 (live; the status reflects 42)",
-		"Note: the log has committed default mode since the manager's last status write",
+		"Note: the log has committed plan mode false (off) since the manager's last status write",
 	)
 	v.Live = &LiveTail{Active: true, NextSeq: 42}
 	out.Reset()
-	if err := writeStatus(&out, v, changed); err != nil {
+	if err := printStatus(&out, v, changed); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, out.String(), "Turn: none open (live from the log: selections are logged at once)")
@@ -154,14 +155,14 @@ func TestWriteStatusLiveTail(t *testing.T) {
 // With the live tail, "Last change" is the time of the log's last plan/mode even when the
 // status never recorded a transition, and a notice the agent has recorded (a step/start after
 // its plan/mode) is no longer shown as owed.
-func TestWriteStatusLastChangeAndNoticeFromTheLog(t *testing.T) {
+func TestPrintStatusLastChangeAndNoticeFromTheLog(t *testing.T) {
 	as := busySession()
 	as.Status.PlanMode.LastTransitionTime = nil
 	v := viewOf(as)
 	at := changed.Add(-2 * time.Minute)
 	v.Live = &LiveTail{Active: true, NextSeq: 45, LastPlanModeSeq: 40, LastPlanModeTime: &at, LastStepStartSeq: 43}
 	var out bytes.Buffer
-	if err := writeStatus(&out, v, changed); err != nil {
+	if err := printStatus(&out, v, changed); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, out.String(),
@@ -174,7 +175,7 @@ func TestWriteStatusLastChangeAndNoticeFromTheLog(t *testing.T) {
 	// Before the agent's next step the notice is still owed.
 	v.Live.LastStepStartSeq = 39
 	out.Reset()
-	if err := writeStatus(&out, v, changed); err != nil {
+	if err := printStatus(&out, v, changed); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, out.String(), `Notice owed: "The user switched this session to plan mode." (for plan/mode at seq 40; the agent records it at its next step)`)
@@ -220,7 +221,11 @@ func TestStatusFindsTheStoreInTheKubeconfig(t *testing.T) {
 func TestReviewLine(t *testing.T) {
 	as := busySession()
 	as.Spec.Review = nil
-	if got := reviewLine(viewOf(as)); got != `"Migrate the schema" (review r1, turn 2): Pending` {
+	if got := reviewLine(viewOf(as)); got != `"Migrate the schema" (review r1, turn 2): posted, not opened by the manager yet` {
+		t.Errorf("posted, no review status: %s", got)
+	}
+	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending}
+	if got := reviewLine(viewOf(as)); got != `"Migrate the schema" (review r1, turn 2): Pending, awaiting kubectl plan approve|revise|dismiss demo` {
 		t.Errorf("undecided: %s", got)
 	}
 	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewExpired, Message: strings.Repeat("x", 100)}
@@ -229,12 +234,17 @@ func TestReviewLine(t *testing.T) {
 	}
 	// The status of an older review says nothing about this one.
 	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r0", Phase: v1alpha1.ReviewApproved}
-	if got := reviewLine(viewOf(as)); !strings.HasSuffix(got, ": Pending") {
+	if got := reviewLine(viewOf(as)); !strings.HasSuffix(got, ": posted, not opened by the manager yet") {
 		t.Errorf("older review's status: %s", got)
 	}
 	as.Status.Review = &v1alpha1.ReviewStatus{ID: "r1", Phase: v1alpha1.ReviewPending, Message: "posted"}
-	if got := reviewLine(viewOf(as)); !strings.HasSuffix(got, ": Pending") {
+	if got := reviewLine(viewOf(as)); !strings.Contains(got, ": Pending, awaiting") {
 		t.Errorf("pending review with a message: %s", got)
+	}
+	// A plan the agent withdrew: its review's phase stays.
+	as.Status.Agent.Review = nil
+	if got := reviewLine(viewOf(as)); got != "Pending (review r1; the agent has withdrawn its plan)" {
+		t.Errorf("withdrawn: %s", got)
 	}
 }
 
@@ -266,7 +276,7 @@ func TestStatusStructuredOutput(t *testing.T) {
 	if err := json.Unmarshal(c.out.Bytes(), &v); err != nil {
 		t.Fatalf("-o json is not a StatusView: %v\n%s", err, c.out)
 	}
-	if v.Session != "demo" || !v.Committed || v.Pending == nil || *v.Pending || v.NextSeq != 42 || v.Review == nil || v.Live != nil {
+	if v.Session != "demo" || !v.PlanMode || v.Pending == nil || *v.Pending || v.NextSeq != 42 || v.Review == nil || v.Live != nil {
 		t.Errorf("-o json: %+v", v)
 	}
 	c.out.Reset()
@@ -281,7 +291,7 @@ func TestStatusStructuredOutput(t *testing.T) {
 		t.Errorf("-o yaml: %+v", y)
 	}
 	if err := c.status(context.Background(), "missing", "", ""); err == nil ||
-		err.Error() != `no AgentSession "missing" in namespace "team-a" (list them with: kubectl get agentsessions -n team-a)` {
+		err.Error() != `no AgentSession "missing" in namespace "team-a" (list them with: kubectl plan list -n team-a)` {
 		t.Errorf("status of a missing session: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package plancli
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
 )
 
 // KubeconfigExtension names the kubeconfig context extension that records the session-log
@@ -87,14 +87,13 @@ func contextStore(cfg clientcmdapi.Config, contextName string) (string, error) {
 	return ext.URL, nil
 }
 
-// storeURL resolves the session-log store for a read: --store, then $PLANMODE_LOG_STORE (or a
-// deprecated name, with a warning on warn), then the current kubeconfig context's extension.
-// Empty with a nil error when none names one.
-func (o *Options) storeURL(flag string, warn io.Writer) (string, error) {
+// storeURL resolves the session-log store for a read: --store, then $PLANMODE_LOG_STORE, then
+// the current kubeconfig context's extension. Empty with a nil error when none names one.
+func (o *Options) storeURL(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	if url, _ := storeenv.Lookup(warn); url != "" {
+	if url := storeenv.Lookup(); url != "" {
 		return url, nil
 	}
 	if o.Flags == nil {
@@ -144,7 +143,7 @@ store in the kubeconfig it writes.`,
 
 func (o *Options) useStore(url string) error {
 	if !strings.HasPrefix(url, "sqlite://") && !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
-		return fmt.Errorf("store URL %q: use sqlite:///abs/path.db or postgres://user@host:5432/db", url)
+		return fmt.Errorf("store URL %q: use sqlite:///abs/path.db or postgres://user@host:5432/db", connstr.Redact(url))
 	}
 	loader := o.Flags.ToRawKubeConfigLoader()
 	raw, err := loader.RawConfig()

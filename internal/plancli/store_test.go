@@ -55,13 +55,10 @@ func optionsFor(kubeconfig, context string) *Options {
 // (or --context) context, and survives a round trip through the kubeconfig file.
 func TestStoreURLResolution(t *testing.T) {
 	t.Setenv(StoreEnv, "")
-	for _, old := range []string{"KUBECTL_PLAN_STORE", "PLANLOG_STORE", "SESSION_LOG_URL"} {
-		t.Setenv(old, "")
-	}
 	dir := t.TempDir()
 	kubeconfig := writeKubeconfig(t, dir)
 	o := optionsFor(kubeconfig, "")
-	if url, err := o.storeURL("", nil); err != nil || url != "" {
+	if url, err := o.storeURL(""); err != nil || url != "" {
 		t.Fatalf("no store anywhere: %q, %v", url, err)
 	}
 	if err := SetKubeconfigStore(kubeconfig, "sqlite:///from/kubeconfig.db"); err != nil {
@@ -72,22 +69,17 @@ func TestStoreURLResolution(t *testing.T) {
 	if err != nil || cfg.CurrentContext != "dev" || cfg.AuthInfos["me"].Token != "t" || len(cfg.Contexts) != 2 {
 		t.Fatalf("kubeconfig after SetKubeconfigStore: %+v, %v", cfg, err)
 	}
-	if url, err := optionsFor(kubeconfig, "").storeURL("", nil); err != nil || url != "sqlite:///from/kubeconfig.db" {
+	if url, err := optionsFor(kubeconfig, "").storeURL(""); err != nil || url != "sqlite:///from/kubeconfig.db" {
 		t.Fatalf("from the kubeconfig: %q, %v", url, err)
 	}
-	if url, _ := optionsFor(kubeconfig, "other").storeURL("", nil); url != "" {
+	if url, _ := optionsFor(kubeconfig, "other").storeURL(""); url != "" {
 		t.Fatalf("--context other picked up dev's store: %q", url)
 	}
-	t.Setenv("KUBECTL_PLAN_STORE", "sqlite:///from/old-env.db")
-	var warn bytes.Buffer
-	if url, _ := o.storeURL("", &warn); url != "sqlite:///from/old-env.db" || !strings.Contains(warn.String(), "KUBECTL_PLAN_STORE is deprecated; set PLANMODE_LOG_STORE") {
-		t.Fatalf("deprecated variable: %q, warning %q", url, warn.String())
-	}
 	t.Setenv(StoreEnv, "sqlite:///from/env.db")
-	if url, _ := o.storeURL("", nil); url != "sqlite:///from/env.db" {
+	if url, _ := o.storeURL(""); url != "sqlite:///from/env.db" {
 		t.Fatalf("the environment does not win over the kubeconfig: %q", url)
 	}
-	if url, _ := o.storeURL("sqlite:///from/flag.db", nil); url != "sqlite:///from/flag.db" {
+	if url, _ := o.storeURL("sqlite:///from/flag.db"); url != "sqlite:///from/flag.db" {
 		t.Fatalf("--store does not win: %q", url)
 	}
 }
@@ -107,10 +99,10 @@ func TestUseStoreCommand(t *testing.T) {
 	if _, err := run(t, "use-store", "sqlite:///srv/log.db", "--kubeconfig", kubeconfig, "--context", "other"); err != nil {
 		t.Fatal(err)
 	}
-	if url, err := optionsFor(kubeconfig, "other").storeURL("", nil); err != nil || url != "sqlite:///srv/log.db" {
+	if url, err := optionsFor(kubeconfig, "other").storeURL(""); err != nil || url != "sqlite:///srv/log.db" {
 		t.Fatalf("after use-store: %q, %v", url, err)
 	}
-	if url, _ := optionsFor(kubeconfig, "").storeURL("", nil); url != "" {
+	if url, _ := optionsFor(kubeconfig, "").storeURL(""); url != "" {
 		t.Fatalf("use-store --context other changed the current context too: %q", url)
 	}
 }

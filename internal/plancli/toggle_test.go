@@ -40,7 +40,7 @@ func TestToggleReplies(t *testing.T) {
 		{"on during a turn", toggled(false, true), true, "Entering plan mode (applies from the next step). Use kubectl plan off demo -n team-a to leave.", true},
 		{"off between turns", toggled(true, false), false, "Plan mode off.", false},
 		{"off during a turn", toggled(true, true), false, "Leaving plan mode (applies from the next step).", false},
-		{"off when already off", toggled(false, false), false, "Plan mode is already inactive.", false},
+		{"off when already off", toggled(false, false), false, "Plan mode is already off.", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t, tc.as, config(v1alpha1.DefaultPlanModeConfigName))
@@ -114,11 +114,11 @@ func TestToggleWithMessage(t *testing.T) {
 	}
 }
 
-// A message to an idle agent starts a turn, and the reply says so; a protocol v1 spec.steer
-// not recorded yet is kept, first.
+// A message to an idle agent starts a turn, and the reply says so; a message not recorded yet
+// is kept, first, and the new one takes an id after it.
 func TestMessageToAnIdleAgent(t *testing.T) {
 	as := toggled(true, false)
-	as.Spec.Steer = &v1alpha1.SteerMessage{ID: "old", Text: "written by an older plugin"}
+	as.Spec.SteerQueue = []v1alpha1.SteerMessage{{ID: "kp-9999999999999999999", Text: "written by a writer whose clock is ahead"}}
 	c := newCLI(t, as, config(v1alpha1.DefaultPlanModeConfigName))
 	if err := c.toggle(context.Background(), "demo", true, "go", nil); err != nil {
 		t.Fatal(err)
@@ -127,11 +127,8 @@ func TestMessageToAnIdleAgent(t *testing.T) {
 		t.Errorf("reply: %q", c.out.String())
 	}
 	got := c.read(t)
-	if q := got.Spec.SteerQueue; len(q) != 2 || q[0].ID != "old" || q[1].Text != "go" {
-		t.Errorf("spec.steerQueue %+v, want [old, go]", q)
-	}
-	if got.Spec.Steer != nil {
-		t.Errorf("spec.steer %+v, want it moved into the queue", got.Spec.Steer)
+	if q := got.Spec.SteerQueue; len(q) != 2 || q[0].ID != "kp-9999999999999999999" || q[1].Text != "go" || q[1].ID != "kp-10000000000000000000" {
+		t.Errorf("spec.steerQueue %+v, want [the kept one, go] with go's id after the kept one's", q)
 	}
 }
 
@@ -145,8 +142,8 @@ func TestToggleNoopWritesNothing(t *testing.T) {
 	if got := c.read(t).ResourceVersion; got != before {
 		t.Errorf("a noop wrote the session: resourceVersion %s -> %s", before, got)
 	}
-	if got := strings.TrimSpace(c.out.String()); got != strings.ReplaceAll(harness.ReplyOnDeferred, "/plan off", "kubectl plan off demo -n team-a") {
-		t.Errorf("reply %q, want the harness's deferred copy for a noop entry", got)
+	if got := strings.TrimSpace(c.out.String()); got != "Plan mode is already on. Use kubectl plan off demo -n team-a to leave." {
+		t.Errorf("reply %q, want already on (not the harness's entering copy)", got)
 	}
 }
 
@@ -218,8 +215,14 @@ func TestObserve(t *testing.T) {
 			planmode.State{}, planmode.Queued},
 		{"flushed by a boundary since the write", taken(func(pm *v1alpha1.PlanModeStatus) {
 			pm.Active = true
-			pm.LastBoundary = &v1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 5, Result: v1alpha1.BoundaryAdmitted, Active: true}
+			pm.LastBoundary = &v1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 5, NextSeq: 6, Result: v1alpha1.BoundaryAdmitted, Active: true}
 		}), planmode.State{}, planmode.Queued},
+		// The first step after a between-turns commit reports its boundary to record the owed
+		// notice; that boundary appended nothing, so the selection was committed at once.
+		{"committed, then the notice's boundary", taken(func(pm *v1alpha1.PlanModeStatus) {
+			pm.Active = true
+			pm.LastBoundary = &v1alpha1.BoundaryAck{Turn: 2, Step: 1, Seq: 7, NextSeq: 7, Result: v1alpha1.BoundaryAdmitted, Active: true}
+		}), planmode.State{}, planmode.Committed},
 		{"a pending exit undone", taken(func(pm *v1alpha1.PlanModeStatus) { pm.Active = true }),
 			planmode.State{Logged: true, Pending: &planmode.Pending{Active: false}}, planmode.Cancelled},
 	} {
@@ -227,8 +230,8 @@ func TestObserve(t *testing.T) {
 			c := newCLI(t, tc.as)
 			c.wait = time.Second
 			got, seen, ok := c.observe(ctx, "demo", true, written{before: tc.before, predicted: planmode.Noop, gen: 5, ack: oldAck})
-			if !ok || seen == nil || got != tc.want {
-				t.Errorf("outcome %q (ok %v), want %q", got, ok, tc.want)
+			if !ok || seen == nil || got.outcome != tc.want {
+				t.Errorf("outcome %q (ok %v), want %q", got.outcome, ok, tc.want)
 			}
 		})
 	}
@@ -250,7 +253,7 @@ func TestExplain(t *testing.T) {
 		want string
 	}{
 		{"not found", apierrors.NewNotFound(gr, "demo"),
-			`no AgentSession "demo" in namespace "team-a" (list them with: kubectl get agentsessions -n team-a)`},
+			`no AgentSession "demo" in namespace "team-a" (list them with: kubectl plan list -n team-a)`},
 		{"no such resource", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gr.Group, Kind: "AgentSession"}},
 			"the AgentSession API (agents.harness.dev/v1alpha1) is not installed in this cluster: install the planmode-operator CRDs (config/crd)"},
 		{"RBAC", apierrors.NewForbidden(gr, "demo", errors.New("user ed cannot patch")),

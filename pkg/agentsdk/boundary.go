@@ -30,15 +30,9 @@ var (
 	// ErrProposalFailed: the manager refused the boundary report as invalid (it does not match
 	// a live turn of the log). Use errors.As with *ProposalFailedError for its message.
 	ErrProposalFailed = errors.New("step proposal failed")
-	// ErrTimeout was protocol v1's "no acknowledgement within the caller's timeout". Boundary no
-	// longer returns it: without an answer the step proceeds (Result.Unanswered).
-	ErrTimeout = errors.New("timed out waiting for the manager to acknowledge the step boundary")
 	// ErrInvalidBoundary: the caller proposed a step the log does not allow (no open turn, or
 	// another turn number than the open one). Nothing was written.
 	ErrInvalidBoundary = errors.New("invalid step boundary")
-	// ErrConfigMissing was protocol v1's failure for a plan-mode step whose PlanModeConfig does
-	// not exist. Boundary no longer returns it: the step proceeds (Result.GuidanceMissing).
-	ErrConfigMissing = errors.New("plan mode config not found")
 	// ErrSessionNotFound: the AgentSession does not exist (or was deleted).
 	ErrSessionNotFound = errors.New("AgentSession not found")
 )
@@ -73,12 +67,10 @@ type Result struct {
 	Notice string
 	// NextSeq is where the step's step/start goes.
 	NextSeq int64
-	// Messages are the user messages (kubectl plan message: spec.steerQueue, and a spec.steer
-	// of a protocol v1 writer) this session has not recorded yet, oldest first; StartStep
-	// records them as the step's last input, before the notice.
+	// Messages are the user messages (kubectl plan message: spec.steerQueue) this session has
+	// not recorded yet, oldest first; StartStep records them as the step's last input, before
+	// the notice.
 	Messages []v1alpha1.SteerMessage
-	// Steer is the first of Messages, for callers written against protocol v1.
-	Steer *v1alpha1.SteerMessage
 	// Asked tells whether the SDK wrote a boundary report and waited for the manager.
 	Asked bool
 	// Unanswered: the SDK asked, but the manager did not answer within the wait (or answered
@@ -232,7 +224,7 @@ func owedNotice(s *v1alpha1.AgentSession, t harness.Tail) string {
 	if pm.PendingSource == v1alpha1.PendingSourceExit && pm.PendingActive != nil && *pm.PendingActive == t.Active {
 		return ""
 	}
-	return planmode.Narration(t.Told, t.Active)
+	return planmode.Narration(t.LastShown, t.Active)
 }
 
 // ask reports the boundary and waits at most wait for its answer. Without one (or with one
@@ -361,9 +353,7 @@ func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (R
 
 func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, error) {
 	res.ExitAdmitted = res.Active
-	if res.Messages = c.undelivered(s); len(res.Messages) > 0 {
-		res.Steer = &res.Messages[0]
-	}
+	res.Messages = c.undelivered(s)
 	name, text, ok := c.section(s)
 	res.ConfigName = name
 	if !res.Active {
@@ -377,8 +367,7 @@ func (c *Client) withSection(s *v1alpha1.AgentSession, res Result) (Result, erro
 
 // undelivered is the user messages this session has not recorded, oldest first: the queue's
 // entries after the last one recorded (this process's own record first, it may be ahead of
-// status.agent.steerID; an id no longer in the queue was delivered and dropped by a writer),
-// then a protocol v1 spec.steer not recorded yet.
+// status.agent.steerID; an id no longer in the queue was delivered and dropped by a writer).
 func (c *Client) undelivered(s *v1alpha1.AgentSession) []v1alpha1.SteerMessage {
 	acked := ""
 	if s.Status.Agent != nil {
@@ -392,11 +381,7 @@ func (c *Client) undelivered(s *v1alpha1.AgentSession) []v1alpha1.SteerMessage {
 			break
 		}
 	}
-	out := append([]v1alpha1.SteerMessage(nil), q[from:]...)
-	if st := s.Spec.Steer; st != nil && st.ID != c.steerDone && st.ID != acked && steerIndex(q, st.ID) < 0 && len(q) == 0 {
-		out = append(out, *st) // a v1 writer's single message (a v2 writer moves it into the queue)
-	}
-	return out
+	return append([]v1alpha1.SteerMessage(nil), q[from:]...)
 }
 
 func steerIndex(q []v1alpha1.SteerMessage, id string) int {

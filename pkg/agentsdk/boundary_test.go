@@ -732,32 +732,6 @@ var _ = Describe("log helpers", func() {
 	})
 })
 
-var _ = Describe("steer", func() {
-	It("records spec.steer once, after the step's input and before the notice, and acknowledges it in status.agent.steerID", func() {
-		f := setup(true)
-		obj := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.name}}
-		Expect(k8s.Patch(suiteCtx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"steer":{"id":"m1","text":"draft it"}}}`)))).To(Succeed())
-		Eventually(func() *v1alpha1.SteerMessage { return f.agent.Session().Spec.Steer }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
-		turn, err := f.agent.StartTurn(suiteCtx)
-		Expect(err).NotTo(HaveOccurred())
-		res, err := f.agent.Boundary(suiteCtx, turn, 1, time.Second)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Asked).To(BeFalse())
-		Expect(res.Steer).NotTo(BeNil())
-		Expect(f.agent.StartStep(suiteCtx, res, agentsdk.StepInput{Messages: []harness.Event{agentsdk.UserText("prompt")}})).To(Succeed())
-		Expect(f.agent.EndStep(suiteCtx, turn, 1)).To(Succeed())
-		evs := f.events()
-		Expect(eventTypes(evs)).To(Equal([]string{"turn/start", "step/start", "user/message", "user/message", "step/end"}))
-		Expect(string(evs[3].Data)).To(ContainSubstring(`"text":"draft it"`))
-		Expect(f.get().Status.Agent.SteerID).To(Equal("m1"))
-		Expect(f.api.WritesTo("PATCH", "agentsessions/status")).To(BeEquivalentTo(1))
-		// Delivered once.
-		res, err = f.agent.Boundary(suiteCtx, turn, 2, time.Second)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Steer).To(BeNil())
-	})
-})
-
 var _ = Describe("the message queue", func() {
 	It("delivers two messages queued before the first was delivered, each once, in order; a restarted agent repeats none", func() {
 		f := setup(true)

@@ -93,7 +93,7 @@ type Client struct {
 	stepOpen bool
 	resumed  bool // the log held a request/header before this process's first request
 	headers  HeaderTracker
-	// steerDone is the last spec.steer id recorded in the log by this process; steerUnacked is
+	// steerDone is the last message id recorded in the log by this process; steerUnacked is
 	// set while status.agent.steerID does not say so yet (retried at the next StartStep).
 	steerDone    string
 	steerUnacked bool
@@ -263,7 +263,7 @@ func (c *Client) start(ctx context.Context) error {
 	if err := c.checkLogStore(ctx, obj, t); err != nil { // logstore.go
 		return err
 	}
-	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.Told != nil
+	c.next, c.stepOpen, c.resumed = t.NextSeq, t.StepOpen, t.LastShown != nil
 	return c.withdrawStaleReview(ctx) // review.go
 }
 
@@ -287,7 +287,10 @@ func (c *Client) seedFork(ctx context.Context, s *v1alpha1.AgentSession) error {
 	if f.ThroughSeq != nil {
 		through = *f.ThroughSeq
 	}
-	if _, err := c.store.Fork(ctx, f.SessionID, c.sessionID, through); err != nil && !sessionlog.IsConflict(err) {
+	owner := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
+	if _, err := c.store.Fork(ctx, f.SessionID, c.sessionID, through, owner); err != nil && !sessionlog.IsConflict(err) {
+		// An *sessionlog.OwnershipError (a parent of another namespace) stops the agent: the
+		// manager says the same with ForkRefused.
 		return fmt.Errorf("agentsdk: seed session %q as a fork of %q (spec.fork): %w", c.sessionID, f.SessionID, err)
 	}
 	return nil

@@ -19,8 +19,6 @@ const (
 	TurnEndCompleted   = "completed"
 	TurnEndAborted     = "aborted"
 	TurnEndBlocked     = "blocked"
-	TurnEndError       = "error"
-	TurnEndMaxTokens   = "max-tokens"
 	TurnEndInterrupted = "interrupted" // written only by crash repair
 )
 

@@ -12,8 +12,8 @@ type Tail struct {
 	Active bool
 	// LastPlanModeSeq is the seq of the last plan/mode, -1 when there is none.
 	LastPlanModeSeq int64
-	// Told is the plan state in force at the last request/header; nil when there is none.
-	Told *bool
+	// LastShown is the plan state in force at the last request/header; nil when there is none.
+	LastShown *bool
 	// TurnOpen is true when the last turn/start has no turn/end after it.
 	TurnOpen bool
 	// Turn is the number of the last turn/start (0 when none).
@@ -44,7 +44,7 @@ func (t *Tail) Apply(ev *Event, f Facts) {
 		// A header records no plan field: the state it described to the model is the fold
 		// of the plan/mode events before it.
 		told := t.Active
-		t.Told = &told
+		t.LastShown = &told
 	case TypeTurnStart:
 		t.Turn = f.turn
 		t.TurnOpen = true
@@ -101,7 +101,7 @@ func FoldPlanMode(events []Event) bool { return Replay(events).Active }
 
 // PlanModeAtLastHeader is the harness's planModeAtLastHeader(events): nil when the log has no
 // request/header, else the plan state folded through the last one.
-func PlanModeAtLastHeader(events []Event) *bool { return Replay(events).Told }
+func PlanModeAtLastHeader(events []Event) *bool { return Replay(events).LastShown }
 
 // HasOpenTurn is the harness's hasOpenTurn(events): the last turn/start has no later turn/end.
 func HasOpenTurn(events []Event) bool { return Replay(events).TurnOpen }

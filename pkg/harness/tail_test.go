@@ -67,7 +67,7 @@ func TestPlanModeAtLastHeaderAndOpenTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tail.NextSeq != int64(len(b.events)) || tail.Active || tail.LastPlanModeSeq != 3 || tail.Told == nil || !*tail.Told || tail.TurnOpen || tail.Turn != 1 {
+	if tail.NextSeq != int64(len(b.events)) || tail.Active || tail.LastPlanModeSeq != 3 || tail.LastShown == nil || !*tail.LastShown || tail.TurnOpen || tail.Turn != 1 {
 		t.Fatalf("FoldTail = %+v", tail)
 	}
 }

@@ -299,7 +299,7 @@ func (w *walker) planMode(ev *harness.Event, f harness.Facts, err error) {
 	}
 	pm := &pmInfo{seq: ev.Seq, active: active, source: src}
 	if src == SourceUser {
-		pm.notice = planmode.Narration(w.log.Told, active)
+		pm.notice = planmode.Narration(w.log.LastShown, active)
 	}
 	w.approvedExit = false
 	w.lastPlanMode = pm

@@ -45,8 +45,8 @@ type State struct {
 	Pending *Pending
 	// TurnOpen: the last turn/start has no turn/end after it.
 	TurnOpen bool
-	// Told is the logged state in force at the last request/header; nil when there is none.
-	Told *bool
+	// LastShown is the logged state in force at the last request/header; nil when there is none.
+	LastShown *bool
 }
 
 // Target is the logged-or-already-pending state (the harness's set() target).
@@ -92,7 +92,7 @@ func Set(s State, x bool) SetDecision {
 	if x == s.Logged {
 		return SetDecision{Outcome: Cancelled}
 	}
-	return SetDecision{Outcome: Committed, Append: &x, Notice: Narration(s.Told, x)}
+	return SetDecision{Outcome: Committed, Append: &x, Notice: Narration(s.LastShown, x)}
 }
 
 // FlushDecision is what a step boundary does with the pending selection.
@@ -127,7 +127,7 @@ func Flush(s State) FlushDecision {
 	d := FlushDecision{Append: &a, ClearPending: true, Active: a}
 	if s.Pending.Narrate {
 		// Computed before the append; the append does not move the last header anyway.
-		d.Notice = Narration(s.Told, a)
+		d.Notice = Narration(s.LastShown, a)
 	}
 	return d
 }

@@ -38,7 +38,7 @@ func (b *bench) appendPlanMode(active bool) error {
 }
 
 func (b *bench) state() State {
-	return State{Logged: harness.FoldPlanMode(b.events), Pending: b.pending, TurnOpen: harness.HasOpenTurn(b.events), Told: harness.PlanModeAtLastHeader(b.events)}
+	return State{Logged: harness.FoldPlanMode(b.events), Pending: b.pending, TurnOpen: harness.HasOpenTurn(b.events), LastShown: harness.PlanModeAtLastHeader(b.events)}
 }
 
 func (b *bench) openTurn() { b.add(harness.TypeTurnStart, map[string]int{"turn": 1}) }

@@ -117,7 +117,7 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 		o.Logger.Info("closed a turn an earlier run left open (turn/end interrupted)")
 	}
 	for {
-		for _, op := range o.Script {
+		for _, op := range o.Script.atStart() {
 			if err := r.do(ctx, op); err != nil {
 				return r.stats, r.abort(ctx, err)
 			}
@@ -198,6 +198,8 @@ func (r *runner) do(ctx context.Context, op Op) error {
 		return r.tool(ctx, op.Arg)
 	case OpExit:
 		return r.exit(ctx, op.Arg)
+	case OpPresent:
+		return r.present(ctx, op.Arg) // script.go
 	}
 	return fmt.Errorf("refagent: unknown op %q (line %d)", op.Kind, op.Line)
 }
@@ -362,13 +364,7 @@ func (r *runner) serveMessages(ctx context.Context) error {
 	for {
 		changed := r.c.MessagesChanged()
 		if len(r.c.PendingMessages()) > 0 {
-			if err := r.do(ctx, Op{Kind: OpTurn}); err != nil {
-				return r.abortServing(ctx, err)
-			}
-			if err := r.runStep(ctx, ""); err != nil {
-				return r.abortServing(ctx, err)
-			}
-			if err := r.endTurn(ctx); err != nil {
+			if err := r.messageTurn(ctx); err != nil { // script.go
 				return r.abortServing(ctx, err)
 			}
 			continue

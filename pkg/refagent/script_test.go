@@ -52,11 +52,47 @@ func TestParseScriptErrors(t *testing.T) {
 		{"turn\nexit # Plan", `line 2: "exit" needs a "step"`},
 		{"turn\nstep\nexit", "line 3: exit needs the plan"},
 		{"turn\njump", `line 2: unknown instruction "jump"`},
+		{"turn\nstep\npresent", "line 3: present needs the plan"},
+		{"on-message\npresent # Plan", `line 2: "present" needs a "step"`},
+		{"on-message now", "line 1: on-message takes no argument"},
+		{"turn\non-message", "line 2: on-message inside an open turn"},
+		{"on-message\nstep\non-message", "line 3: a second on-message"},
+		{"on-message\nstep\nturn again", `line 3: "turn" after on-message`},
+		{"on-message\nstep\nend", `line 3: "end" after on-message`},
 	} {
 		_, err := ParseScript(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseScript(%q) error = %v, want it to contain %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+// The lines before on-message run once; those after it are each message's turn, which without
+// on-message is one step.
+func TestScriptParts(t *testing.T) {
+	s, err := ParseScript(strings.NewReader("turn hello\nstep\nend\non-message\nstep\npresent # Plan\nstep\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(s Script) string {
+		out := make([]string, 0, len(s))
+		for _, op := range s {
+			out = append(out, string(op.Kind))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := kinds(s.atStart()); got != "turn step end" {
+		t.Errorf("atStart = %s", got)
+	}
+	if got := kinds(s.perMessage()); got != "step present step" {
+		t.Errorf("perMessage = %s", got)
+	}
+	plain := Generate(1, 1)
+	if got := kinds(plain.atStart()); got != "turn step end" {
+		t.Errorf("without on-message, atStart = %s", got)
+	}
+	if got := kinds(plain.perMessage()); got != "step" {
+		t.Errorf("without on-message, perMessage = %s", got)
 	}
 }
 

@@ -12,15 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
@@ -118,33 +115,17 @@ type manager struct {
 // startManager runs the real reconciler (as cmd/manager wires it) with counted API requests.
 func startManager(store sessionlog.Store) *manager {
 	m := &manager{api: apicount.New(), store: &faultStore{Store: store}}
-	mgr, err := ctrl.NewManager(m.api.Wrap(cfg), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	Expect(err).NotTo(HaveOccurred())
-	r := &controllers.AgentSessionReconciler{
-		Client:          mgr.GetClient(),
-		Store:           m.store,
-		Recorder:        mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll:     100 * time.Millisecond,
-		MaxStoreBackoff: 500 * time.Millisecond,
-	}
-	Expect(r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})).To(Succeed())
-	ctx, stop := context.WithCancel(suiteCtx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	m.stop = func() {
-		if stopped {
-			return
+	mgr, err := framework.StartManager(suiteCtx, m.api.Wrap(cfg), framework.ManagerOptions{Scheme: scheme, Setup: func(mgr ctrl.Manager) error {
+		r := &controllers.AgentSessionReconciler{
+			Client:          mgr.GetClient(),
+			Store:           m.store,
+			Recorder:        mgr.GetEventRecorder(controllers.FieldManager),
+			MaxStoreBackoff: 500 * time.Millisecond,
 		}
-		stopped = true
-		stop()
-		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
-	}
+		return r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})
+	}})
+	Expect(err).NotTo(HaveOccurred())
+	m.stop = func() { Expect(mgr.Stop()).To(Succeed()) }
 	DeferCleanup(m.stop)
 	return m
 }

@@ -23,7 +23,7 @@ func CallTimeout(d time.Duration) Option { return func(o *openOptions) { o.callT
 // unreachable. Nothing is known to be written; an Append may have committed just before its
 // deadline, which the next read of the tail (compare-and-swap on seq) shows.
 type TimeoutError struct {
-	Op      string // Append, Tail, ReadFrom, Fork, Info, Seed, Open
+	Op      string // Append, Tail, ReadFrom, Fork, Info, Seed, ClaimOwner, OwnerOf, ReleaseOwner, Identity, Open
 	Timeout time.Duration
 	Err     error
 }
@@ -79,20 +79,37 @@ func (d *deadlineStore) ReadFrom(ctx context.Context, sessionID string, fromSeq 
 	})
 }
 
-func (d *deadlineStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return bounded(ctx, d, "Fork", func(ctx context.Context) (harness.Tail, error) { return d.s.Fork(ctx, srcID, dstID, throughSeq) })
+func (d *deadlineStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return bounded(ctx, d, "Fork", func(ctx context.Context) (harness.Tail, error) { return d.s.Fork(ctx, srcID, dstID, throughSeq, owner) })
 }
 
 func (d *deadlineStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
 	return bounded(ctx, d, "Info", func(ctx context.Context) (SessionInfo, error) { return d.s.Info(ctx, sessionID) })
 }
 
-func (d *deadlineStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return bounded(ctx, d, "Seed", func(ctx context.Context) (harness.Tail, error) { return d.s.Seed(ctx, info, events) })
+func (d *deadlineStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return bounded(ctx, d, "Seed", func(ctx context.Context) (harness.Tail, error) { return d.s.Seed(ctx, info, events, owner) })
 }
 
 func (d *deadlineStore) ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error) {
 	return bounded(ctx, d, "ClaimOwner", func(ctx context.Context) (Owner, error) { return d.s.ClaimOwner(ctx, sessionID, owner) })
+}
+
+func (d *deadlineStore) OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error) {
+	var found bool
+	o, err := bounded(ctx, d, "OwnerOf", func(ctx context.Context) (Owner, error) {
+		o, ok, err := d.s.OwnerOf(ctx, sessionID)
+		found = ok
+		return o, err
+	})
+	return o, found, err
+}
+
+func (d *deadlineStore) ReleaseOwner(ctx context.Context, sessionID string, holder Owner) error {
+	_, err := bounded(ctx, d, "ReleaseOwner", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.s.ReleaseOwner(ctx, sessionID, holder)
+	})
+	return err
 }
 
 func (d *deadlineStore) Identity(ctx context.Context) (string, error) {

@@ -67,8 +67,11 @@ func TestHungPostgresFailsEveryCallAtItsDeadline(t *testing.T) {
 		"Tail":     func() error { _, err := s.Tail(ctx, "s"); return err },
 		"ReadFrom": func() error { _, err := s.ReadFrom(ctx, "s", 0, 0); return err },
 		"Info":     func() error { _, err := s.Info(ctx, "s"); return err },
-		"Fork":     func() error { _, err := s.Fork(ctx, "s", "f", -1); return err },
-		"Seed":     func() error { _, err := s.Seed(ctx, SessionInfo{ID: "n"}, nil); return err },
+		"Fork": func() error {
+			_, err := s.Fork(ctx, "s", "f", -1, Owner{Namespace: "a", Name: "f", UID: "u"})
+			return err
+		},
+		"Seed": func() error { _, err := s.Seed(ctx, SessionInfo{ID: "n"}, nil, Owner{}); return err },
 		"Open": func() error {
 			o, err := Open(ctx, url, CallTimeout(time.Second))
 			if err == nil {
@@ -110,7 +113,7 @@ func TestLockedSQLiteFailsAnAppendAtItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	locker, err := sql.Open("sqlite", sqliteDSN(path, "immediate"))
+	locker, err := sql.Open("sqlite", sqliteDSN(path, "immediate", false))
 	if err != nil {
 		t.Fatal(err)
 	}

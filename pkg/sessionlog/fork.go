@@ -19,19 +19,24 @@ func (e *ForkBoundaryError) Error() string {
 	return fmt.Sprintf("fork boundary %d in session %q ends inside open turn %d", e.Boundary, e.SessionID, e.Turn)
 }
 
-// seeder is the backend half of Fork: create a session with a header and initial events.
+// seeder is the backend half of Fork: create a session with a header and initial events,
+// checking and recording its ownership in the same transaction.
 type seeder interface {
-	Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error)
+	seed(ctx context.Context, info SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error)
 	ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error)
 	Tail(ctx context.Context, sessionID string) (harness.Tail, error)
 	Info(ctx context.Context, sessionID string) (SessionInfo, error)
 }
 
-// fork implements Store.Fork for both backends on top of ReadFrom and Seed. The source is
-// append-only, so the prefix read is stable while the child is written.
-func fork(ctx context.Context, s seeder, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
+// fork implements Store.Fork for both backends on top of ReadFrom and seed. The source is
+// append-only, so the prefix read is stable while the child is written; who may copy it is
+// decided in the seed's transaction.
+func fork(ctx context.Context, s seeder, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
 	if srcID == "" || dstID == "" {
 		return harness.Tail{}, fmt.Errorf("fork %q -> %q: session ids must be non-empty", srcID, dstID)
+	}
+	if owner.Namespace == "" || owner.Name == "" {
+		return harness.Tail{}, fmt.Errorf("fork %q -> %q: the AgentSession the fork is for (namespace and name) is required", srcID, dstID)
 	}
 	if srcID == dstID {
 		return harness.Tail{}, fmt.Errorf("fork %q: the child id must differ from the source id", srcID)
@@ -76,5 +81,5 @@ func fork(ctx context.Context, s seeder, srcID, dstID string, throughSeq int64) 
 		return harness.Tail{}, &ForkBoundaryError{SessionID: srcID, Boundary: throughSeq, Turn: t.Turn}
 	}
 	info := SessionInfo{ID: dstID, CreatedAt: nowMillis(), ParentSession: srcID, SeedLength: int64(len(events))}
-	return s.Seed(ctx, info, events)
+	return s.seed(ctx, info, events, seedOwnership{owner: owner, parent: srcID})
 }

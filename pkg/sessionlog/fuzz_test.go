@@ -18,7 +18,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/harness-dev/planmode-operator/pkg/connstr"
+	"github.com/harness-dev/planmode-operator/pkg/connstr/connstrtest"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
 
@@ -138,10 +141,10 @@ func FuzzAppendValidation(f *testing.F) {
 }
 
 func tailsEqual(a, b harness.Tail) bool {
-	if (a.Told == nil) != (b.Told == nil) || (a.Told != nil && *a.Told != *b.Told) {
+	if (a.LastShown == nil) != (b.LastShown == nil) || (a.LastShown != nil && *a.LastShown != *b.LastShown) {
 		return false
 	}
-	a.Told, b.Told = nil, nil
+	a.LastShown, b.LastShown = nil, nil
 	return a == b
 }
 
@@ -212,6 +215,44 @@ func FuzzImportJSONL(f *testing.F) {
 		for i := range a {
 			if !bytes.Equal(AppendJSONL(nil, &a[i]), AppendJSONL(nil, &b[i])) {
 				t.Fatalf("event %d differs after the round trip:\n%s%s", i, AppendJSONL(nil, &a[i]), AppendJSONL(nil, &b[i]))
+			}
+		}
+	})
+}
+
+// FuzzOpenKeepsThePasswordSecret: whatever the password and however the connection string is
+// written (connstrtest.Forms: URLs raw, escaped, in the query, multi-host; key=value quoted
+// and not), opening the store (nothing listens at 127.0.0.1:1) fails with an error, read-write
+// and read-only, that shows no part of it, and so does the string as every binary logs it
+// (connstr.Redact).
+func FuzzOpenKeepsThePasswordSecret(f *testing.F) {
+	for _, c := range connstrtest.Cores {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, core string) {
+		if strings.IndexByte(core, 0) >= 0 {
+			return
+		}
+		pw := connstrtest.Password(core)
+		ctx := context.Background()
+		for _, form := range connstrtest.Forms {
+			conn := form.Build(pw)
+			outs := []string{connstr.Redact(conn)}
+			for name, open := range map[string]func() (Store, error){
+				"Open":         func() (Store, error) { return Open(ctx, conn, CallTimeout(2*time.Second)) },
+				"OpenReadOnly": func() (Store, error) { return OpenReadOnly(ctx, conn) },
+			} {
+				s, err := open()
+				if err == nil {
+					_ = s.Close()
+					t.Fatalf("form %s: %s(%s) succeeded with nothing listening", form.Name, name, connstr.Redact(conn))
+				}
+				outs = append(outs, err.Error())
+			}
+			for _, out := range outs {
+				if connstrtest.Leaks(out) {
+					t.Fatalf("form %s, password %q: %q shows part of it", form.Name, pw, out)
+				}
 			}
 		}
 	})

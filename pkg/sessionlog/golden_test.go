@@ -19,7 +19,7 @@ type goldenTail struct {
 	NextSeq          int64 `json:"nextSeq"`
 	Active           bool  `json:"active"`
 	LastPlanModeSeq  int64 `json:"lastPlanModeSeq"`
-	Told             *bool `json:"told"`
+	LastShown        *bool `json:"told"`
 	TurnOpen         bool  `json:"turnOpen"`
 	Turn             int64 `json:"turn"`
 	LastStepStartSeq int64 `json:"lastStepStartSeq"`
@@ -68,7 +68,7 @@ func loadGolden(t *testing.T) []goldenCase {
 }
 
 func toGolden(t harness.Tail) goldenTail {
-	return goldenTail{NextSeq: t.NextSeq, Active: t.Active, LastPlanModeSeq: t.LastPlanModeSeq, Told: t.Told, TurnOpen: t.TurnOpen,
+	return goldenTail{NextSeq: t.NextSeq, Active: t.Active, LastPlanModeSeq: t.LastPlanModeSeq, LastShown: t.LastShown, TurnOpen: t.TurnOpen,
 		Turn: t.Turn, LastStepStartSeq: t.LastStepStartSeq, Step: t.Step, StepOpen: t.StepOpen}
 }
 

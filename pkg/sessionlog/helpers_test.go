@@ -56,8 +56,8 @@ func boolp(b bool) *bool { return &b }
 
 func fmtTail(t harness.Tail) string {
 	told := "nil"
-	if t.Told != nil {
-		told = fmt.Sprint(*t.Told)
+	if t.LastShown != nil {
+		told = fmt.Sprint(*t.LastShown)
 	}
 	return fmt.Sprintf("{next:%d active:%v lastPlan:%d told:%s turn:%d open:%v step:%d stepOpen:%v lastStep:%d}",
 		t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.Turn, t.TurnOpen, t.Step, t.StepOpen, t.LastStepStartSeq)

@@ -2,10 +2,15 @@ package sessionlog
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 )
@@ -50,12 +55,14 @@ func removeSQLite(t *testing.T, path string) {
 	}
 }
 
-// A SQLite file deleted under a running store: the next call opens a new file with a new
-// identity, so an append at the old position is refused (compare-and-swap) instead of landing
-// in the unlinked file, and the identity tells readers the log is not the one they knew.
-func TestSQLiteDeletedFileIsNoticed(t *testing.T) {
+// A SQLite file deleted under a running store: no call creates a new file; every one fails
+// with a *StoreLostError naming the way out, so nothing lands in an unlinked file or in a new,
+// empty one. A file put back that holds another store is refused the same way; the store's own
+// backup put back (same identity) is taken up again.
+func TestSQLiteDeletedFileIsNeverRecreated(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "log.db")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log.db")
 	s, err := Open(ctx, "sqlite://"+path)
 	if err != nil {
 		t.Fatal(err)
@@ -64,20 +71,102 @@ func TestSQLiteDeletedFileIsNoticed(t *testing.T) {
 	if _, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, true)}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.Identity(ctx)
-	if err != nil {
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := unwrapBackend(s).(*sqliteStore).w.ExecContext(ctx, `VACUUM INTO ?`, backup); err != nil {
 		t.Fatal(err)
 	}
 	removeSQLite(t, path)
-	if _, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(1, false)}); !IsConflict(err) {
-		t.Fatalf("append at seq 1 after the file was deleted: %v, want a seq conflict against the new, empty log", err)
+	calls := map[string]func() error{
+		"Append": func() error {
+			_, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, false)})
+			return err
+		},
+		"Tail":       func() error { _, err := s.Tail(ctx, "s"); return err },
+		"Identity":   func() error { _, err := s.Identity(ctx); return err },
+		"ClaimOwner": func() error { _, err := s.ClaimOwner(ctx, "s", Owner{Namespace: "a", Name: "b", UID: "c"}); return err },
 	}
-	after, err := s.Identity(ctx)
-	if err != nil || after == before {
-		t.Fatalf("identity after the file was deleted: %q (was %q), %v", after, before, err)
+	for name, call := range calls {
+		err := call()
+		var lost *StoreLostError
+		if !errors.As(err, &lost) || lost.Found != "" || !strings.Contains(err.Error(), "its file was deleted") || !strings.Contains(err.Error(), "docs/operations.md") {
+			t.Fatalf("%s after the file was deleted: %v, want a *StoreLostError saying so and naming the way out", name, err)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s created a new file: %v", name, err)
+		}
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("the store did not create a new file: %v", err)
+
+	// Another store at the path (a new manager started on it): refused, naming its identity.
+	other, err := Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherID, _ := other.Identity(ctx)
+	_ = other.Close()
+	_, err = s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(1, false)})
+	var lost *StoreLostError
+	if !errors.As(err, &lost) || lost.Found != otherID {
+		t.Fatalf("append with another store at the path: %v, want a *StoreLostError naming %s", err, otherID)
+	}
+	if tail, err := Open(ctx, "sqlite://"+path); err == nil {
+		if t2, _ := tail.Tail(ctx, "s"); t2.NextSeq != 0 {
+			t.Fatalf("the refused append reached the other store: %+v", t2)
+		}
+		_ = tail.Close()
+	}
+
+	// The store's own backup put back: the same identity, taken up again where it was.
+	removeSQLite(t, path)
+	if err := os.Rename(backup, path); err != nil {
+		t.Fatal(err)
+	}
+	if tail, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(1, false)}); err != nil || tail.NextSeq != 2 {
+		t.Fatalf("append once the backup is back: %+v, %v", tail, err)
+	}
+}
+
+// A PostgreSQL database dropped and created again under a running store: new connections find
+// no session log there and are refused with a *StoreLostError, and no schema is created in it.
+func TestPostgresRecreatedDatabaseIsRefused(t *testing.T) {
+	ctx := context.Background()
+	url := postgresDB(t)
+	s, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if _, err := s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(0, true)}); err != nil {
+		t.Fatal(err)
+	}
+	pg := unwrapBackend(s).(*postgresStore)
+	pg.pool.Reset() // every connection is made anew from here on, as after a restart of the server
+	name := url[strings.LastIndexByte(url, '/')+1 : strings.IndexByte(url, '?')]
+	admin, err := pgx.Connect(ctx, pgServer.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(ctx) }()
+	for _, q := range []string{"DROP DATABASE " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)", "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_, err = s.Append(ctx, "s", []harness.Event{harness.PlanModeEvent(1, false)})
+	var lost *StoreLostError
+	if !errors.As(err, &lost) || !strings.Contains(err.Error(), "holds no session log") {
+		t.Fatalf("append to the recreated database: %v, want a *StoreLostError", err)
+	}
+	// A new store on the recreated database (a restarted manager) has another identity: the
+	// old one's connections are refused for that too.
+	fresh, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freshID, _ := fresh.Identity(ctx)
+	_ = fresh.Close()
+	pg.pool.Reset()
+	if _, err := s.Tail(ctx, "s"); !errors.As(err, &lost) || lost.Found != freshID {
+		t.Fatalf("tail on the recreated store: %v, want a *StoreLostError naming %s", err, freshID)
 	}
 }
 

@@ -139,6 +139,11 @@ func marshalNoEscape(v any) ([]byte, error) {
 type ImportOptions struct {
 	// SessionID, when set, replaces the header's id.
 	SessionID string
+	// Owner, when set, is the AgentSession the imported log is recorded for (its UID may be
+	// empty: the session's first claim records it). Unset: the log belongs to nobody until an
+	// AgentSession claims it, and no namespace may fork it meanwhile. A log another session
+	// owns is never imported into.
+	Owner Owner
 }
 
 // ImportError locates a refused JSONL line.
@@ -209,7 +214,7 @@ func Import(ctx context.Context, s Store, r io.Reader, opts ImportOptions) (Sess
 	if !haveHeader {
 		return SessionInfo{}, harness.Tail{}, errors.New(`import: empty input; expected a {"type":"session","version":0,...} header line`)
 	}
-	tail, err := s.Seed(ctx, info, events)
+	tail, err := s.Seed(ctx, info, events, opts.Owner)
 	if err != nil {
 		var v *ValidationError
 		if errors.As(err, &v) && v.Seq >= 0 && v.Seq < int64(len(eventLines)) {

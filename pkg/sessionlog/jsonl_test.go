@@ -40,7 +40,7 @@ func TestJSONLRoundTrip(t *testing.T) {
 			}
 			// After the idle /plan and the prompt: plan mode committed at seq 8, described by the header at seq 18,
 			// turn 2 step 1 open.
-			wantTail := harness.Tail{NextSeq: 20, Active: true, LastPlanModeSeq: 8, Told: boolp(true), TurnOpen: true, Turn: 2, LastStepStartSeq: 15, Step: 1, StepOpen: true}
+			wantTail := harness.Tail{NextSeq: 20, Active: true, LastPlanModeSeq: 8, LastShown: boolp(true), TurnOpen: true, Turn: 2, LastStepStartSeq: 15, Step: 1, StepOpen: true}
 			if !reflect.DeepEqual(tail, wantTail) {
 				t.Fatalf("tail = %s, want %s", fmtTail(tail), fmtTail(wantTail))
 			}
@@ -65,7 +65,10 @@ func TestJSONLRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A fork's header carries parentSession and seedLength.
-			if _, err := s.Fork(ctx, "spec-examples", "child", -1); err != nil {
+			if _, err := s.ClaimOwner(ctx, "spec-examples", Owner{Namespace: "a", Name: "spec", UID: "u"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Fork(ctx, "spec-examples", "child", -1, Owner{Namespace: "a", Name: "child", UID: "u2"}); err != nil {
 				t.Fatal(err)
 			}
 			got.Reset()
@@ -222,7 +225,7 @@ func TestImportRealHarnessLogs(t *testing.T) {
 			chunks++
 		}
 	}
-	if chunks == 0 || tail3.TurnOpen || tail3.Active || tail3.Told == nil || *tail3.Told {
+	if chunks == 0 || tail3.TurnOpen || tail3.Active || tail3.LastShown == nil || *tail3.LastShown {
 		t.Fatalf("zstd import: %d assistant/chunk events, tail %s", chunks, fmtTail(tail3))
 	}
 }

@@ -159,11 +159,11 @@ func sqlitePath(url string) (string, error) {
 		return "", fmt.Errorf("open session log %q: sqlite URLs take no query parameters", connstr.Redact(url))
 	}
 	if path == "" || path == "/" {
-		return "", fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", url)
+		return "", fmt.Errorf("open session log %q: no file path; use sqlite:///abs/path.db or sqlite://relative/path.db", connstr.Redact(url))
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("open session log %q: %w", url, err)
+		return "", fmt.Errorf("open session log %q: %w", connstr.Redact(url), err)
 	}
 	return abs, nil
 }

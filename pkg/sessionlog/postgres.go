@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,10 @@ CREATE TABLE IF NOT EXISTS events (
 // and every one but the first sees the moved seq and gets a ConflictError.
 type postgresStore struct {
 	pool *pgxpool.Pool
+	// identity of the store that was opened, set once the schema is ready; every connection
+	// made after that checks it (checkConnIdentity).
+	identity atomic.Pointer[string]
+	shown    string // the URL redacted, for errors
 }
 
 var _ Store = (*postgresStore)(nil)
@@ -70,23 +75,56 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error
 	for _, f := range opts {
 		f(&o)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parsePostgres(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
+		return nil, err
 	}
 	if o.poolSize > 0 && !setsPoolMaxConns(url) {
 		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))
 	}
+	s := &postgresStore{shown: connstr.Redact(url)}
+	cfg.AfterConnect = s.checkConnIdentity
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", s.shown, err)
 	}
-	s := &postgresStore{pool: pool}
+	s.pool = pool
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres session log %s: %w", connstr.Redact(url), err)
+		return nil, fmt.Errorf("open postgres session log %s: %w", s.shown, err)
 	}
+	id, err := s.Identity(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres session log %s: %w", s.shown, err)
+	}
+	s.identity.Store(&id)
 	return s, nil
+}
+
+// checkConnIdentity runs on every new connection of the pool: once the store is open, a
+// connection that reaches a database with another identity or none (dropped and recreated,
+// a failover to another server) is refused with a *StoreLostError, so nothing is written to
+// a store that is not the one opened, and no schema is created there.
+func (s *postgresStore) checkConnIdentity(ctx context.Context, c *pgx.Conn) error {
+	want := s.identity.Load()
+	if want == nil {
+		return nil // the first connections: Open creates or migrates the schema on them
+	}
+	var found string
+	err := c.QueryRow(ctx, identitySelect).Scan(&found)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return &StoreLostError{Store: s.shown, Opened: *want, Reason: "the database holds no session log (it was dropped and created again, or is another database)"}
+	case errors.Is(err, pgx.ErrNoRows):
+		return &StoreLostError{Store: s.shown, Opened: *want, Reason: "the database holds no store identity"}
+	case err != nil:
+		return err
+	case found != *want:
+		return &StoreLostError{Store: s.shown, Opened: *want, Found: found}
+	}
+	return nil
 }
 
 func (s *postgresStore) migrate(ctx context.Context) error {
@@ -168,7 +206,7 @@ const pgTailQuery = `SELECT ` + pgTailCols + ` FROM sessions WHERE session_id = 
 // name the session in an error.
 func pgScanTail(row pgx.Row) (harness.Tail, bool, error) {
 	t := harness.EmptyTail()
-	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.Told, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
+	err := row.Scan(&t.NextSeq, &t.Active, &t.LastPlanModeSeq, &t.LastShown, &t.TurnOpen, &t.Turn, &t.LastStepStartSeq, &t.Step, &t.StepOpen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return harness.EmptyTail(), false, nil
 	}
@@ -184,15 +222,20 @@ func (s *postgresStore) Tail(ctx context.Context, sessionID string) (harness.Tai
 }
 
 func (s *postgresStore) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, sessionID, nil, events)
+	return s.write(ctx, sessionID, nil, events, seedOwnership{})
 }
 
-func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, info.ID, &info, events)
+func (s *postgresStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return s.seed(ctx, info, events, seedOwnership{owner: owner})
 }
 
-// write is Append (info nil) and Seed (info set: the session must not exist yet).
-func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event) (harness.Tail, error) {
+func (s *postgresStore) seed(ctx context.Context, info SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
+	return s.write(ctx, info.ID, &info, events, so)
+}
+
+// write is Append (info nil) and Seed (info set: the session must not exist yet, and so is
+// checked and recorded in the same transaction).
+func (s *postgresStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
 	p, err := prepareBatch(sessionID, events)
 	if err != nil {
 		return harness.Tail{}, err
@@ -206,7 +249,11 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 		return harness.Tail{}, fmt.Errorf("append to session %q: %w", sessionID, err)
 	}
 	defer conn.Release()
-	t, err := pgWrite(ctx, conn.Conn(), sessionID, info != nil, hdr, parent, p)
+	var seed *seedOwnership
+	if info != nil {
+		seed = &so
+	}
+	t, err := pgWrite(ctx, conn.Conn(), sessionID, seed, hdr, parent, p)
 	if err != nil {
 		pgRollback(conn.Conn())
 		return harness.Tail{}, err
@@ -220,7 +267,9 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 // round trip waits for both processes to be scheduled, so fewer round trips make an append
 // faster, with writers in parallel too (BenchmarkAppend measures it). The caller rolls back
 // on error.
-func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
+//
+// A seed (so set) also checks and records the session's ownership in the first batch.
+func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, so *seedOwnership, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
 	var b pgx.Batch
 	b.Queue(`BEGIN`)
 	// Create the tail row if the session is new. A concurrent creator blocks here on the
@@ -238,18 +287,30 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		exists, read bool
 	)
 	pgQueueLockedTail(&b, sessionID, &t, &exists, &read)
+	var checkOwnership func() error
+	if so != nil {
+		pgQueueSeedOwnership(&b, sessionID, *so, &checkOwnership)
+	}
 	if err := c.SendBatch(ctx, &b).Close(); err != nil {
 		step := "begin or create the session row"
 		if read {
 			step = "read the tail"
+			if so != nil {
+				step = "read the tail or the owners"
+			}
 		}
 		return harness.Tail{}, fmt.Errorf("append to session %q: %s: %w", sessionID, step, err)
 	}
 	if !exists {
 		return harness.Tail{}, fmt.Errorf("append to session %q: tail row vanished", sessionID)
 	}
-	if seed && !created {
+	if so != nil && !created {
 		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: 0}
+	}
+	if checkOwnership != nil {
+		if err := checkOwnership(); err != nil {
+			return harness.Tail{}, err
+		}
 	}
 	first := t.NextSeq
 	if len(p.events) > 0 {
@@ -280,7 +341,7 @@ func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, seed bool, hdr 
 		t.Apply(&p.events[i], p.facts[i])
 	}
 	b.Queue(`UPDATE sessions SET next_seq = $2, active = $3, last_plan_mode_seq = $4, told = $5, turn_open = $6, turn = $7, last_step_start_seq = $8, step = $9, step_open = $10 WHERE session_id = $1`,
-		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.Told, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen)
+		sessionID, t.NextSeq, t.Active, t.LastPlanModeSeq, t.LastShown, t.TurnOpen, t.Turn, t.LastStepStartSeq, t.Step, t.StepOpen)
 	b.Queue(`COMMIT`)
 	if err := c.SendBatch(ctx, &b).Close(); err != nil {
 		if len(p.events) == 1 {
@@ -359,8 +420,8 @@ func pgReadFrom(ctx context.Context, pool *pgxpool.Pool, sessionID string, fromS
 	return out, nil
 }
 
-func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return fork(ctx, s, srcID, dstID, throughSeq)
+func (s *postgresStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return fork(ctx, s, srcID, dstID, throughSeq, owner)
 }
 
 func (s *postgresStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {

@@ -26,9 +26,9 @@ var _ Store = (*postgresReadOnlyStore)(nil)
 
 func openReadOnlyPostgres(ctx context.Context, url string) (Store, error) {
 	redacted := connstr.Redact(url)
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parsePostgres(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres session log %s read-only: %w", redacted, err)
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -117,16 +117,33 @@ func (s *postgresReadOnlyStore) Append(_ context.Context, sessionID string, _ []
 	return harness.Tail{}, s.refuse(fmt.Sprintf("append to session %q", sessionID))
 }
 
-func (s *postgresReadOnlyStore) Seed(_ context.Context, info SessionInfo, _ []harness.Event) (harness.Tail, error) {
+func (s *postgresReadOnlyStore) Seed(_ context.Context, info SessionInfo, _ []harness.Event, _ Owner) (harness.Tail, error) {
 	return harness.Tail{}, s.refuse(fmt.Sprintf("seed session %q", info.ID))
 }
 
-func (s *postgresReadOnlyStore) Fork(_ context.Context, srcID, dstID string, _ int64) (harness.Tail, error) {
+func (s *postgresReadOnlyStore) Fork(_ context.Context, srcID, dstID string, _ int64, _ Owner) (harness.Tail, error) {
 	return harness.Tail{}, s.refuse(fmt.Sprintf("fork session %q into %q", srcID, dstID))
 }
 
 func (s *postgresReadOnlyStore) ClaimOwner(_ context.Context, sessionID string, _ Owner) (Owner, error) {
 	return Owner{}, s.refuse(fmt.Sprintf("claim session %q", sessionID))
+}
+
+func (s *postgresReadOnlyStore) OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error) {
+	var (
+		o  Owner
+		ok bool
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		o, ok, err = pgOwnerOf(ctx, tx, sessionID)
+		return err
+	})
+	return o, ok, err
+}
+
+func (s *postgresReadOnlyStore) ReleaseOwner(_ context.Context, sessionID string, _ Owner) error {
+	return s.refuse(fmt.Sprintf("release session %q", sessionID))
 }
 
 func (s *postgresReadOnlyStore) Close() error {

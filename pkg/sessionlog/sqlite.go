@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
 
@@ -68,7 +70,9 @@ type sqliteStore struct {
 
 var _ Store = (*sqliteStore)(nil)
 
-func sqliteDSN(path string, txlock string) string {
+// sqliteDSN names the file at path; mustExist opens it only if it exists (SQLite's mode=rw
+// in a file: URI), so a reopen never creates a file.
+func sqliteDSN(path string, txlock string, mustExist bool) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(SQLiteBusyTimeoutMillis))
 	q.Set("_journal_mode", "WAL")
@@ -76,7 +80,15 @@ func sqliteDSN(path string, txlock string) string {
 	// loss, not only a crash of the process.
 	q.Set("_synchronous", "FULL")
 	q.Set("_txlock", txlock)
+	if mustExist {
+		return "file:" + sqliteURIPath(path) + "?mode=rw&" + q.Encode()
+	}
 	return path + "?" + q.Encode()
+}
+
+// sqliteURIPath escapes what a file: URI's path may not hold raw.
+func sqliteURIPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
 // OpenSQLite opens (creating when missing) the SQLite session log at path. The store reopens
@@ -86,14 +98,17 @@ func OpenSQLite(ctx context.Context, path string) (Store, error) {
 	return openReopening(ctx, path)
 }
 
-// openSQLiteFile opens the file at path once: its handles live until Close.
-func openSQLiteFile(ctx context.Context, path string) (*sqliteStore, error) {
+// openSQLiteFile opens the file at path once: its handles live until Close. With identity set
+// it is a reopen: the file must exist and hold that store identity (else a *StoreLostError),
+// and nothing is created or migrated in it.
+func openSQLiteFile(ctx context.Context, path, identity string) (*sqliteStore, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("open sqlite session log %s: directory %s does not exist; create it first", path, dir)
 		}
 	}
-	w, err := sql.Open("sqlite", sqliteDSN(path, "immediate"))
+	reopen := identity != ""
+	w, err := sql.Open("sqlite", sqliteDSN(path, "immediate", reopen))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
 	}
@@ -102,11 +117,16 @@ func openSQLiteFile(ctx context.Context, path string) (*sqliteStore, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &sqliteStore{path: path, w: w}
-	if err := s.migrate(ctx); err != nil {
+	if reopen {
+		err = s.checkIdentity(ctx, identity)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
 		_ = w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", sqliteDSN(path, "deferred"))
+	r, err := sql.Open("sqlite", sqliteDSN(path, "deferred", reopen))
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
@@ -214,7 +234,7 @@ func sqliteLoadTail(ctx context.Context, stmt *sql.Stmt, sessionID string) (harn
 	}
 	if told.Valid {
 		b := told.Bool
-		t.Told = &b
+		t.LastShown = &b
 	}
 	return t, true, nil
 }
@@ -225,15 +245,20 @@ func (s *sqliteStore) Tail(ctx context.Context, sessionID string) (harness.Tail,
 }
 
 func (s *sqliteStore) Append(ctx context.Context, sessionID string, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, sessionID, nil, events)
+	return s.write(ctx, sessionID, nil, events, seedOwnership{})
 }
 
-func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return s.write(ctx, info.ID, &info, events)
+func (s *sqliteStore) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return s.seed(ctx, info, events, seedOwnership{owner: owner})
 }
 
-// write is Append (info nil) and Seed (info set: the session must not exist yet).
-func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event) (harness.Tail, error) {
+func (s *sqliteStore) seed(ctx context.Context, info SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
+	return s.write(ctx, info.ID, &info, events, so)
+}
+
+// write is Append (info nil) and Seed (info set: the session must not exist yet, and so is
+// checked and recorded in the same transaction).
+func (s *sqliteStore) write(ctx context.Context, sessionID string, info *SessionInfo, events []harness.Event, so seedOwnership) (harness.Tail, error) {
 	p, err := prepareBatch(sessionID, events)
 	if err != nil {
 		return harness.Tail{}, err
@@ -259,6 +284,11 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 	}
 	if first != t.NextSeq {
 		return harness.Tail{}, &ConflictError{SessionID: sessionID, Expected: t.NextSeq, Got: first}
+	}
+	if info != nil {
+		if err := sqliteSeedOwnership(ctx, tx, sessionID, so); err != nil {
+			return harness.Tail{}, err
+		}
 	}
 	if err := s.insertEvents(ctx, tx, sessionID, p, &t); err != nil {
 		return harness.Tail{}, err
@@ -296,8 +326,8 @@ func (s *sqliteStore) insertEvents(ctx context.Context, tx *sql.Tx, sessionID st
 // the tail and the header (info for Seed, now for a first Append).
 func (s *sqliteStore) saveTail(ctx context.Context, tx *sql.Tx, sessionID string, info *SessionInfo, t harness.Tail, exists bool) error {
 	var told any
-	if t.Told != nil {
-		told = *t.Told
+	if t.LastShown != nil {
+		told = *t.LastShown
 	}
 	if exists {
 		_, err := tx.StmtContext(ctx, s.updateTail).ExecContext(ctx,
@@ -355,8 +385,8 @@ func (s *sqliteStore) ReadFrom(ctx context.Context, sessionID string, fromSeq in
 	return out, nil
 }
 
-func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return fork(ctx, s, srcID, dstID, throughSeq)
+func (s *sqliteStore) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return fork(ctx, s, srcID, dstID, throughSeq, owner)
 }
 
 func (s *sqliteStore) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
@@ -374,14 +404,40 @@ func (s *sqliteStore) Info(ctx context.Context, sessionID string) (SessionInfo, 
 	return info, nil
 }
 
-// Identity reads the identity in a write transaction (BEGIN IMMEDIATE, rolled back), so it
-// fails while the writer cannot write: a read-only file, or a lock held past the busy timeout.
+// checkIdentity refuses a file that is not the store with this identity: one that does not
+// exist (deleted), or that holds another store or none.
+func (s *sqliteStore) checkIdentity(ctx context.Context, want string) error {
+	if _, err := os.Stat(s.path); errors.Is(err, fs.ErrNotExist) {
+		return &StoreLostError{Store: s.path, Opened: want}
+	}
+	var found string
+	if err := s.w.QueryRowContext(ctx, identitySelect).Scan(&found); err != nil {
+		if curable(err) {
+			return fmt.Errorf("reopen sqlite session log %s: %w", s.path, err)
+		}
+		return &StoreLostError{Store: s.path, Opened: want, Reason: "it holds no store identity: " + err.Error()}
+	}
+	if found != want {
+		return &StoreLostError{Store: s.path, Opened: want, Found: found}
+	}
+	// A file put back read-only is the store, but not one to write to yet: connections
+	// opened now would stay read-only, so the reopen waits until the file is writable.
+	_, err := s.Identity(ctx)
+	return err
+}
+
+// Identity reads the identity in a write transaction that writes its row back unchanged (rolled
+// back), so it fails while the writer cannot write: a read-only file (BEGIN IMMEDIATE alone
+// succeeds on one), or a lock held past the busy timeout.
 func (s *sqliteStore) Identity(ctx context.Context) (string, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("sqlite session log %s: begin a write: %w", s.path, err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `UPDATE store_identity SET id = id`); err != nil {
+		return "", fmt.Errorf("sqlite session log %s: write: %w", s.path, err)
+	}
 	var id string
 	if err := tx.QueryRowContext(ctx, identitySelect).Scan(&id); err != nil {
 		return "", fmt.Errorf("read the identity of sqlite session log %s: %w", s.path, err)

@@ -18,25 +18,27 @@ import (
 //
 //   - the path no longer names the file that was opened (deleted, or replaced by a restore):
 //     writes would otherwise go on into an unlinked inode and vanish at the next restart;
-//     a new file is created with a new store identity, which the manager and the agents then
-//     see as LogStoreMismatch instead of running on an empty log;
 //   - a call failed with an error a reopen can cure: a read-only or unopenable file or an
 //     I/O error. A connection opened while the file was read-only stays read-only for ever,
 //     so without a reopen the store would never recover once the file is writable again.
 //
+// A reopen never creates a file and accepts only the store that was opened (its identity): a
+// deleted file, or one holding another store, fails every call with a *StoreLostError until
+// the store is back, so a running manager or agent writes nothing into a new, empty log.
 // Calls in flight on the old file when it is closed fail; their callers retry as after any
 // store error.
 type reopeningSQLite struct {
-	path string
-	mu   sync.RWMutex
-	cur  *sqliteStore
-	file os.FileInfo // the file cur opened
+	path     string
+	identity string // of the store that was opened
+	mu       sync.RWMutex
+	cur      *sqliteStore
+	file     os.FileInfo // the file cur opened
 }
 
 var _ Store = (*reopeningSQLite)(nil)
 
 func openReopening(ctx context.Context, path string) (*reopeningSQLite, error) {
-	cur, err := openSQLiteFile(ctx, path)
+	cur, err := openSQLiteFile(ctx, path, "")
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,12 @@ func openReopening(ctx context.Context, path string) (*reopeningSQLite, error) {
 		_ = cur.Close()
 		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
 	}
-	return &reopeningSQLite{path: path, cur: cur, file: fi}, nil
+	var id string
+	if err := cur.r.QueryRowContext(ctx, identitySelect).Scan(&id); err != nil {
+		_ = cur.Close()
+		return nil, fmt.Errorf("read the identity of sqlite session log %s: %w", path, err)
+	}
+	return &reopeningSQLite{path: path, identity: id, cur: cur, file: fi}, nil
 }
 
 // store returns the open file, reopening first when the path names another file or none.
@@ -66,8 +73,11 @@ func (s *reopeningSQLite) reopen(ctx context.Context, old *sqliteStore) (*sqlite
 	if s.cur != old {
 		return s.cur, nil
 	}
-	nu, err := openSQLiteFile(ctx, s.path)
+	nu, err := openSQLiteFile(ctx, s.path, s.identity)
 	if err != nil {
+		if IsStoreLost(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("reopen sqlite session log %s: %w", s.path, err)
 	}
 	fi, err := os.Stat(s.path)
@@ -122,20 +132,35 @@ func (s *reopeningSQLite) ReadFrom(ctx context.Context, sessionID string, fromSe
 	return reopenCall(ctx, s, func(c *sqliteStore) ([]harness.Event, error) { return c.ReadFrom(ctx, sessionID, fromSeq, limit) })
 }
 
-func (s *reopeningSQLite) Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error) {
-	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Fork(ctx, srcID, dstID, throughSeq) })
+func (s *reopeningSQLite) Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error) {
+	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Fork(ctx, srcID, dstID, throughSeq, owner) })
 }
 
 func (s *reopeningSQLite) Info(ctx context.Context, sessionID string) (SessionInfo, error) {
 	return reopenCall(ctx, s, func(c *sqliteStore) (SessionInfo, error) { return c.Info(ctx, sessionID) })
 }
 
-func (s *reopeningSQLite) Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error) {
-	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Seed(ctx, info, events) })
+func (s *reopeningSQLite) Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error) {
+	return reopenCall(ctx, s, func(c *sqliteStore) (harness.Tail, error) { return c.Seed(ctx, info, events, owner) })
 }
 
 func (s *reopeningSQLite) ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error) {
 	return reopenCall(ctx, s, func(c *sqliteStore) (Owner, error) { return c.ClaimOwner(ctx, sessionID, owner) })
+}
+
+func (s *reopeningSQLite) OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error) {
+	var found bool
+	o, err := reopenCall(ctx, s, func(c *sqliteStore) (Owner, error) {
+		o, ok, err := c.OwnerOf(ctx, sessionID)
+		found = ok
+		return o, err
+	})
+	return o, found, err
+}
+
+func (s *reopeningSQLite) ReleaseOwner(ctx context.Context, sessionID string, holder Owner) error {
+	_, err := reopenCall(ctx, s, func(c *sqliteStore) (struct{}, error) { return struct{}{}, c.ReleaseOwner(ctx, sessionID, holder) })
+	return err
 }
 
 func (s *reopeningSQLite) Identity(ctx context.Context) (string, error) {

@@ -33,19 +33,30 @@ type Store interface {
 	Tail(ctx context.Context, sessionID string) (harness.Tail, error)
 	// ReadFrom returns the events with seq >= fromSeq, at most limit of them (limit <= 0: all).
 	ReadFrom(ctx context.Context, sessionID string, fromSeq int64, limit int) ([]harness.Event, error)
-	// Fork seeds an empty session dstID with srcID's events 0..throughSeq inclusive; the prefix
-	// must not end inside an open turn. throughSeq < 0 means through the last turn/end.
-	Fork(ctx context.Context, srcID, dstID string, throughSeq int64) (harness.Tail, error)
+	// Fork seeds an empty session dstID with srcID's events 0..throughSeq inclusive, for the
+	// AgentSession owner; the prefix must not end inside an open turn. throughSeq < 0 means
+	// through the last turn/end. In the seeding transaction srcID's log must be owned by a
+	// session of owner's namespace, and dstID's by none or owner, who is recorded as its owner
+	// (owner.go); else an *OwnershipError and nothing written.
+	Fork(ctx context.Context, srcID, dstID string, throughSeq int64, owner Owner) (harness.Tail, error)
 	// Info returns the session header; ErrNotFound (wrapped) for a session never written.
 	Info(ctx context.Context, sessionID string) (SessionInfo, error)
 	// Seed creates session info.ID with its header (createdAt, parentSession, seedLength) and
-	// its first events (seq 0 onward, possibly none) atomically; a session that already exists
-	// is refused with a *ConflictError. Fork and JSONL import are built on it.
-	Seed(ctx context.Context, info SessionInfo, events []harness.Event) (harness.Tail, error)
+	// its first events (seq 0 onward, possibly none) atomically, and records owner as its
+	// owner (the zero Owner: none); a session that already exists is refused with a
+	// *ConflictError, one another session owns (or any owner, for the zero Owner) with an
+	// *OwnershipError. JSONL import is built on it.
+	Seed(ctx context.Context, info SessionInfo, events []harness.Event, owner Owner) (harness.Tail, error)
 	// ClaimOwner records owner as the AgentSession the log of sessionID belongs to when it has
 	// none (or re-records the UID when the same namespace/name claims it again), and returns
 	// the owner that holds the log: owner itself, or an earlier one. It never touches the log.
 	ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error)
+	// OwnerOf returns the owner of sessionID's log; false when it has none.
+	OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error)
+	// ReleaseOwner removes the record that holder (by namespace and name) owns sessionID's
+	// log, so another AgentSession may claim it; the log itself stays. A record naming
+	// another owner is kept (*OwnershipError, RefusedNotTheOwner).
+	ReleaseOwner(ctx context.Context, sessionID string, holder Owner) error
 	// Identity returns the store's ID, created with its schema (identity.go): a replaced,
 	// recreated or deleted-and-created store has another. It also tells whether the store
 	// answers: SQLite reads it through its writer, after checking the file is still the one

@@ -9,7 +9,7 @@
 //     agents; the user's own toggle writes are counted apart and not charged). The manager's
 //     Events are writes like the others: their own column, and in the total.
 //
-// The manager side runs the real reconciler with cmd/manager's Event path (internal/eventpath).
+// The manager side runs the real reconciler with cmd/manager's Event writer (internal/eventsink).
 // The floor (test/framework/floor) answers the same boundary with no log work: it marks the
 // selection pending and copies the report into lastBoundary with the current tail. The ratio
 // manager/floor is the cost of plan mode itself.
@@ -34,13 +34,10 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/go-logr/logr"
 
@@ -380,31 +377,23 @@ func (b *bench) setupSide(ctx context.Context, s side, n int) (*sideRun, error) 
 	cleanups = append(cleanups, func() {
 		_ = b.user.DeleteAllOf(context.WithoutCancel(ctx), &v1alpha1.AgentSession{}, client.InNamespace(ns.Name))
 	})
-	mgr, err := ctrl.NewManager(rn.mgrCount.Wrap(b.cfg), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	stopSide := func() {}
+	mgr, err := framework.StartManager(ctx, rn.mgrCount.Wrap(b.cfg), framework.ManagerOptions{
+		Scheme:    scheme,
+		Namespace: ns.Name, // each controller sees only its own namespace
 		// As cmd/manager: managedFields are dropped from the cache.
-		Cache: cache.Options{
-			DefaultTransform:  cache.TransformStripManagedFields(),
-			DefaultNamespaces: map[string]cache.Config{ns.Name: {}},
+		Tune: func(o *ctrl.Options) { o.Cache.DefaultTransform = cache.TransformStripManagedFields() },
+		Setup: func(mgr ctrl.Manager) (err error) {
+			stopSide, err = s.start(ctx, mgr, b.store)
+			return err
 		},
 	})
+	cleanups = append(cleanups, func() { stopSide() }) // after the manager has stopped: its last Events are written
 	if err != nil {
 		return fail(err)
 	}
-	stopSide, err := s.start(ctx, mgr, b.store)
-	if err != nil {
-		return fail(err)
-	}
-	cleanups = append(cleanups, stopSide)
-	mctx, stop := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mctx) }()
 	cleanups = append(cleanups, func() {
-		stop()
-		if err := <-mgrDone; err != nil {
+		if err := mgr.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: manager: %v\n", s.name, err)
 		}
 	})

@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/go-logr/logr"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
-	"github.com/harness-dev/planmode-operator/internal/eventpath"
+	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework/floor"
@@ -42,9 +43,8 @@ func sides() []side {
 	return out
 }
 
-// managerSide is the real reconciler wired as cmd/manager does (default pending poll), with
-// cmd/manager's --events on (its Event path: internal/eventpath with the default
-// --event-max-hold) or off.
+// managerSide is the real reconciler wired as cmd/manager wires it, with its --events on (its
+// Event writer, internal/eventsink) or off.
 func managerSide(name string, events bool) side {
 	return side{
 		name: name,
@@ -52,13 +52,11 @@ func managerSide(name string, events bool) side {
 			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
 			stop := func() {}
 			if events {
-				p, err := eventpath.Start(ctx, mgr, eventpath.Options{
-					Controller: controllers.FieldManager, Log: logr.Discard(),
-				})
+				sink, stopSink, err := eventsink.Start(ctx, mgr, controllers.FieldManager, logr.Discard())
 				if err != nil {
 					return nil, err
 				}
-				r.Recorder, r.EventMaxHold, stop = p.Sink, controllers.DefaultEventMaxHold, p.Stop
+				r.Recorder, stop = sink, stopSink
 			}
 			if err := r.SetupWithManager(mgr, controllerOptions()); err != nil {
 				stop()

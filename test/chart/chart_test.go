@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/harness-dev/planmode-operator/test/framework"
+	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
 type object = map[string]any
@@ -215,8 +216,8 @@ extraArgs: [--max-concurrent-reconciles=16]
 		}
 	}
 	args := strings.Join(toStrings(ctr["args"]), " ")
-	if strings.Contains(args, "--webhook-require-agent-binding") {
-		t.Errorf("webhook.requireAgentBinding=false still passes the flag: %s", args)
+	if !strings.Contains(args, "--webhook-require-agent-binding=false") {
+		t.Errorf("webhook.requireAgentBinding=false does not turn the binding off: %s", args)
 	}
 	if !strings.HasSuffix(args, "--max-concurrent-reconciles=16") {
 		t.Errorf("extraArgs not appended: %s", args)
@@ -247,10 +248,18 @@ extraArgs: [--max-concurrent-reconciles=16]
 	}
 }
 
+// The manager requires the agent binding unless told otherwise; the chart's default leaves it so.
 func TestAgentBindingDefaultsOn(t *testing.T) {
+	if !webhooks.DefaultOptions().RequireAgentBinding {
+		t.Fatal("the manager no longer requires the agent binding by default: the chart's default must follow")
+	}
 	d := render(t, "planmode-system", "{}")["Deployment/planmode-system/planmode-controller-manager"]
-	if !strings.Contains(strings.Join(toStrings(get(d, "spec", "template", "spec", "containers", 0, "args")), " "), "--webhook-require-agent-binding") {
-		t.Error("the default install requires the agent binding; the chart's default does not")
+	if args := strings.Join(toStrings(get(d, "spec", "template", "spec", "containers", 0, "args")), " "); strings.Contains(args, "--webhook-require-agent-binding") {
+		t.Errorf("the chart's default passes a binding flag, so the manager's default is not in force: %s", args)
+	}
+	on := render(t, "planmode-system", "webhook: {requireAgentBinding: true}")["Deployment/planmode-system/planmode-controller-manager"]
+	if args := strings.Join(toStrings(get(on, "spec", "template", "spec", "containers", 0, "args")), " "); strings.Contains(args, "--webhook-require-agent-binding=false") {
+		t.Errorf("webhook.requireAgentBinding=true turns the binding off: %s", args)
 	}
 }
 

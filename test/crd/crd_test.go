@@ -58,7 +58,7 @@ var _ = Describe("AgentSession", func() {
 		s.Spec.PlanMode.Active = ptr.To(true)
 		s.Spec.PlanMode.ConfigRef = &agentsv1alpha1.ConfigReference{Name: "strict"}
 		s.Spec.ReviewTimeout = &metav1.Duration{Duration: 90_000_000_000}
-		s.Spec.Steer = &agentsv1alpha1.SteerMessage{ID: "m1", Text: "draft the migration ✓"}
+		s.Spec.SteerQueue = []agentsv1alpha1.SteerMessage{{ID: "m1", Text: "draft the migration ✓"}}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
 		s.Status.ObservedGeneration = 1
@@ -211,7 +211,7 @@ var _ = Describe("AgentSession", func() {
 		for _, c := range table.ColumnDefinitions {
 			cols = append(cols, c.Name)
 		}
-		Expect(cols).To(Equal([]string{"Name", "Session", "Plan", "Pending", "Desired", "Review", "Ready", "Reason", "Age"}))
+		Expect(cols).To(Equal([]string{"Name", "Session", "Plan-Mode", "Pending", "Selected", "Review", "Ready", "Reason", "Age"}))
 		Expect(table.Rows).To(HaveLen(1))
 		Expect(table.Rows[0].Cells[1]).To(Equal("sess-tbl"))
 		Expect(table.Rows[0].Cells[4]).To(BeTrue())
@@ -226,6 +226,7 @@ var _ = Describe("AgentSession", func() {
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		s.Status.PlanMode.Active = true
 		s.Status.PlanMode.Pending = true
+		s.Status.PlanMode.PendingActive = ptr.To(false)
 		s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: "r1", Phase: agentsv1alpha1.ReviewPending}
 		s.Status.Conditions = []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: agentsv1alpha1.ReasonSelectionPending, Message: "m", LastTransitionTime: metav1.Now()}}
@@ -234,8 +235,8 @@ var _ = Describe("AgentSession", func() {
 		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "get", "as", "-n", ns).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		header := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
-		Expect(header).To(Equal([]string{"NAME", "PLAN", "PENDING", "DESIRED", "REVIEW", "READY", "AGE"}))
-		Expect(string(out)).To(MatchRegexp(`demo\s+true\s+true\s+false\s+Pending\s+False\s`))
+		Expect(header).To(Equal([]string{"NAME", "PLAN-MODE", "PENDING", "SELECTED", "REVIEW", "READY", "AGE"}))
+		Expect(string(out)).To(MatchRegexp(`demo\s+true\s+false\s+false\s+Pending\s+False\s`), "plan mode on, leaving it pending, not selected, a review pending")
 
 		out, err = exec.Command(kubectl, "--kubeconfig", kubeconfig, "explain", "agentsession.spec", "--recursive=false").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))

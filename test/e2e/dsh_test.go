@@ -96,12 +96,14 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		}
 		userConfig = kubeconfigOf("dsh-user")
 		managerConfig := kubeconfigOf("planmode-manager-e2e")
-		agentConfig := kubeconfigOf("dsh-agent", webhooks.DefaultAgentGroup)
+		// An agent of this namespace by its agent group (planmode:agents:<namespace>), the sessions
+		// unbound: agent binding, the default, has its own specs (webhooks, test/reliability).
+		agentConfig := kubeconfigOf("dsh-agent", webhooks.DefaultAgentGroup+":"+ns)
 		wo := &env.WebhookInstallOptions
 		managerRun = func(name string) *manager {
 			return startManagerEnv(name, storeURL, true, []string{"KUBECONFIG=" + managerConfig},
 				fmt.Sprintf("--webhook-port=%d", wo.LocalServingPort), "--webhook-host="+wo.LocalServingHost,
-				"--webhook-cert-dir="+wo.LocalServingCertDir, "--webhook-manager-username=planmode-manager-e2e")
+				"--webhook-cert-dir="+wo.LocalServingCertDir, "--webhook-manager-username=planmode-manager-e2e", "--webhook-require-agent-binding=false")
 		}
 
 		dbDir := filepath.Join(workDir, "dsh-store-"+backend)
@@ -229,7 +231,8 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
 		n := len(model.Requests())
 		model.Script(n, chatmodel.Reply{Hold: true, Tools: []chatmodel.Tool{{Name: "read", Args: `{"path":"README.md"}`}}})
-		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "merge", "-p", `{"spec":{"steerQueue":[{"id":"mid-1","text":"read the readme"}]}}`)
+		// An id after every id the session has used (kubectl plan's and the plugin's included): the webhook refuses any other.
+		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"steerQueue":[{"id":"zz-%d","text":"read the readme"}]}}`, time.Now().UnixNano()))
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(model.Arrived(n)).WithTimeout(60 * time.Second).Should(BeClosed())
 		Expect(model.Requests()[n].PlanSection).To(BeFalse())
@@ -427,7 +430,7 @@ func dshSpecs(backend, ns string, storeURLIn func(dir string) string) {
 		// so a message (appended alone: kubectl plan message would turn plan mode on) starts one.
 		Expect(get().Status.PlanMode.Pending).To(BeTrue(), "the toggle is still pending after the restart")
 		m := len(model.Requests())
-		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "json", "-p", `[{"op":"add","path":"/spec/steerQueue/-","value":{"id":"after-restart","text":"carry on"}}]`)
+		out, err := kube("patch", "agentsession", name, "-n", ns, "--type", "json", "-p", fmt.Sprintf(`[{"op":"add","path":"/spec/steerQueue/-","value":{"id":"zz-%d","text":"carry on"}}]`, time.Now().UnixNano()))
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() bool { s := get(); return !s.Status.PlanMode.Active && !s.Status.PlanMode.Pending }).WithTimeout(60 * time.Second).Should(BeTrue())
 		idleAfter(8)

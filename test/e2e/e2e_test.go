@@ -193,7 +193,7 @@ func backendSpecs(backend string, storeURL func() string, events bool) {
 			return reasons
 		}
 		if events {
-			Eventually(list).WithTimeout(settle).WithPolling(poll).Should(ContainElements("Queued", "Committed"))
+			Eventually(list).WithTimeout(settle).WithPolling(poll).Should(ContainElement("Committed"))
 		} else {
 			Consistently(list).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
 		}

@@ -199,9 +199,9 @@ func startManagerEnv(name, storeURL string, events bool, env []string, extra ...
 	}
 	// The store URL goes in the environment: it may hold a password.
 	args := append([]string{
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), "--metrics-secure=false", // loopback; the secure default has its own spec
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
-		"--webhook-port=-1", "--events=" + ev, "--pending-poll=200ms", "--max-store-backoff=1s",
+		"--webhook-port=-1", "--events=" + ev, "--max-store-backoff=1s",
 		"--graceful-shutdown-timeout=2s"}, extra...)
 	m.proc = startProc(name, append([]string{"PLANMODE_LOG_STORE=" + storeURL}, env...), filepath.Join(binDir, "manager"), args...)
 	Eventually(func() (int, error) {

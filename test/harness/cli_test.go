@@ -79,7 +79,7 @@ func (s cliStore) run(t *testing.T, stdin []byte, name string, args ...string) (
 	env := []string{storeenv.Name + "=" + s.url}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != storeenv.Name && !slices.Contains(storeenv.Deprecated, k) {
+		if k != storeenv.Name {
 			env = append(env, kv)
 		}
 	}
@@ -138,7 +138,7 @@ func checkCommands(t *testing.T, l *liveLog, libExport []byte, libTail harness.T
 		NextSeq          int64  `json:"nextSeq"`
 		Active           bool   `json:"active"`
 		LastPlanModeSeq  int64  `json:"lastPlanModeSeq"`
-		Told             *bool  `json:"told"`
+		LastShown        *bool  `json:"told"`
 		TurnOpen         bool   `json:"turnOpen"`
 		Turn             int64  `json:"turn"`
 		Step             int64  `json:"step"`
@@ -148,7 +148,7 @@ func checkCommands(t *testing.T, l *liveLog, libExport []byte, libTail harness.T
 	if err := json.Unmarshal(out, &tail); err != nil {
 		t.Fatalf("planlog tail: %v\n%s", err, out)
 	}
-	got := tailFields(harness.Tail{NextSeq: tail.NextSeq, Active: tail.Active, LastPlanModeSeq: tail.LastPlanModeSeq, Told: tail.Told,
+	got := tailFields(harness.Tail{NextSeq: tail.NextSeq, Active: tail.Active, LastPlanModeSeq: tail.LastPlanModeSeq, LastShown: tail.LastShown,
 		TurnOpen: tail.TurnOpen, Turn: tail.Turn, Step: tail.Step, StepOpen: tail.StepOpen, LastStepStartSeq: tail.LastStepStartSeq})
 	if want := tailFields(libTail); tail.Session != hdr.ID || got != want {
 		t.Errorf("planlog tail: session %s %s; the library's fold: session %s %s", tail.Session, got, hdr.ID, want)
@@ -184,5 +184,5 @@ func checkCommands(t *testing.T, l *liveLog, libExport []byte, libTail harness.T
 // tailFields renders the tail state planlog tail prints, for comparison.
 func tailFields(t harness.Tail) string {
 	return fmt.Sprintf("nextSeq %d active %v lastPlanModeSeq %d told %v turn %d step %d turnOpen %v stepOpen %v lastStepStartSeq %d",
-		t.NextSeq, t.Active, t.LastPlanModeSeq, boolText(t.Told), t.Turn, t.Step, t.TurnOpen, t.StepOpen, t.LastStepStartSeq)
+		t.NextSeq, t.Active, t.LastPlanModeSeq, boolText(t.LastShown), t.Turn, t.Step, t.TurnOpen, t.StepOpen, t.LastStepStartSeq)
 }

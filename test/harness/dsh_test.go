@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 )
 
 // harnessDirEnv names an installed harness (hack/harness.sh's output) to use instead of
@@ -101,7 +103,7 @@ type dshOptions struct {
 	Home     string   // DSH_HOME; a new temporary one when empty
 	Overlays []string // overlay files of testdata/plugin, after base.yml
 	Env      []string
-	Model    *scriptedModel
+	Model    *chatmodel.Model
 }
 
 // runDsh runs the real harness headless with the test plugins. The plugins import the
@@ -152,7 +154,7 @@ func runDsh(t *testing.T, o dshOptions) *dshRun {
 		"PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"DSH_HOME="+home, "DEEPSEEK_API_KEY=sk-scripted", "DSH_TELEMETRY_DISABLED=1")
 	if o.Model != nil {
-		cmd.Env = append(cmd.Env, "DEEPSEEK_BASE_URL="+o.Model.srv.URL, "PLANTEST_MODEL_URL="+o.Model.srv.URL)
+		cmd.Env = append(cmd.Env, "DEEPSEEK_BASE_URL="+o.Model.URL(), "PLANTEST_MODEL_URL="+o.Model.URL())
 	}
 	cmd.Env = append(cmd.Env, o.Env...)
 	var stdout, stderr bytes.Buffer

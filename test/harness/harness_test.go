@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
@@ -181,8 +182,8 @@ func checkFold(t *testing.T, l *liveLog, tail harness.Tail, events []harness.Eve
 			turns++
 		}
 	}
-	if (told == nil) != (tail.Told == nil) || (told != nil && *told != *tail.Told) {
-		t.Errorf("operator fold: told %v; the harness's last request/header described plan mode %v", boolText(tail.Told), boolText(told))
+	if (told == nil) != (tail.LastShown == nil) || (told != nil && *told != *tail.LastShown) {
+		t.Errorf("operator fold: told %v; the harness's last request/header described plan mode %v", boolText(tail.LastShown), boolText(told))
 	}
 	if tail.Turn != turns {
 		t.Errorf("operator fold: turn %d; the harness logged %d turns", tail.Turn, turns)
@@ -216,13 +217,13 @@ func checkResume(t *testing.T, store sessionlog.Store, id string, active bool) {
 	if err := os.WriteFile(filepath.Join(dir, "session.jsonl"), exported.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	model := newScriptedModel(t, []reply{{Text: "resumed."}})
+	model := newScriptedModel(t, []chatmodel.Reply{{Text: "resumed."}})
 	run := runDsh(t, dshOptions{Home: home, Overlays: []string{"plain.yml", "resume.yml"}, Env: []string{"PLANTEST_RESUME=" + id}, Model: model})
 	resumed := run.last("resumed")
 	if resumed.Get == nil || resumed.Get.Active != active {
 		t.Fatalf("the harness resumed the export with plan state %+v, the operator's fold says active %v", resumed.Get, active)
 	}
-	reqs := model.requests()
+	reqs := model.Requests()
 	if len(reqs) == 0 {
 		b, _ := os.ReadFile(filepath.Join(dir, "session.jsonl"))
 		t.Fatalf("the resumed session sent no request; driver said %+v; log tail:\n%s", run.Lines, tailOf(string(b), 3000))

@@ -12,15 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
@@ -67,40 +64,28 @@ func startOperator(t *testing.T) *operatorEnv {
 	wo := &env.WebhookInstallOptions
 	wopts := webhooks.DefaultOptions()
 	wopts.Host, wopts.Port, wopts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	wopts.RequireAgentBinding = false // the agents run as the manager's identity here; binding has its own specs in webhooks/
 	srv, err := webhooks.NewServer(wopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme, WebhookServer: srv, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := framework.StartManager(ctx, cfg, framework.ManagerOptions{Scheme: scheme, WebhookServer: srv,
+		Setup: func(mgr ctrl.Manager) error {
+			if err := webhooks.SetupWithManager(mgr, wopts); err != nil {
+				return err
+			}
+			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder(controllers.FieldManager),
+				MaxStoreBackoff: 500 * time.Millisecond}
+			return r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhooks.SetupWithManager(mgr, wopts); err != nil {
-		t.Fatal(err)
-	}
-	r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll: 100 * time.Millisecond, MaxStoreBackoff: 500 * time.Millisecond}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		t.Fatal(err)
-	}
-	mgrDone := make(chan error, 1)
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
 	t.Cleanup(func() {
-		stopMgr()
-		if err := <-mgrDone; err != nil {
+		if err := mgr.Stop(); err != nil {
 			t.Errorf("manager: %v", err)
 		}
 	})
-	// Admission is in force once the webhook server's readiness check passes.
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return mgr.GetWebhookServer().StartedChecker()(nil) == nil, nil
-	}); err != nil {
-		t.Fatalf("the webhook server did not start: %v", err)
-	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "oracle-"}}
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 )
 
 // scenario is one scripted session: what the model answers, how reviews are answered, and
@@ -13,7 +15,7 @@ import (
 type scenario struct {
 	Name    string
 	About   string            `json:"about"`
-	Model   []reply           `json:"model"`
+	Model   []chatmodel.Reply `json:"model"`
 	Reviews []json.RawMessage `json:"reviews"`
 	Steps   []json.RawMessage `json:"steps"`
 	Path    string

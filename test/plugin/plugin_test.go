@@ -29,7 +29,11 @@ const (
 	offCommitted  = "Plan mode off."
 	offDeferred   = "Leaving plan mode (applies from the next step)."
 	offCancelled  = "Plan mode entry cancelled."
-	offInactive   = "Plan mode is already inactive."
+	// Where the harness's copy would not say what happened, the plugin says it plainly.
+	offInactive = "Plan mode is already off."
+	onAlready   = "Plan mode is already on. Use kubectl plan off SESSION to leave."
+	onPending   = "Entering plan mode is already pending (applies from the next step). Use kubectl plan off SESSION to leave."
+	offPending  = "Leaving plan mode is already pending (applies from the next step)."
 )
 
 // inKubectl is a reply as the plugin prints it for the session "demo" in namespace ns.
@@ -99,12 +103,12 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 		Entry("L=F open, on: queued",
 			row{st: agentsv1alpha1.PlanModeStatus{TurnOpen: true},
 				args: "on", reply: onDeferred, wantDesired: bp(true)}),
-		Entry("L=T idle (inherited), on: noop still answers with the entering copy",
+		Entry("L=T idle (inherited), on: noop, already on",
 			row{st: agentsv1alpha1.PlanModeStatus{Active: true},
-				args: "on", reply: onDeferred, wantDesired: bp(true)}),
+				args: "on", reply: onAlready, wantDesired: bp(true)}),
 		Entry("L=T selected, on again: noop, no write",
 			row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true},
-				args: "on", reply: onDeferred, wantDesired: bp(true), noWrite: true}),
+				args: "on", reply: onAlready, wantDesired: bp(true), noWrite: true}),
 		Entry("L=T idle, off: committed",
 			row{desired: bp(true), selection: bp(true), st: agentsv1alpha1.PlanModeStatus{Active: true},
 				args: "off", reply: offCommitted, wantDesired: bp(false)}),
@@ -119,13 +123,13 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 				args: "off", reply: offCancelled, wantDesired: bp(false)}),
 		Entry("L=F P=T open, on: noop (already pending)",
 			row{desired: bp(true), selection: bp(true), st: pend(true, true),
-				args: "on", reply: onDeferred, wantDesired: bp(true), noWrite: true}),
+				args: "on", reply: onPending, wantDesired: bp(true), noWrite: true}),
 		Entry("L=F, off: already inactive",
 			row{st: agentsv1alpha1.PlanModeStatus{},
 				args: "off", reply: offInactive, wantDesired: bp(false)}),
-		Entry("L=T P=F open, off: noop answers leaving",
+		Entry("L=T P=F open, off: noop, leaving already pending",
 			row{desired: bp(false), selection: bp(false), st: pend(false, true),
-				args: "off", reply: offDeferred, wantDesired: bp(false), noWrite: true}),
+				args: "off", reply: offPending, wantDesired: bp(false), noWrite: true}),
 		Entry("L=F P=F residue, off: noop, already inactive",
 			row{desired: bp(false), selection: bp(false), st: agentsv1alpha1.PlanModeStatus{PendingActive: bp(false), TurnOpen: true},
 				args: "off", reply: offInactive, wantDesired: bp(false), noWrite: true}),
@@ -151,7 +155,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 			})
 		Expect(kplan("demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(offCommitted)))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)))
-		Expect(get(ns, "demo").Spec.Steer).To(BeNil())
+		Expect(get(ns, "demo").Spec.SteerQueue).To(BeEmpty())
 	})
 
 	It("refuses to re-select a value spec already holds when the state moved away from it, naming the fix, and writes nothing", func() {
@@ -209,7 +213,7 @@ var _ = Describe("messages: /plan TEXT", func() {
 		setStatus(ns, "demo", func(s *agentsv1alpha1.AgentSessionStatus) {
 			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true), TurnOpen: true}
 		})
-		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns)) + line(queuedMessage)))
+		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onAlready, ns)) + line(queuedMessage)))
 		as = get(ns, "demo")
 		Expect(as.Spec.SteerQueue).To(HaveLen(2))
 		Expect(as.Spec.SteerQueue[0].ID).To(Equal(first))
@@ -221,7 +225,7 @@ var _ = Describe("messages: /plan TEXT", func() {
 		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
 		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("draft it"))
 		// spec already selects plan mode (the manager has not taken it on in these specs): noop.
-		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onDeferred, ns)) + line(idleMessage)))
+		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onAlready, ns)) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
 		Expect(as.Spec.SteerQueue[len(as.Spec.SteerQueue)-1].Text).To(Equal("off please"))
@@ -264,7 +268,7 @@ var _ = Describe("errors", func() {
 		grant(ns, "viewer", []string{"get", "list", "watch"})
 		kplan("off", "demo", "-n", ns, "--as", "viewer", "--wait=0").fails("not allowed to toggle plan mode", `"patch" permission on agentsessions.agents.harness.dev`)
 		kplan("message", "demo", "hi", "-n", ns, "--as", "viewer", "--wait=0").fails("not allowed to toggle plan mode and send a message", `"patch" permission`)
-		Expect(kplan("status", "demo", "-n", ns, "--as", "viewer").ok()).To(ContainSubstring("Committed:"))
+		Expect(kplan("status", "demo", "-n", ns, "--as", "viewer").ok()).To(ContainSubstring("Plan mode:"))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(BeNil(), "a refused toggle changes nothing")
 	})
 })
@@ -282,7 +286,7 @@ func grant(ns, user string, verbs []string) {
 }
 
 var _ = Describe("status", func() {
-	It("shows committed, pending, desired, config, last change, review and readiness", func() {
+	It("shows plan mode, pending, selected, config, last change, review and readiness", func() {
 		ns := newNamespace()
 		now := metav1.Now()
 		newSession(ns, "demo", func(s *agentsv1alpha1.AgentSessionSpec) {
@@ -296,33 +300,33 @@ var _ = Describe("status", func() {
 			s.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "SelectionPending", Message: "plan mode off is selected", LastTransitionTime: now}}
 		})
 		out := kplan("status", "demo", "-n", ns).ok()
-		Expect(out).To(MatchRegexp(`Committed:\s+plan mode\n`))
-		Expect(out).To(MatchRegexp(`Pending:\s+leaving plan mode at the next step boundary\n`))
-		Expect(out).To(MatchRegexp(`Desired:\s+default mode \(spec.planMode.active=false\)\n`))
+		Expect(out).To(MatchRegexp(`Plan mode:\s+true \(on\), committed in the session log\n`))
+		Expect(out).To(MatchRegexp(`Pending:\s+false \(off\) at the agent's next step boundary\n`))
+		Expect(out).To(MatchRegexp(`Selected:\s+false \(off\) \(spec.planMode.active\)\n`))
 		Expect(out).To(MatchRegexp(`Turn:\s+open`))
 		Expect(out).To(MatchRegexp(`Config:\s+strict \(generation 3, section sha256 0123456789ab\)\n`))
 		Expect(out).To(MatchRegexp(`Last change:\s+` + now.UTC().Format("2006-01-02T15:04:05Z")))
-		Expect(out).To(MatchRegexp(`Review:\s+"Fix the flake" \(review r1, turn 4\): Pending\n`))
+		Expect(out).To(MatchRegexp(`Review:\s+"Fix the flake" \(review r1, turn 4\): posted, not opened by the manager yet\n`))
 		Expect(out).To(MatchRegexp(`Ready:\s+False SelectionPending: plan mode off is selected\n`))
 
 		var v plancli.StatusView
 		Expect(json.Unmarshal([]byte(kplan("status", "demo", "-n", ns, "-o", "json").ok()), &v)).To(Succeed())
-		Expect(v.Committed).To(BeTrue())
+		Expect(v.PlanMode).To(BeTrue())
 		Expect(v.Pending).To(Equal(bp(false)))
-		Expect(v.Desired).To(Equal(bp(false)))
+		Expect(v.Selected).To(Equal(bp(false)))
 		Expect(v.ConfigRef).To(Equal("strict"))
 		Expect(v.Review.ID).To(Equal("r1"))
-		Expect(kplan("status", "demo", "-n", ns, "-o", "yaml").ok()).To(ContainSubstring("committed: true"))
+		Expect(kplan("status", "demo", "-n", ns, "-o", "yaml").ok()).To(ContainSubstring("planMode: true"))
 	})
 
 	It("reads a fresh session with nothing reported yet", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
 		out := kplan("status", "demo", "-n", ns).ok()
-		Expect(out).To(MatchRegexp(`Committed:\s+default mode\n`))
-		Expect(out).To(MatchRegexp(`Desired:\s+unset \(the session follows its log\)\n`))
+		Expect(out).To(MatchRegexp(`Plan mode:\s+false \(off\), committed in the session log\n`))
+		Expect(out).To(MatchRegexp(`Selected:\s+none \(no selection: the session follows its log\)\n`))
 		Expect(out).To(MatchRegexp(`Config:\s+default \(requested; not read by the manager yet\)\n`))
-		Expect(out).To(MatchRegexp(`Review:\s+none\n`))
+		Expect(out).To(MatchRegexp(`Review:\s+none \(no plan presented\)\n`))
 		Expect(out).To(MatchRegexp(`Ready:\s+unknown`))
 	})
 })
@@ -356,7 +360,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		post("r1", plan)
 		out := kplan("review", "demo", "-n", ns).ok()
 		Expect(out).To(HavePrefix("Plan:       Fix the flake\nReview ID:  r1\nTurn:       2\n"))
-		Expect(out).To(ContainSubstring("State:      awaiting a decision (kubectl plan approve|revise|dismiss demo)\n"))
+		Expect(out).To(ContainSubstring("State:      Pending, awaiting a decision (kubectl plan approve|revise|dismiss demo)\n"))
 		Expect(out).To(HaveSuffix("\n\n" + plan))
 		Expect(kplan("review", "demo", "-n", ns, "--raw").ok()).To(Equal(plan))
 	})
@@ -372,7 +376,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "approving deselects plan mode in the same write")
 		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
 		kplan("dismiss", "demo", "-n", ns).fails("already decided")
-		Expect(kplan("review", "demo", "-n", ns).ok()).To(ContainSubstring("State:      decided Approve, waiting for the manager\n"))
+		Expect(kplan("review", "demo", "-n", ns).ok()).To(ContainSubstring("State:      Pending; decision Approve written, waiting for the manager\n"))
 	})
 
 	It("keeps planning with and without feedback, and dismisses, each naming the newest review", func() {

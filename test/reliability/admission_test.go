@@ -23,8 +23,11 @@ type admissionGateway struct {
 	mu       sync.Mutex
 	backends map[*managerProc]*backendState
 	excluded map[*managerProc]bool // taken out of the Service by the test
-	refused  atomic.Int64          // connections refused for want of a ready manager
-	stop     chan struct{}
+	// open are the connections forwarded to each webhook address: excluding a manager closes
+	// those, so the API server's kept-alive connections reach the others from then on.
+	open    map[string]map[net.Conn]bool
+	refused atomic.Int64 // connections refused for want of a ready manager
+	stop    chan struct{}
 }
 
 type backendState struct {
@@ -40,7 +43,8 @@ func startAdmissionGateway(addr string) *admissionGateway {
 	GinkgoHelper()
 	ln, err := net.Listen("tcp", addr)
 	Expect(err).NotTo(HaveOccurred(), "listen on the webhook address envtest installed")
-	g := &admissionGateway{ln: ln, backends: map[*managerProc]*backendState{}, excluded: map[*managerProc]bool{}, stop: make(chan struct{})}
+	g := &admissionGateway{ln: ln, backends: map[*managerProc]*backendState{}, excluded: map[*managerProc]bool{},
+		open: map[string]map[net.Conn]bool{}, stop: make(chan struct{})}
 	go g.serve()
 	go g.probe()
 	return g
@@ -68,11 +72,42 @@ func (g *admissionGateway) remove(m *managerProc) {
 	delete(g.excluded, m)
 }
 
-// exclude takes m out of the Service while the test needs admission served by others only.
+// exclude takes m out of the Service while the test needs admission served by others only,
+// closing the connections forwarded to it.
 func (g *admissionGateway) exclude(m *managerProc, out bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.excluded[m] = out
+	if b := g.backends[m]; out && b != nil {
+		for c := range g.open[b.webhookAddr] {
+			_ = c.Close()
+		}
+	}
+}
+
+// track records c as forwarded to addr until untrack.
+func (g *admissionGateway) track(addr string, c net.Conn, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open[addr] == nil {
+		g.open[addr] = map[net.Conn]bool{}
+	}
+	if on {
+		g.open[addr][c] = true
+	} else {
+		delete(g.open[addr], c)
+	}
+}
+
+// managers are the managers the gateway knows.
+func (g *admissionGateway) managers() []*managerProc {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*managerProc, 0, len(g.backends))
+	for m := range g.backends {
+		out = append(out, m)
+	}
+	return out
 }
 
 // readyManagers is how many managers the gateway routes to now.
@@ -154,6 +189,8 @@ func (g *admissionGateway) serve() {
 				_ = c.Close()
 				return
 			}
+			g.track(addr, c, true)
+			defer g.track(addr, c, false)
 			go func() { _, _ = io.Copy(b, c); _ = b.Close() }()
 			_, _ = io.Copy(c, b)
 			_ = c.Close()

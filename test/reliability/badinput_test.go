@@ -36,8 +36,8 @@ var _ = Describe("malformed boundary reports", func() {
 			mergePatch(`{"spec":{"planMode":{"active":true}}}`))).To(Succeed())
 		eventually(30*time.Second, func(g Gomega) { g.Expect(w.get("s0").Status.PlanMode.Pending).To(BeTrue()) })
 
-		// The reports come from an agent identity, as the status webhook requires.
-		agent, err := client.New(agentCfg, client.Options{Scheme: scheme})
+		// The reports come from the session's bound agent, as the status webhook requires.
+		agent, err := client.New(w.agentConfigFor("s0"), client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		report := func(turn, step, seq int64) error {
 			return agent.Status().Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s0"}},

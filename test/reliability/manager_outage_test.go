@@ -69,7 +69,7 @@ func (w *workload) flushPending(timeout time.Duration) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(suiteCtx, timeout)
-		c, err := agentsdk.New(ctx, agentsdk.Options{Config: w.agentCfg, Namespace: w.ns, Name: name, Store: w.store, SyncTimeout: 10 * time.Second})
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: w.agentConfigFor(name), Namespace: w.ns, Name: name, Store: w.store, SyncTimeout: 10 * time.Second})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = refagent.Run(ctx, refagent.Options{Client: c, Script: script, BoundaryTimeout: timeout})
 		c.Close()

@@ -53,7 +53,7 @@ func startManager(o managerOpts) *managerProc {
 	}
 	args := []string{
 		"--metrics-bind-address=0",
-		"--pending-poll=200ms", "--max-store-backoff=1s", "--max-concurrent-reconciles=4",
+		"--max-store-backoff=1s", "--max-concurrent-reconciles=4",
 		"--graceful-shutdown-timeout=2s",
 	}
 	// Behind the gateway: the webhooks on a port of its own, the certificate envtest made for

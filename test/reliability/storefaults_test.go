@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework/pgtest"
 )
 
@@ -173,7 +176,7 @@ func (w *workload) startAgentProc(name, scriptPath string) *agentProc {
 	GinkgoHelper()
 	cmd := exec.Command(refagentBin, "--namespace", w.ns, "--name", name, "--store", w.storeURL, "--script", scriptPath,
 		"--loop", "--quiet", "--step-delay=10ms", "--boundary-timeout=2s")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+agentKubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+w.agentKubeconfigFor(name))
 	logf, err := os.Create(filepath.Join(workDir, fmt.Sprintf("agent-%s-%s-%d.log", w.ns, name, time.Now().UnixNano())))
 	Expect(err).NotTo(HaveOccurred())
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -356,7 +359,7 @@ var _ = Describe("SQLite store faults", func() {
 		notes = append(notes, fmt.Sprintf("read-only %.1fs, reported, s0's selection landed %.1fs after the file was writable again",
 			writable.Sub(ro).Seconds(), time.Since(writable).Seconds()))
 
-		By("deleted: every session stops with LogStoreMismatch; nothing runs on the new, empty log")
+		By("deleted under the running manager and agents: no file is created again, no step is taken, every session shows LogStoreMismatch")
 		w.startAgents()
 		w.startDriver(1, 0, 150*time.Millisecond)
 		eventually(time.Minute, func(g Gomega) {
@@ -371,22 +374,33 @@ var _ = Describe("SQLite store faults", func() {
 		eventually(time.Minute, func(g Gomega) {
 			for _, name := range w.names {
 				g.Expect(w.readyReason(name)).To(Equal(v1alpha1.ReasonLogStoreMismatch), name)
+				c := meta.FindStatusCondition(w.get(name).Status.Conditions, v1alpha1.ConditionReady)
+				g.Expect(c.Message).To(ContainSubstring("its file was deleted; nothing is written to it"), name)
+				g.Expect(c.Message).To(ContainSubstring(`docs/operations.md, "The log store was replaced"`), name)
 			}
 		})
 		stopped := time.Since(deleted)
-		// Hold the state a while with the agents and the driver running: nothing may appear in
-		// the new file's logs, neither the manager's plan/mode nor an agent's turn.
+		// Held with the manager, the agents and the driver running: the file is never created
+		// again (by the manager's appends, an agent's turn or a reopen), and no agent admits a
+		// step (they stop, and a restarted one fails on the same store).
+		stepsAtStop := w.steps.Load()
 		Consistently(func(g Gomega) {
-			for _, name := range w.names {
-				t, err := w.store.Tail(suiteCtx, w.sessionID(name))
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(t.NextSeq).To(BeZero(), "%s: events were written to the new, empty log", name)
-			}
+			_, err := os.Stat(path)
+			g.Expect(os.IsNotExist(err)).To(BeTrue(), "the deleted file was created again: %v", err)
+			g.Expect(w.steps.Load()).To(Equal(stepsAtStop), "an agent took a step on the lost store")
 		}).WithTimeout(5 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		w.stopDriver()
-		w.stopAgents()
+		w.abandonAgents() // their open turns are in the deleted file
 
-		By("adopting the new store, as docs/operations.md says: the selections in spec commit there")
+		By("the way out: restart on a new store and adopt it, as docs/operations.md says; the agents refuse the new store until then")
+		m.kill()
+		startManager(managerOpts{store: url, extra: []string{"--log-store-timeout=" + (3 * storeTimeout).String()}})
+		Expect(w.store.Close()).To(Succeed())
+		w.store, err = sessionlog.Open(suiteCtx, url, sessionlog.CallTimeout(storeTimeout)) // a restarted agent opens the store anew
+		Expect(err).NotTo(HaveOccurred())
+		_, err = agentsdk.New(suiteCtx, agentsdk.Options{Config: w.agentConfigFor("s1"), Namespace: w.ns, Name: "s1", Store: w.store, SyncTimeout: 10 * time.Second})
+		var mismatch *agentsdk.LogStoreMismatchError
+		Expect(errors.As(err, &mismatch)).To(BeTrue(), "a restarted agent must refuse a store its session was not recorded against: %v", err)
 		id, err := w.store.Identity(suiteCtx)
 		Expect(err).NotTo(HaveOccurred())
 		for _, name := range w.names {
@@ -400,7 +414,7 @@ var _ = Describe("SQLite store faults", func() {
 		Expect(k8s.Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s0"}},
 			mergePatch(`{"spec":{"planMode":{"active":true}}}`))).To(Succeed())
 		recovery := w.settle(2 * time.Minute)
-		notes = append(notes, fmt.Sprintf("file deleted: all sessions LogStoreMismatch after %.1fs, 0 events on the new log; converged %.1fs after adoption",
+		notes = append(notes, fmt.Sprintf("file deleted: all sessions LogStoreMismatch after %.1fs, the file not created again and 0 steps over 5s; converged %.1fs after a restart and adoption",
 			stopped.Seconds(), time.Since(adopted).Seconds()))
 		w.report("SQLite: lock, read-only, deletion", 3, recovery, strings.Join(notes, "; "))
 	})

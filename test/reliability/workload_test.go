@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -27,6 +29,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/invariant"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/webhooks"
 )
 
 const section = "You are in plan mode. Stay in plan mode until exit_plan_mode succeeds or the user switches the session mode."
@@ -93,7 +96,7 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 		name := fmt.Sprintf("s%d", i)
 		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
-			Spec:       v1alpha1.AgentSessionSpec{SessionID: ns.Name + "." + name},
+			Spec:       v1alpha1.AgentSessionSpec{SessionID: ns.Name + "." + name, Agent: &v1alpha1.AgentBinding{ServiceAccountName: agentServiceAccount(name)}},
 		})).To(Succeed())
 		w.names = append(w.names, name)
 	}
@@ -103,6 +106,39 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 }
 
 func (w *workload) sessionID(name string) string { return w.ns + "." + name }
+
+// agentServiceAccount is the service account session name's agent runs as: each session is
+// bound to one of its own (spec.agent), as the webhook requires by default.
+func agentServiceAccount(name string) string {
+	return webhooks.DefaultAgentServiceAccountPrefix + "-" + name
+}
+
+// agentUsername is the API server's name for that service account.
+func (w *workload) agentUsername(name string) string {
+	return "system:serviceaccount:" + w.ns + ":" + agentServiceAccount(name)
+}
+
+// agentConfigFor is how session name's agent reaches the API server: w.agentCfg's connection,
+// as its bound service account (impersonated; in system:masters, so RBAC lets it through and
+// the webhook's binding is what holds it to its session).
+func (w *workload) agentConfigFor(name string) *rest.Config {
+	c := rest.CopyConfig(w.agentCfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: w.agentUsername(name), Groups: []string{"system:masters", "system:authenticated"}}
+	return c
+}
+
+// agentKubeconfigFor writes, for an agent process, a kubeconfig of agentConfigFor(name).
+func (w *workload) agentKubeconfigFor(name string) string {
+	GinkgoHelper()
+	raw, err := clientcmd.LoadFromFile(agentKubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	for _, u := range raw.AuthInfos {
+		u.Impersonate, u.ImpersonateGroups = w.agentUsername(name), []string{"system:masters", "system:authenticated"}
+	}
+	path := filepath.Join(workDir, fmt.Sprintf("kubeconfig-agent-%s-%s", w.ns, name))
+	Expect(clientcmd.WriteToFile(*raw, path)).To(Succeed())
+	return path
+}
 
 func (w *workload) get(name string) *v1alpha1.AgentSession {
 	GinkgoHelper()
@@ -131,7 +167,7 @@ func (w *workload) startAgents() {
 func (w *workload) runAgent(name string, script refagent.Script) {
 	ctx := w.agentsCtx
 	for ctx.Err() == nil {
-		c, err := agentsdk.New(ctx, agentsdk.Options{Config: w.agentCfg, Namespace: w.ns, Name: name, Store: w.store, SyncTimeout: 10 * time.Second})
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: w.agentConfigFor(name), Namespace: w.ns, Name: name, Store: w.store, SyncTimeout: 10 * time.Second})
 		if err == nil {
 			// Run returns when a fault breaks the agent; its error is the fault's, and the loop
 			// restarts the agent as its supervisor would.
@@ -196,6 +232,16 @@ func (w *workload) stopAgents() {
 	for _, name := range w.names {
 		Expect(w.closeOpenTurn(suiteCtx, name)).To(Succeed())
 	}
+}
+
+// abandonAgents stops the agents without repairing their open turns (their store is gone).
+func (w *workload) abandonAgents() {
+	if w.agentsCancel == nil {
+		return
+	}
+	w.agentsCancel()
+	w.agentsWG.Wait()
+	w.agentsCancel = nil
 }
 
 // startDriver runs patchers that toggle random sessions' spec.planMode.active, each perPatcher
@@ -385,6 +431,20 @@ type row struct {
 	Soak            bool  `json:"soak"`
 }
 
+// writeRow records r as the spec's report entry and, with RELIABILITY_REPORT, a JSON line.
+func writeRow(r row) {
+	GinkgoHelper()
+	b, _ := json.Marshal(r)
+	AddReportEntry(r.Fault, string(b))
+	GinkgoWriter.Printf("RESULT %s\n", b)
+	if path := os.Getenv("RELIABILITY_REPORT"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		Expect(err).NotTo(HaveOccurred())
+		_, _ = f.Write(append(b, '\n'))
+		_ = f.Close()
+	}
+}
+
 // report records the run's row and fails the spec on any violation.
 func (w *workload) report(fault string, runs int, recovery time.Duration, note string) {
 	GinkgoHelper()
@@ -399,15 +459,7 @@ func (w *workload) reportAllowing(fault string, runs int, recovery time.Duration
 	r := row{Fault: fault, Runs: runs, Violations: o.Violations, Lost: o.Lost, Duplicates: o.Duplicates,
 		RecoverSec: recovery.Round(10 * time.Millisecond).Seconds(), Note: note, outcome: o,
 		Toggles: w.toggles.Load(), Steps: w.steps.Load(), FailedProposals: w.failedProposals.Load(), AgentRestarts: w.agentRestarts.Load(), Soak: soak}
-	b, _ := json.Marshal(r)
-	AddReportEntry(fault, string(b))
-	GinkgoWriter.Printf("RESULT %s\n", b)
-	if path := os.Getenv("RELIABILITY_REPORT"); path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		Expect(err).NotTo(HaveOccurred())
-		_, _ = f.Write(append(b, '\n'))
-		_ = f.Close()
-	}
+	writeRow(r)
 	var unexpected []string
 	for _, d := range o.Details {
 		ok := false

@@ -22,7 +22,7 @@ import (
 const (
 	offCommitted = "Plan mode off.\n"
 	offCancelled = "Plan mode entry cancelled.\n"
-	offInactive  = "Plan mode is already inactive.\n"
+	offInactive  = "Plan mode is already off.\n"
 
 	plan = "# Fix the flake\n\n1. Find the race in the resume path.\n2. Add the lock.\n"
 )
@@ -73,7 +73,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		out := kplan(viewer, "review", a.name).ok()
 		Expect(out).To(HavePrefix("Plan:       Fix the flake\nReview ID:  " + id + "\nTurn:       1\n"))
 		Expect(out).To(HaveSuffix("\n\n" + plan))
-		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Review:\s+"Fix the flake" \(review ` + id + `, turn 1\): Pending\n`))
+		Expect(kplan(viewer, "status", a.name).ok()).
+			To(MatchRegexp(`Review:\s+"Fix the flake" \(review ` + id + `, turn 1\): Pending, awaiting kubectl plan approve\|revise\|dismiss ` + a.name + `\n`))
 
 		By("toggling does not carry the right to approve")
 		kplan(toggler, "approve", a.name).fails("not allowed to decide the plan review",
@@ -93,7 +94,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(as.Status.PlanMode.Active).To(BeTrue(), "nothing is appended at approval")
 		Expect(as.Status.PlanMode.PendingActive).To(Equal(bp(false)))
 		Expect(as.Status.PlanMode.PendingSource).To(Equal(agentsv1alpha1.PendingSourceExit))
-		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Pending:\s+leaving plan mode at the next step boundary \(approved exit_plan_mode, not narrated\)\n`))
+		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Pending:\s+false \(off\) at the agent's next step boundary \(an approved plan's exit, not narrated\)\n`))
 		kplan(reviewer, "dismiss", a.name).fails(`nothing under review: the plan "Fix the flake" (review ` + id + `) was already decided: Approved`)
 
 		By("the next step boundary commits the exit, with no notice")

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
@@ -111,28 +110,21 @@ var _ = BeforeSuite(func() {
 	opts := webhooks.DefaultOptions()
 	opts.Host, opts.Port, opts.CertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
 	opts.ManagerUsernames = []string{managerUser}
+	// One agent service account serves every session here: the specs are about review, and
+	// agent binding, the default, has its own in webhooks/.
+	opts.RequireAgentBinding = false
 	srv, err := webhooks.NewServer(opts)
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(impersonate(managerUser), ctrl.Options{
-		Scheme: scheme, WebhookServer: srv, Metrics: metricsserver.Options{BindAddress: "0"},
-	})
+	mgr, err := framework.StartManager(ctx, impersonate(managerUser), framework.ManagerOptions{Scheme: scheme, WebhookServer: srv,
+		Setup: func(mgr ctrl.Manager) error {
+			if err := webhooks.SetupWithManager(mgr, opts); err != nil {
+				return err
+			}
+			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder(controllers.FieldManager)}
+			return r.SetupWithManager(mgr, controller.Options{})
+		}})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(webhooks.SetupWithManager(mgr, opts)).To(Succeed())
-	r := &controllers.AgentSessionReconciler{
-		Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("planmode-manager"),
-		PendingPoll: 200 * time.Millisecond,
-	}
-	Expect(r.SetupWithManager(mgr, controller.Options{})).To(Succeed())
-	mctx, mstop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(mctx)).To(Succeed())
-	}()
-	DeferCleanup(func() { mstop(); <-done })
-	Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).
-		WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	DeferCleanup(func() { Expect(mgr.Stop()).To(Succeed()) })
 
 	admin, err := testEnv.AddUser(envtest.User{Name: "kubectl-admin", Groups: []string{"system:masters"}}, nil)
 	Expect(err).NotTo(HaveOccurred())

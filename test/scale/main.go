@@ -85,7 +85,8 @@ type opts struct {
 	requestMix        bool
 	tailTime          string
 	floorShape        string // --status-shape of the floor process
-	apf               bool   // ordinary identities, so API Priority and Fairness queues their requests (default)
+	eventWriters      []string
+	apf               bool // ordinary identities, so API Priority and Fairness queues their requests (default)
 	root, tmp         string
 }
 
@@ -166,9 +167,10 @@ func run() error {
 func parseFlags() (opts, error) {
 	var o opts
 	stores := flag.String("stores", "sqlite,postgres", "log backends of the storms (comma-separated)")
-	// The shards phase repeats the storms with two manager and two floor processes; it is not
-	// in the default run, which must stay under 10 minutes.
-	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated): storm, shards, idle, webhook, log, tail, or all")
+	// The shards phase repeats the storms with two manager and two floor processes, and the
+	// events phase waits out the broadcaster's retries; neither is in the default run, which
+	// must stay under 10 minutes.
+	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated): storm, shards, idle, events, webhook, log, tail, or all")
 	sides := flag.String("sides", sideFloor+","+sideManager,
 		"processes measured, in their order of the odd runs (even runs reverse it); ratios are manager/floor")
 	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
@@ -192,7 +194,10 @@ func parseFlags() (opts, error) {
 			"-apf=false makes them system:masters, which it exempts")
 	flag.StringVar(&o.floorShape, "floor-shape", shapeEcho,
 		"the floor's status: echo (its own fields only) or manager (also what the manager stores: the floor for the object's size alone)")
+	eventWriters := flag.String("event-writers", writerRecorder+","+writerSink,
+		"Event writers of the events phase (comma-separated): recorder (controller-runtime's, which cmd/manager runs) and sink (internal/eventsink)")
 	flag.Parse()
+	o.eventWriters = splitList(*eventWriters)
 	o.stores = splitList(*stores)
 	o.sides = splitList(*sides)
 	o.procEnv = splitList(*procEnv)
@@ -200,7 +205,7 @@ func parseFlags() (opts, error) {
 	o.phases = map[string]bool{}
 	for _, p := range splitList(*phases) {
 		if p == "all" {
-			for _, q := range []string{"storm", "shards", "idle", "webhook", "log", "tail"} {
+			for _, q := range []string{"storm", "shards", "idle", "events", "webhook", "log", "tail"} {
 				o.phases[q] = true
 			}
 			continue
@@ -294,6 +299,15 @@ func (b *bench) runPhases(ctx context.Context) (*report, error) {
 				return nil, fmt.Errorf("idle footprint (%s): %w", side, err)
 			}
 			rep.idle[side] = r
+		}
+	}
+	if o.phases["events"] {
+		for _, w := range o.eventWriters {
+			r, err := b.events(ctx, w, o.idleSessions)
+			if err != nil {
+				return nil, fmt.Errorf("events (%s): %w", w, err)
+			}
+			rep.events = append(rep.events, r)
 		}
 	}
 	if o.phases["log"] {

@@ -247,7 +247,8 @@ func (b *bench) webhookWrites(ctx context.Context, tag string) (map[string][]tim
 		}); err != nil {
 			return nil, err
 		}
-		as := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.AgentSessionSpec{SessionID: ns + "-" + name}}
+		as := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.AgentSessionSpec{SessionID: ns + "-" + name,
+			Agent: &v1alpha1.AgentBinding{ServiceAccountName: "planmode-agent-" + name}}} // bound: the webhook's default
 		if err := timed("AgentSession create", func() error { return b.user.Create(ctx, as) }); err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ type report struct {
 	appends    []appendResult
 	tail       []tailResult
 	webhook    *webhookResult
+	events     []*eventsResult
 	sharded    map[string][]*stormResult // side -> runs of the shards phase
 	shardStore string
 }
@@ -146,8 +147,31 @@ func (r *report) print(w io.Writer, o opts) {
 	r.printLogStore(t)
 	r.printWebhooks(t)
 	_ = t.tw.Flush()
+	r.printEvents(w)
 	r.printWrites(w, o)
 	r.printRuns(w, o)
+}
+
+// printEvents prints the events phase: per Event writer and round, what the API server wrote
+// and what the writer held while it wrote, and what it kept once done.
+func (r *report) printEvents(w io.Writer) {
+	if len(r.events) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nEvents: one per session for %d sessions at once, recorded in this process with the manager processes' identity\n", r.events[0].n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "writer\tround\tEvent writes / session\t429s / session\tuntil written\tpeak goroutines\tpeak stacks\tkept (live heap) / session\t")
+	for _, e := range r.events {
+		for i, rd := range e.rounds {
+			kept := ""
+			if i == len(e.rounds)-1 {
+				kept = fmt.Sprintf("%d B", e.retained/int64(e.n))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%s\t%d\t%s\t%s\t\n", e.writer, eventRounds[i], rd.writes/float64(e.n), rd.refused/float64(e.n),
+				sec(float64(rd.wall)), rd.peakGoroutines, mib(float64(rd.peakStack)), kept)
+		}
+	}
+	_ = tw.Flush()
 }
 
 // printStorms prints the storms' figures on one log backend: medians over the runs.

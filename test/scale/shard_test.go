@@ -163,7 +163,7 @@ func TestShardsOnlyTouchTheirSessions(t *testing.T) {
 		recs[sh] = rec
 		cmd := exec.Command(bin, "--log-store="+storeURL, "--shard-selector="+ShardLabel+"="+sh,
 			"--leader-elect", "--leader-election-namespace=default",
-			"--metrics-bind-address=0", "--health-probe-bind-address=0", "--webhook-port=-1", "--pending-poll=200ms")
+			"--metrics-bind-address=0", "--health-probe-bind-address=0", "--webhook-port=-1")
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+rec.kubeconfig(t))
 		logf, err := os.Create(filepath.Join(t.TempDir(), "manager.log"))
 		g.Expect(err).NotTo(HaveOccurred())

@@ -22,7 +22,7 @@ import { sharedStore } from './shared.js';
 import { NOTICE_OFF, NOTICE_ON } from './notices.js';
 import { mustAsk, owedNotice, pendingMessages } from './decide.js';
 import { parsePlanCommand, planPatch, planResultText } from './command.js';
-import type { Awaitable, LogStore } from './log-store.js';
+import { logStoreMismatch, type Awaitable, type LogStore } from './log-store.js';
 
 const llm = await importHarness<{ createUserMessage: (m: unknown) => unknown }>('@deepseek-ai/dsh-llm');
 const tools = await importHarness<{ defineTool: (t: unknown) => unknown }>('@deepseek-ai/dsh-tools');
@@ -284,6 +284,9 @@ export function apply(ctx: Any): void {
     if (owner.namespace !== s0.metadata.namespace || owner.name !== s0.metadata.name) {
       throw new Error(`session log ${id} belongs to AgentSession ${owner.namespace}/${owner.name}; give this AgentSession another spec.sessionID`);
     }
+    // Not the store the session's status was recorded against: start nothing (log-store.ts).
+    const mismatch = logStoreMismatch(s0, await store.identity(), (await store.tail(id)).nextSeq);
+    if (mismatch !== undefined) throw new Error(`AgentSession ${s0.metadata.namespace}/${s0.metadata.name}: ${mismatch}`);
     const selection = ctx.agentDefaultModel.currentSelection();
     const setup = (agentCtx: unknown) => { agentPkg.installModelSelection(agentCtx, { current: selection, assembled: undefined }); };
     const agentOptions = { provider: selection.provider, model: selection.model };

@@ -4,8 +4,8 @@
 // webhook keeps an agent identity to status.agent, so the command uses the kubeconfig in
 // PLANMODE_USER_KUBECONFIG (the person at the terminal), and a refusal is shown as the
 // command's error (docs/agents.md, "Who may type /plan").
-import { randomUUID } from 'node:crypto';
 import type { AgentSession } from './kube.js';
+import { maxId, nextId } from './steerid.js';
 
 /** The largest queue kubectl plan message keeps (docs/protocol.md section 10). */
 export const MAX_QUEUE = 64;
@@ -21,22 +21,21 @@ export function parsePlanCommand(rawInput: string): PlanCommand {
 
 /**
  * The merge patch of spec for a command on session s: the selection, and for a message the
- * queue without the entries the agent has recorded (up to status.agent.steerID), a v1
- * spec.steer not recorded yet moved to its front, and the new message last.
+ * queue without the entries the agent has recorded (up to status.agent.steerID) and the new
+ * message last, under an id after every id the session has used (steerid.ts: the webhook
+ * refuses any other).
  */
-export function planPatch(s: AgentSession, cmd: PlanCommand, id = `plan-${randomUUID()}`): Record<string, unknown> {
+export function planPatch(s: AgentSession, cmd: PlanCommand, nowMs = Date.now()): Record<string, unknown> {
   const spec: Record<string, unknown> = { planMode: { active: cmd.active } };
   if (cmd.message !== undefined) {
     let queue = [...(s.spec.steerQueue ?? [])];
     const recorded = s.status?.agent?.steerID;
+    const last = maxId(recorded, ...queue.map((m) => m.id));
     const i = recorded === undefined ? -1 : queue.findIndex((m) => m.id === recorded);
     if (i >= 0) queue = queue.slice(i + 1);
-    const steer = s.spec.steer;
-    if (steer && steer.id !== recorded && !queue.some((m) => m.id === steer.id)) queue.unshift(steer);
     if (queue.length >= MAX_QUEUE) throw new Error(`the session already holds ${queue.length} messages the agent has not taken; wait for it to take some, then send again`);
-    queue.push({ id, text: cmd.message });
+    queue.push({ id: nextId('plan-', last, nowMs), text: cmd.message });
     spec.steerQueue = queue;
-    if (steer) spec.steer = null;
   }
   return { metadata: { resourceVersion: (s.metadata as { resourceVersion?: string }).resourceVersion }, spec };
 }

@@ -35,9 +35,6 @@ export function pendingMessages(s: AgentSession, lastRecorded: string | undefine
     const i = q.findIndex((m) => m.id === last);
     if (i >= 0) from = i + 1;
   }
-  const out = q.slice(from).map((m) => ({ id: m.id, text: m.text ?? '', images: m.images?.length ?? 0 }));
-  const st = s.spec.steer;
-  if (q.length === 0 && st && st.id !== last) out.push({ id: st.id, text: st.text ?? '', images: 0 });
-  return out;
+  return q.slice(from).map((m) => ({ id: m.id, text: m.text ?? '', images: m.images?.length ?? 0 }));
 }
 

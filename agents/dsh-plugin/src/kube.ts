@@ -12,17 +12,16 @@ const FIELD_MANAGER = 'planmode-agent';
 export interface Boundary { turn: number; step: number; seq: number; time?: string }
 export interface LastBoundary extends Boundary { result: 'Admitted' | 'Failed' | 'Dismissed'; active?: boolean; nextSeq?: number; notice?: string; reason?: string; message?: string }
 export interface AgentSession {
-  metadata: { name: string; namespace: string; uid: string; resourceVersion?: string };
+  metadata: { name: string; namespace: string; uid: string; resourceVersion?: string; annotations?: Record<string, string> };
   spec: {
     sessionID: string;
     planMode?: { active?: boolean; configRef?: { name?: string } };
     // text is optional beside images (kubectl plan message --image); this plugin forwards
     // the text only (docs/agents.md).
     steerQueue?: { id: string; text?: string; images?: { attachmentId: string; name?: string }[] }[];
-    steer?: { id: string; text?: string };
   };
   status?: {
-    planMode?: { active?: boolean; pending?: boolean; selection?: boolean; nextSeq?: number; notice?: { seq: number; text: string }; lastBoundary?: LastBoundary; queuedInTurn?: number };
+    planMode?: { active?: boolean; pending?: boolean; selection?: boolean; nextSeq?: number; storeID?: string; notice?: { seq: number; text: string }; lastBoundary?: LastBoundary; queuedInTurn?: number };
     agent?: { boundary?: Boundary; steerID?: string; review?: { id: string } };
     review?: { id: string; phase: string; message?: string };
   };

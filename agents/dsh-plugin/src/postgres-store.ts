@@ -6,9 +6,9 @@
 // on that row, and every one but the first sees the moved seq and gets a ConflictError.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { redact, redactFor } from './connstr.js';
+import { redact, redactError, secrets } from './connstr.js';
 import { apply, check, ConflictError, emptyTail, ValidationError, type Facts, type LogEvent, type Tail } from './events.js';
-import type { AppendOptions, LogStore, Owner, SessionRow } from './log-store.js';
+import { checkForkOwners, forkPrefix, StoreLostError, type AppendOptions, type LogStore, type Owner, type SessionRow } from './log-store.js';
 
 /** The schema version pkg/sessionlog writes; a newer database is refused, as the Go store does. */
 export const SCHEMA_VERSION = 1;
@@ -70,7 +70,7 @@ const IDENTITY_INSERT = 'INSERT INTO store_identity (id) SELECT $1::text WHERE N
 // the same namespace/name claims it again; any other owner stays. The row read back holds.
 const CLAIM_OWNER = `INSERT INTO session_owners (session_id, namespace, name, uid, claimed_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (session_id) DO UPDATE SET uid = excluded.uid, claimed_at = excluded.claimed_at
-WHERE session_owners.namespace = excluded.namespace AND session_owners.name = excluded.name AND session_owners.uid <> excluded.uid`;
+WHERE session_owners.namespace = excluded.namespace AND session_owners.name = excluded.name AND session_owners.uid <> excluded.uid AND excluded.uid <> ''`;
 
 const TAIL_COLS = 'next_seq, active, last_plan_mode_seq, told, turn_open, turn, last_step_start_seq, step, step_open';
 const TAIL_QUERY = `SELECT ${TAIL_COLS} FROM sessions WHERE session_id = $1`;
@@ -120,9 +120,41 @@ export function libpqSemantics(url: string): string {
   return u.toString();
 }
 
-/** The store on the PostgreSQL database url names; the schema is created or migrated first. */
+/** The fix for a password whose characters break the URL (pkg/sessionlog pgconfig.go). */
+const PERCENT_ENCODE_HINT = "percent-encode the password's special characters in the URL (%2F for /, %40 for @, %3A for :, %3F for ?, %23 for #, %25 for %, %20 for a space)";
+
+/**
+ * Refuses a connection string pg cannot parse, or whose password pg reads other than connstr
+ * masks it, with a message that never quotes it (pkg/sessionlog parsePostgres): an error about
+ * the fields pg read instead would show the rest of the password.
+ */
+export function checkConnectionString(url: string): void {
+  const shown = redact(url);
+  let password: unknown;
+  try {
+    password = (new pg.Client({ connectionString: libpqSemantics(url) }) as unknown as { connectionParameters: { password?: unknown } }).connectionParameters.password;
+  } catch {
+    throw new Error(`postgres session log ${shown}: the connection string does not parse: ${PERCENT_ENCODE_HINT}`);
+  }
+  const found = secrets(url);
+  if (found.length > 0 && !found.includes(typeof password === 'string' ? password : '')) {
+    throw new Error(`postgres session log ${shown}: the password is ambiguous: ${PERCENT_ENCODE_HINT}`);
+  }
+}
+
+/**
+ * The store on the PostgreSQL database url names; the schema is created or migrated first.
+ * Every connection made after that checks the store's identity (as pkg/sessionlog's
+ * AfterConnect does): one that reaches a database with another identity or none fails the call
+ * with a StoreLostError, so nothing is written to a store that is not the one opened.
+ */
 export class PostgresLogStore implements LogStore {
   readonly pool: pg.Pool;
+  onLost?: (e: StoreLostError) => void;
+  private lostReported = false;
+  /** The identity of the store that was opened, once the schema is ready. */
+  private opened?: string;
+  private readonly verified = new WeakSet<object>();
   onAppend?: (sessionId: string, tail: Tail) => void;
   /** The open migration; every operation waits for it (and fails with it). */
   private readonly ready: Promise<void>;
@@ -141,6 +173,7 @@ export class PostgresLogStore implements LogStore {
   private readonly taking: { sessionId: string; taken: Promise<void> }[] = [];
 
   constructor(private readonly url: string, opts: { max?: number; callTimeoutMs?: number } = {}) {
+    checkConnectionString(url);
     let connectionString = url;
     try { connectionString = libpqSemantics(url); } catch { /* pg reports the malformed URL on first use */ }
     const timeout = opts.callTimeoutMs ?? CALL_TIMEOUT_MS;
@@ -148,8 +181,10 @@ export class PostgresLogStore implements LogStore {
     this.pool = new pg.Pool({ connectionString, max: opts.max ?? 4, connectionTimeoutMillis: timeout, query_timeout: timeout, allowExitOnIdle: true });
     // An idle connection the server drops must not end the process; the next query reconnects.
     this.pool.on('error', () => undefined);
-    this.ready = this.migrate().catch((e: Error) => {
-      throw new Error(`open postgres session log ${redact(url)}: ${redactFor(e.message, url)}`);
+    this.ready = this.migrate().then(async () => {
+      this.opened = String((await this.pool.query('SELECT id FROM store_identity')).rows[0]?.id);
+    }).catch((e: Error) => {
+      throw new Error(`open postgres session log ${redact(url)}: ${redactError(e.message, url)}`);
     });
     // A store nobody uses must not report an unhandled rejection; users see it on first use.
     this.ready.catch(() => undefined);
@@ -178,9 +213,51 @@ export class PostgresLogStore implements LogStore {
     });
   }
 
+  /** A pool connection, its store identity checked once it is new (after the open). */
+  private async connect(): Promise<Client> {
+    const c = await this.pool.connect();
+    if (this.opened === undefined || this.verified.has(c)) return c;
+    let found = '';
+    try {
+      found = String((await c.query('SELECT id FROM store_identity')).rows[0]?.id ?? '');
+    } catch (e) {
+      c.release(true);
+      if ((e as { code?: string }).code === '42P01') throw this.lost(new StoreLostError(redact(this.url), this.opened, '', 'the database holds no session log (it was dropped and created again, or is another database)'));
+      throw e;
+    }
+    if (found !== this.opened) {
+      c.release(true);
+      throw this.lost(new StoreLostError(redact(this.url), this.opened, found, found === '' ? 'the database holds no store identity' : undefined));
+    }
+    this.verified.add(c);
+    return c;
+  }
+
+  private lost(e: StoreLostError): StoreLostError {
+    if (!this.lostReported) {
+      this.lostReported = true;
+      this.onLost?.(e);
+    }
+    return e;
+  }
+
+  /** One statement on a checked connection. */
+  private async query(sql: string, params: unknown[] = []): Promise<pg.QueryResult> {
+    const c = await this.connect();
+    let broken: Error | undefined;
+    try {
+      return await c.query(sql, params);
+    } catch (e) {
+      broken = e as Error;
+      throw e;
+    } finally {
+      c.release(broken);
+    }
+  }
+
   /** fn in a transaction on a pool connection; a connection left in doubt is not reused. */
   private async inTx<T>(fn: (c: Client) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-    const c = await this.pool.connect();
+    const c = await this.connect();
     let broken: Error | undefined;
     try {
       await c.query(begin);
@@ -230,7 +307,7 @@ export class PostgresLogStore implements LogStore {
       await before;
       await this.ready;
       await Promise.allSettled(this.unheld.get(sessionId) ?? []);
-      client = await this.pool.connect();
+      client = await this.connect();
       await client.query('BEGIN');
       const r = await client.query(CREATE_SESSION, [sessionId, Date.now(), null, 0]);
       await client.query(`${TAIL_QUERY} FOR UPDATE`, [sessionId]);
@@ -275,7 +352,7 @@ export class PostgresLogStore implements LogStore {
     await this.ready;
     const h = this.heldFor(sessionId);
     if (h) return this.serial(async () => scanTail((await h.client.query(TAIL_QUERY, [sessionId])).rows[0]).tail);
-    return scanTail((await this.pool.query(TAIL_QUERY, [sessionId])).rows[0]).tail;
+    return scanTail((await this.query(TAIL_QUERY, [sessionId])).rows[0]).tail;
   }
 
   /**
@@ -397,14 +474,14 @@ export class PostgresLogStore implements LogStore {
     const h = this.heldFor(sessionId);
     // A row hold() made and no append has filled is no session yet.
     if (h?.createdRow) return undefined;
-    const r = (h ? await this.serial(() => h.client.query(q, [sessionId])) : await this.pool.query(q, [sessionId])).rows[0] as Row | undefined;
+    const r = (h ? await this.serial(() => h.client.query(q, [sessionId])) : await this.query(q, [sessionId])).rows[0] as Row | undefined;
     if (r === undefined) return undefined;
     return { id: sessionId, createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}) };
   }
 
   async list(): Promise<SessionRow[]> {
     await this.ready;
-    const rows = (await this.pool.query('SELECT session_id, created_at, parent, seed_length FROM sessions ORDER BY session_id')).rows as Row[];
+    const rows = (await this.query('SELECT session_id, created_at, parent, seed_length FROM sessions ORDER BY session_id')).rows as Row[];
     return rows.map((r) => ({
       id: String(r.session_id), createdAt: num(r.created_at), seedLength: num(r.seed_length), ...(r.parent !== null ? { parentSession: String(r.parent) } : {}),
     }));
@@ -412,7 +489,7 @@ export class PostgresLogStore implements LogStore {
 
   async identity(): Promise<string> {
     await this.ready;
-    return String((await this.pool.query('SELECT id FROM store_identity')).rows[0]?.id);
+    return String((await this.query('SELECT id FROM store_identity')).rows[0]?.id);
   }
 
   async claimOwner(sessionId: string, owner: Owner): Promise<Owner> {
@@ -426,6 +503,43 @@ export class PostgresLogStore implements LogStore {
       const r = (await c.query('SELECT namespace, name, uid FROM session_owners WHERE session_id = $1', [sessionId])).rows[0] as Row;
       return { namespace: String(r.namespace), name: String(r.name), uid: String(r.uid) };
     });
+  }
+
+  async fork(parentId: string, childId: string, throughSeq: number, owner: Owner): Promise<Tail> {
+    if (parentId === '' || childId === '' || parentId === childId) throw new Error(`fork "${parentId}" -> "${childId}": session ids must be non-empty and differ`);
+    await this.ready;
+    const tail = await this.inTx(async (c) => {
+      if ((await c.query('SELECT 1 FROM sessions WHERE session_id = $1', [parentId])).rowCount === 0) throw new Error(`fork "${parentId}": session "${parentId}" not found`);
+      // The claim takes the child's owner row lock; the parent's owner is read with a share
+      // lock, so a release waits for the fork (pkg/sessionlog owner.go).
+      await c.query(CLAIM_OWNER, [childId, owner.namespace, owner.name, owner.uid, Date.now()]);
+      const ownerRow = async (id: string, lock: string) => {
+        const r = (await c.query(`SELECT namespace, name, uid FROM session_owners WHERE session_id = $1 ${lock}`, [id])).rows[0] as Row | undefined;
+        return r === undefined ? undefined : { namespace: String(r.namespace), name: String(r.name), uid: String(r.uid) };
+      };
+      checkForkOwners(parentId, childId, owner, await ownerRow(parentId, 'FOR SHARE'), await ownerRow(childId, 'FOR UPDATE'));
+      const created = await c.query(CREATE_SESSION, [childId, Date.now(), parentId, 0]);
+      if (created.rowCount !== 1) {
+        const { tail: t } = scanTail((await c.query(TAIL_QUERY, [childId])).rows[0]);
+        throw new ConflictError(childId, t.nextSeq, 0);
+      }
+      const { events, tail: t } = forkPrefix(parentId, (await c.query(READ_EVENTS, [parentId, 0, null])).rows.map(toEvent), throughSeq);
+      for (let i = 0; i < events.length; i += INSERT_ROWS) {
+        const part = events.slice(i, i + INSERT_ROWS);
+        const params: unknown[] = [];
+        const values = part.map((ev, j) => {
+          params.push(childId, ev.seq, ev.type, ev.time, JSON.stringify(ev.data), ev.ignorable === true,
+            ev.sourceEventSeqs?.length ? JSON.stringify(ev.sourceEventSeqs) : null, ev.surfaceOp === undefined ? null : JSON.stringify(ev.surfaceOp));
+          return `(${Array.from({ length: EVENT_COLS }, (_, k) => `$${j * EVENT_COLS + k + 1}`).join(', ')})`;
+        });
+        await c.query(`INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES ${values.join(', ')}`, params);
+      }
+      await c.query('UPDATE sessions SET seed_length = $2 WHERE session_id = $1', [childId, events.length]);
+      await c.query(UPDATE_TAIL, [childId, t.nextSeq, t.active, t.lastPlanModeSeq, t.told, t.turnOpen, t.turn, t.lastStepStartSeq, t.step, t.stepOpen]);
+      return t;
+    });
+    this.onAppend?.(childId, tail);
+    return tail;
   }
 
   async close(): Promise<void> {

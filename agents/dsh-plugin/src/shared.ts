@@ -15,6 +15,14 @@ export function sharedStore(loc: LogStoreLocation): LogStore {
   let s = stores.get(key);
   if (!s) {
     s = loc.kind === 'sqlite' ? new SqliteLogStore(loc.path) : new PostgresLogStore(loc.url);
+    // A store that is not the one opened takes no step: the agent stops (the pod restarts it,
+    // and the agent then refuses to start on another store until it is adopted), as the Go
+    // SDK's agents do; the manager shows LogStoreMismatch.
+    s.onLost = (e) => {
+      process.stderr.write(`planmode-agent: ${e.message}\n`);
+      process.exitCode = 1;
+      setImmediate(() => process.exit(1));
+    };
     stores.set(key, s);
   }
   return s;

@@ -2,12 +2,17 @@
 // compare-and-swap append and the tail maintenance of pkg/sessionlog (sqlite.go), so the
 // manager (Go, another process) and the harness (this package) share one file. Every write
 // is BEGIN IMMEDIATE: the seq check and the insert are one atomic step against the manager.
+//
+// The store never creates what it did not have (pkg/sessionlog sqlite_reopen.go): before every
+// call it checks that the path still names the file it opened. A deleted file, or one holding
+// another store, fails every call with a StoreLostError instead of the writes going on into an
+// unlinked file; the store's own backup put back (the same identity) is opened again.
 import { randomBytes } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, statSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { apply, check, ConflictError, emptyTail, ValidationError, type Facts, type LogEvent, type Tail } from './events.js';
-import type { AppendOptions, LogStore, Owner, SessionRow } from './log-store.js';
+import { checkForkOwners, forkPrefix, StoreLostError, type AppendOptions, type LogStore, type Owner, type SessionRow } from './log-store.js';
 
 /** The schema version pkg/sessionlog writes; a newer file is refused, as the Go store does. */
 export const SCHEMA_VERSION = 1;
@@ -61,51 +66,114 @@ type Row = Record<string, unknown>;
 const num = (v: unknown) => Number(v as number | bigint);
 
 export class SqliteLogStore implements LogStore {
-  readonly db: DatabaseSync;
-  private readonly st: { tail: StatementSync; insert: StatementSync; update: StatementSync; read: StatementSync; create: StatementSync };
+  private database!: DatabaseSync;
+  private st!: { tail: StatementSync; insert: StatementSync; update: StatementSync; read: StatementSync; create: StatementSync };
   private held = false;
+  /** The identity of the store that was opened, and the file it is in. */
+  private readonly opened: string;
+  private file!: Stats;
+  private readonly timeout: number;
   /** Called after every committed append with the session and its new tail. */
   onAppend?: (sessionId: string, tail: Tail) => void;
+  onLost?: (e: StoreLostError) => void;
+  private lostReported = false;
 
   constructor(readonly path: string, opts: { busyTimeoutMs?: number } = {}) {
     const dir = dirname(path);
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`open sqlite session log ${path}: directory ${dir} does not exist; create it first`);
-    this.db = new DatabaseSync(path, { timeout: opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS });
-    // WAL beside the manager's readers; FULL so an acknowledged append survives a power loss.
-    this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;');
+    this.timeout = opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
+    this.database = new DatabaseSync(path, { timeout: this.timeout });
     this.migrate();
+    this.opened = String((this.database.prepare('SELECT id FROM store_identity').get() as Row).id);
+    this.attach(this.database);
+  }
+
+  /** The open handle, once the path is checked to still name the store that was opened. */
+  get db(): DatabaseSync {
+    this.ensureSameStore();
+    return this.database;
+  }
+
+  private attach(db: DatabaseSync): void {
+    this.database = db;
+    this.file = statSync(this.path);
+    // WAL beside the manager's readers; FULL so an acknowledged append survives a power loss.
+    db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;');
     this.st = {
-      tail: this.db.prepare(`SELECT ${TAIL_COLS} FROM sessions WHERE session_id = ?`),
-      insert: this.db.prepare('INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
-      update: this.db.prepare('UPDATE sessions SET next_seq = ?, active = ?, last_plan_mode_seq = ?, told = ?, turn_open = ?, turn = ?, last_step_start_seq = ?, step = ?, step_open = ? WHERE session_id = ?'),
-      read: this.db.prepare('SELECT seq, type, time, data, ignorable, source_event_seqs, surface_op FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?'),
-      create: this.db.prepare(`INSERT INTO sessions (session_id, ${TAIL_COLS}, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      tail: db.prepare(`SELECT ${TAIL_COLS} FROM sessions WHERE session_id = ?`),
+      insert: db.prepare('INSERT INTO events (session_id, seq, type, time, data, ignorable, source_event_seqs, surface_op) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      update: db.prepare('UPDATE sessions SET next_seq = ?, active = ?, last_plan_mode_seq = ?, told = ?, turn_open = ?, turn = ?, last_step_start_seq = ?, step = ?, step_open = ? WHERE session_id = ?'),
+      read: db.prepare('SELECT seq, type, time, data, ignorable, source_event_seqs, surface_op FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?'),
+      create: db.prepare(`INSERT INTO sessions (session_id, ${TAIL_COLS}, created_at, parent, seed_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     };
   }
 
+  /**
+   * Throws StoreLostError unless the path names the file this store opened, or, when it names
+   * another file (a restore), that file holds this store's identity: then it is opened instead.
+   * Nothing is created: a missing file is never opened.
+   */
+  private ensureSameStore(): void {
+    try {
+      this.checkSameStore();
+    } catch (e) {
+      if (e instanceof StoreLostError && !this.lostReported) {
+        this.lostReported = true;
+        this.onLost?.(e);
+      }
+      throw e;
+    }
+  }
+
+  private checkSameStore(): void {
+    let now: Stats;
+    try { now = statSync(this.path); } catch { throw new StoreLostError(this.path, this.opened, ''); }
+    if (now.ino === this.file.ino && now.dev === this.file.dev) return;
+    let found = '';
+    try {
+      const probe = new DatabaseSync(this.path, { readOnly: true, timeout: this.timeout });
+      try { found = String((probe.prepare('SELECT id FROM store_identity').get() as Row | undefined)?.id ?? ''); } finally { probe.close(); }
+    } catch (e) {
+      throw new StoreLostError(this.path, this.opened, '', `it holds no store identity: ${(e as Error).message}`);
+    }
+    if (found !== this.opened || this.held) throw new StoreLostError(this.path, this.opened, found === this.opened ? '' : found, found === this.opened ? 'its file was replaced while this process held its write lock' : undefined);
+    const old = this.database;
+    this.attach(new DatabaseSync(this.path, { timeout: this.timeout }));
+    try { old.close(); } catch { /* its errors are why it was replaced */ }
+  }
+
   private migrate(): void {
-    this.tx(() => {
-      this.db.exec(SCHEMA);
-      this.db.prepare('INSERT INTO store_identity (id) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM store_identity)').run(randomBytes(16).toString('hex'));
-      const v = num((this.db.prepare('SELECT max(version) AS v FROM schema_version').get() as Row).v ?? 0);
+    const db = this.database;
+    // WAL beside the manager's readers; FULL so an acknowledged append survives a power loss.
+    db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;');
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      db.exec(SCHEMA);
+      db.prepare('INSERT INTO store_identity (id) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM store_identity)').run(randomBytes(16).toString('hex'));
+      const v = num((db.prepare('SELECT max(version) AS v FROM schema_version').get() as Row).v ?? 0);
       if (v > SCHEMA_VERSION) throw new Error(`sqlite session log ${this.path} has schema version ${v}; this plugin supports up to ${SCHEMA_VERSION} (upgrade the plugin)`);
       if (v < SCHEMA_VERSION) {
-        this.db.exec('DELETE FROM schema_version');
-        this.db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(SCHEMA_VERSION);
+        db.exec('DELETE FROM schema_version');
+        db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(SCHEMA_VERSION);
       }
-    });
+      db.exec('COMMIT');
+    } catch (e) {
+      db.exec('ROLLBACK');
+      throw e;
+    }
   }
 
   /** Runs fn in a BEGIN IMMEDIATE transaction, or inside the one hold() keeps open. */
   private tx<T>(fn: () => T): T {
+    const db = this.db; // checks the file first
     if (this.held) return fn();
-    this.db.exec('BEGIN IMMEDIATE');
+    db.exec('BEGIN IMMEDIATE');
     try {
       const out = fn();
-      this.db.exec('COMMIT');
+      db.exec('COMMIT');
       return out;
     } catch (e) {
-      this.db.exec('ROLLBACK');
+      db.exec('ROLLBACK');
       throw e;
     }
   }
@@ -130,6 +198,7 @@ export class SqliteLogStore implements LogStore {
   get holding(): boolean { return this.held; }
 
   tail(sessionId: string): Tail {
+    void this.db; // checks the file
     return this.loadTail(sessionId).tail;
   }
 
@@ -259,9 +328,37 @@ export class SqliteLogStore implements LogStore {
     });
   }
 
+  fork(parentId: string, childId: string, throughSeq: number, owner: Owner): Tail {
+    if (parentId === '' || childId === '' || parentId === childId) throw new Error(`fork "${parentId}" -> "${childId}": session ids must be non-empty and differ`);
+    return this.tx(() => {
+      const ownerOf = (id: string) => {
+        const r = this.database.prepare('SELECT namespace, name, uid FROM session_owners WHERE session_id = ?').get(id) as Row | undefined;
+        return r === undefined ? undefined : { namespace: String(r.namespace), name: String(r.name), uid: String(r.uid) };
+      };
+      if (this.info(parentId) === undefined) throw new Error(`fork "${parentId}": session "${parentId}" not found`);
+      checkForkOwners(parentId, childId, owner, ownerOf(parentId), ownerOf(childId));
+      const { tail: existing, exists } = this.loadTail(childId);
+      if (exists) throw new ConflictError(childId, existing.nextSeq, 0);
+      const { events, tail } = forkPrefix(parentId, this.readRows(parentId, 0, -1), throughSeq);
+      for (const ev of events) {
+        this.st.insert.run(childId, ev.seq, ev.type, ev.time, JSON.stringify(ev.data), ev.ignorable ? 1 : 0,
+          ev.sourceEventSeqs?.length ? JSON.stringify(ev.sourceEventSeqs) : null, ev.surfaceOp === undefined ? null : JSON.stringify(ev.surfaceOp));
+      }
+      const b = (x: boolean) => (x ? 1 : 0);
+      this.st.create.run(childId, tail.nextSeq, b(tail.active), tail.lastPlanModeSeq, tail.told === null ? null : b(tail.told), b(tail.turnOpen), tail.turn,
+        tail.lastStepStartSeq, tail.step, b(tail.stepOpen), Date.now(), parentId, events.length);
+      this.database.prepare(`INSERT INTO session_owners (session_id, namespace, name, uid, claimed_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (session_id) DO UPDATE SET uid = excluded.uid, claimed_at = excluded.claimed_at
+WHERE session_owners.namespace = excluded.namespace AND session_owners.name = excluded.name AND session_owners.uid <> excluded.uid AND excluded.uid <> ''`)
+        .run(childId, owner.namespace, owner.name, owner.uid, Date.now());
+      this.onAppend?.(childId, tail);
+      return tail;
+    });
+  }
+
   close(): void {
-    if (this.held) this.db.exec('ROLLBACK');
+    if (this.held) this.database.exec('ROLLBACK');
     this.held = false;
-    this.db.close();
+    this.database.close();
   }
 }

@@ -1,7 +1,7 @@
 // Unit tests of the plugin's decisions (docs/protocol.md 5.1, 5.3, 10), its settings, and the
 // store behaviours the plugin relies on: adopting a mirrored plan/mode, the write lock.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -11,6 +11,7 @@ import type { AgentSession } from '../src/kube.js';
 import { mustAsk, owedNotice, pendingMessages } from '../src/decide.js';
 import { NOTICE_OFF, NOTICE_ON } from '../src/notices.js';
 import { SqliteLogStore } from '../src/sqlite-store.js';
+import { OwnershipError, StoreLostError } from '../src/log-store.js';
 
 const session = (spec: Partial<AgentSession['spec']> = {}, status: AgentSession['status'] = {}): AgentSession => ({
   metadata: { name: 's', namespace: 'ns', uid: 'u' }, spec: { sessionID: 'sid', ...spec }, status,
@@ -66,10 +67,6 @@ describe('pendingMessages', () => {
     const img = { attachmentId: 'sha256:' + '0'.repeat(64), name: 'mockup.png' };
     const got = pendingMessages(session({ steerQueue: [{ id: 'i1', text: 'like this', images: [img] }, { id: 'i2', images: [img, img] }] }), undefined);
     assert.deepEqual(got, [{ id: 'i1', text: 'like this', images: 1 }, { id: 'i2', text: '', images: 2 }]);
-  });
-  test('v1 spec.steer when the queue is empty, once', () => {
-    assert.deepEqual(pendingMessages(session({ steer: { id: 's1', text: 'x' } }), undefined).map((m) => m.id), ['s1']);
-    assert.deepEqual(pendingMessages(session({ steer: { id: 's1', text: 'x' } }, { agent: { steerID: 's1' } }), undefined), []);
   });
 });
 
@@ -134,12 +131,68 @@ describe('store behaviours the plugin relies on', () => {
     agent.close();
     manager.close();
   });
+  test('a deleted file is never created again: every call fails with StoreLostError; the store\'s own backup put back is taken up', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lost-'));
+    const path = join(dir, 'log.db');
+    const s = new SqliteLogStore(path);
+    s.append('x', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }]);
+    const id = s.identity();
+    s.db.exec(`VACUUM INTO '${join(dir, 'backup.db')}'`);
+    for (const f of [path, path + '-wal', path + '-shm']) rmSync(f, { force: true });
+    for (const call of [() => s.tail('x'), () => s.identity(), () => s.append('x', [{ type: 'turn/end', seq: 1, time: 1, data: { turn: 1, reason: { kind: 'completed' } } }]),
+      () => s.claimOwner('x', { namespace: 'a', name: 'b', uid: 'c' }), () => s.hold()]) {
+      assert.throws(call, (e: Error) => e instanceof StoreLostError && /its file was deleted/.test(e.message) && /docs\/operations\.md/.test(e.message));
+      assert.equal(existsSync(path), false, 'no call creates the file');
+    }
+    const other = new SqliteLogStore(path); // a new store at the path: another identity
+    const otherId = other.identity();
+    other.close();
+    assert.throws(() => s.tail('x'), (e: Error) => e instanceof StoreLostError && e.message.includes(otherId));
+    for (const f of [path, path + '-wal', path + '-shm']) rmSync(f, { force: true });
+    renameSync(join(dir, 'backup.db'), path);
+    assert.equal(s.identity(), id);
+    assert.equal(s.append('x', [{ type: 'turn/end', seq: 1, time: 1, data: { turn: 1, reason: { kind: 'completed' } } }]).nextSeq, 2);
+    s.close();
+  });
+  test('a fork is for an AgentSession of the parent log\'s namespace, decided in the store\'s transaction', () => {
+    const s = open()();
+    s.append('p', [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }, { type: 'plan/mode', seq: 1, time: 1, data: { active: true } },
+      { type: 'turn/end', seq: 2, time: 1, data: { turn: 1, reason: { kind: 'completed' } } }, { type: 'turn/start', seq: 3, time: 1, data: { turn: 2 } }]);
+    const child = { namespace: 'team-a', name: 'child', uid: 'u-c' };
+    assert.throws(() => s.fork('p', 'c0', -1, child), (e: Error) => e instanceof OwnershipError && e.refusal === 'ParentUnowned');
+    s.claimOwner('p', { namespace: 'team-a', name: 'parent', uid: 'u-p' });
+    assert.throws(() => s.fork('p', 'c1', -1, { namespace: 'team-b', name: 'thief', uid: 'u-t' }),
+      (e: Error) => e instanceof OwnershipError && e.refusal === 'ParentOfAnotherNamespace' && !e.message.includes('team-a'));
+    assert.equal(s.info('c1'), undefined, 'nothing of the parent was copied');
+    s.claimOwner('taken', { namespace: 'team-a', name: 'other', uid: 'u-o' });
+    assert.throws(() => s.fork('p', 'taken', -1, child), (e: Error) => e instanceof OwnershipError && e.refusal === 'OwnedByAnother');
+    assert.throws(() => s.fork('p', 'c2', 3, child), /ends inside open turn 2/);
+    const t = s.fork('p', 'c', -1, child);
+    assert.deepEqual([t.nextSeq, t.active, t.turnOpen], [3, true, false]);
+    assert.deepEqual(s.info('c'), { id: 'c', createdAt: s.info('c')!.createdAt, parentSession: 'p', seedLength: 3 });
+    assert.deepEqual(s.claimOwner('c', { namespace: 'team-b', name: 'x', uid: 'u' }), child, 'the child is recorded as the fork\'s');
+    assert.throws(() => s.fork('p', 'c', -1, child), ConflictError);
+    s.close();
+  });
   test('the Go store\'s schema version is checked', () => {
     const s = open()();
     s.db.exec('INSERT INTO schema_version (version) VALUES (99)');
     const p = s.path;
     s.close();
     assert.throws(() => new SqliteLogStore(p), /schema version 99; this plugin supports up to 1 \(upgrade the plugin\)/);
+  });
+});
+
+describe('the store the session was recorded against', () => {
+  const s = (storeID?: string, nextSeq?: number, annotations?: Record<string, string>) =>
+    ({ metadata: { name: 'demo', annotations }, spec: { sessionID: 'demo-id' }, status: { planMode: { storeID, nextSeq } } });
+  test('another identity, or a log that ends before the recorded position, is a mismatch naming the way out; an adoption lifts it', async () => {
+    const { logStoreMismatch } = await import('../src/log-store.js');
+    assert.equal(logStoreMismatch(s('a', 5), 'a', 5), undefined);
+    assert.equal(logStoreMismatch(s(undefined, 0), 'b', 0), undefined, 'a status that records nothing yet');
+    assert.match(logStoreMismatch(s('a', 5), 'b', 9)!, /has identity b, but this session's status was recorded against store a.*kubectl annotate agentsession demo agents\.harness\.dev\/adopt-log-store=b:9 --overwrite/);
+    assert.match(logStoreMismatch(s('a', 5), 'a', 2)!, /ends at seq 2 in the log store, before seq 5/);
+    assert.equal(logStoreMismatch(s('a', 5, { 'agents.harness.dev/adopt-log-store': 'b:9' }), 'b', 9), undefined);
   });
 });
 
@@ -150,16 +203,27 @@ describe('/plan typed in the harness', () => {
     assert.deepEqual(parsePlanCommand(''), { active: true });
     assert.deepEqual(parsePlanCommand('draft the migration'), { active: true, message: 'draft the migration' });
   });
-  test('the patch selects, queues after the recorded messages, moves a v1 steer to the front, guards the version', async () => {
+  test('the patch selects, queues after the recorded messages under an id after every id used, guards the version', async () => {
     const { planPatch } = await import('../src/command.js');
-    const s = session({ steerQueue: [{ id: 'a', text: '1' }, { id: 'b', text: '2' }], steer: { id: 'v1', text: 'old' } }, { agent: { steerID: 'a' } });
+    const s = session({ steerQueue: [{ id: 'plan-1', text: '1' }, { id: 'plan-2', text: '2' }] }, { agent: { steerID: 'plan-1' } });
     (s.metadata as { resourceVersion?: string }).resourceVersion = '42';
-    const p = planPatch(s, { active: true, message: 'new' }, 'n1') as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
+    const p = planPatch(s, { active: true, message: 'new' }, 1733000000000) as { metadata: { resourceVersion: string }; spec: Record<string, unknown> };
     assert.equal(p.metadata.resourceVersion, '42');
     assert.deepEqual(p.spec.planMode, { active: true });
-    assert.deepEqual(p.spec.steerQueue, [{ id: 'v1', text: 'old' }, { id: 'b', text: '2' }, { id: 'n1', text: 'new' }]);
-    assert.equal(p.spec.steer, null);
+    assert.deepEqual(p.spec.steerQueue, [{ id: 'plan-2', text: '2' }, { id: 'plan-1733000000000000000', text: 'new' }]);
     assert.deepEqual(planPatch(s, { active: false }).spec, { planMode: { active: false } });
+    // A writer whose clock is ahead, or the last delivered id of an emptied queue: after it.
+    const ahead = session({ steerQueue: [] }, { agent: { steerID: 'plan-9999999999999999999' } });
+    const q = (planPatch(ahead, { active: true, message: 'm' }, 1733000000000) as { spec: { steerQueue: { id: string }[] } }).spec.steerQueue;
+    assert.equal(q[0]!.id, 'plan-10000000000000000000');
+  });
+  test('message ids are ordered as pkg/steerid orders them', async () => {
+    const { compareIds } = await import('../src/steerid.js');
+    const ordered = ['1', '9', '10', 'a', 'kp-2', 'kp-10', 'kp-10-1', 'kp-10a', 'kp-1733000000000000000', 'kp-f81d', 'm01', 'm1', 'm2', 'm10', 'm10.1', 'plan-5'];
+    for (let i = 0; i < ordered.length; i++) {
+      assert.equal(compareIds(ordered[i]!, ordered[i]!), 0);
+      for (let j = i + 1; j < ordered.length; j++) assert.ok(compareIds(ordered[i]!, ordered[j]!) < 0 && compareIds(ordered[j]!, ordered[i]!) > 0, `${ordered[i]} < ${ordered[j]}`);
+    }
   });
   test('a full queue is refused with what to do', async () => {
     const { planPatch, MAX_QUEUE } = await import('../src/command.js');

@@ -5,35 +5,83 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { MASK, redact, redactFor } from '../src/connstr.js';
+import { redact, redactError, secrets } from '../src/connstr.js';
 import { ConflictError, type LogEvent } from '../src/events.js';
 import { libpqSemantics, PostgresLogStore } from '../src/postgres-store.js';
+import { OwnershipError, StoreLostError } from '../src/log-store.js';
 import { startPostgres, type PgServer } from './pg-server.js';
 
 const ev = (type: string, seq: number, data: unknown): LogEvent => ({ type, seq, time: 1, data });
 const turn = (n: number, seq: number): LogEvent[] => [ev('turn/start', seq, { turn: n }), ev('turn/end', seq + 1, { turn: n, reason: { kind: 'completed' } })];
 
 describe('connection strings: pkg/connstr\'s rule', () => {
-  test('redact masks every password form and keeps the rest', () => {
+  test('redact masks every password form where it stands and keeps the rest', () => {
     for (const [input, want] of Object.entries({
       'postgres://planmode:s3cret@db:5432/log?sslmode=require': 'postgres://planmode:xxxxx@db:5432/log?sslmode=require',
       'postgres://planmode@db/log?password=s3cret&sslmode=disable': 'postgres://planmode@db/log?password=xxxxx&sslmode=disable',
       'postgresql://planmode@db/log?sslmode=verify-full&sslpassword=s3cret': 'postgresql://planmode@db/log?sslmode=verify-full&sslpassword=xxxxx',
       'postgres://planmode@db/log?PASSWORD=s3cret': 'postgres://planmode@db/log?PASSWORD=xxxxx',
+      'postgres://planmode@db/log?pass%77ord=s3cret': 'postgres://planmode@db/log?pass%77ord=xxxxx',
       'host=db user=planmode password=s3cret dbname=log': 'host=db user=planmode password=xxxxx dbname=log',
       "host=db password = 's3 cret\\' x' dbname=log": 'host=db password = xxxxx dbname=log',
+      'host=db password=s3\\ cret dbname=log': 'host=db password=xxxxx dbname=log',
+      "host=db password='s3 cret": 'host=db password=xxxxx',
       'sqlite:///var/lib/planmode/log.db': 'sqlite:///var/lib/planmode/log.db',
       'postgres://u:s3cret@[::1:bad': 'postgres://u:xxxxx@[::1:bad',
+      'postgres://u:s3/cret@db/log': 'postgres://u:xxxxx@db/log',
+      'postgres://u:s3 cret@db/log': 'postgres://u:xxxxx@db/log',
+      'postgres://u:s3@cr@et@db/log': 'postgres://u:xxxxx@db/log',
+      'postgres://u:s3?c#ret@db/log': 'postgres://u:xxxxx@db/log',
+      'postgres://u:s3cret@h1:5432,h2/log': 'postgres://u:xxxxx@h1:5432,h2/log',
+      'host=h1,h2 port=5432,5433 password=s3cret': 'host=h1,h2 port=5432,5433 password=xxxxx',
+      'host=db password=s3://cr@et': 'host=db password=xxxxx',
     })) {
       assert.equal(redact(input), want, input);
     }
   });
-  test('redactFor removes the literal secret anywhere in a message', () => {
-    for (const conn of ['postgres://u:s3cret@db/log', 'postgres://u@db/log?password=s3cret', 'postgres://u@db/log?password=s3%63ret',
-      'host=db user=u password=s3cret', "host=db user=u password='s3cret'"]) {
-      const msg = 'connect as u with s3cret failed: dial postgres://u:s3cret@db; host=db password=s3cret';
-      assert.doesNotMatch(redactFor(msg, conn), /s3cret/, conn);
-      assert.match(redactFor(msg, conn), new RegExp(MASK));
+  test('a password that occurs in other words is masked where it stands; the words stay', () => {
+    for (const [conn, msg, want] of [
+      ['postgres://postgres:postgres@db:5432/postgres', 'open postgres session log postgres://postgres:postgres@db:5432/postgres: dial tcp 10.0.0.1:5432: connect: connection refused',
+        'open postgres session log postgres://postgres:xxxxx@db:5432/postgres: dial tcp 10.0.0.1:5432: connect: connection refused'],
+      ['postgres://u:p@db/log', 'dial tcp db:5432 for postgres://u:p@db/log: timeout', 'dial tcp db:5432 for postgres://u:xxxxx@db/log: timeout'],
+      ['host=db user=planmode password=planmode', 'failed to connect to `user=planmode database=planmode`: host=db user=planmode password=planmode',
+        'failed to connect to `user=planmode database=planmode`: host=db user=planmode password=xxxxx'],
+    ] as const) {
+      assert.equal(redactError(msg, conn), want, conn);
+    }
+  });
+  test('secrets are what a client reads', () => {
+    assert.deepEqual(secrets('postgres://u:s3%2Fc%20ret@db/log'), ['s3/c ret']);
+    assert.deepEqual(secrets("host=db password='it\\'s' sslpassword=a\\ b"), ["it's", 'a b']);
+    assert.deepEqual(secrets('postgres://u@db/log'), []);
+  });
+  // The property test of pkg/connstr's fuzz targets, over the same forms (pkg/connstr/connstrtest):
+  // whatever the password, no part of it shows in the redacted string, in a message quoting it,
+  // or in the store's refusal to open it.
+  test('property: no part of any password shows, for every form', () => {
+    const head = 'Kq7';
+    const tail = '7Jx';
+    const forms: [string, (pw: string) => string][] = [
+      ['url-raw', (pw) => `postgres://planmode:${pw}@127.0.0.1:1/log?sslmode=disable`],
+      ['url-escaped', (pw) => `postgres://planmode:${encodeURIComponent(pw)}@127.0.0.1:1/log?sslmode=disable`],
+      ['url-query', (pw) => `postgres://planmode@127.0.0.1:1/log?sslmode=disable&password=${encodeURIComponent(pw)}`],
+      ['url-multihost', (pw) => `postgres://planmode:${pw}@127.0.0.1:1,127.0.0.1:2/log?sslmode=disable`],
+      ['kv-quoted', (pw) => `host=127.0.0.1 port=1 user=planmode password='${pw.replace(/[\\']/g, (c) => '\\' + c)}' dbname=log sslmode=disable`],
+      ['kv-bare', (pw) => `host=127.0.0.1,127.0.0.2 port=1,1 user=planmode password=${pw.replace(/[ \t\n\r\v\f'\\]/g, (c) => '\\' + c)} dbname=log sslmode=disable`],
+    ];
+    const alphabet = 'ab09 /@:?#&=%\'"\\,.+-_[]';
+    let seed = 0x2545f491;
+    const rand = (n: number) => { seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5; return (seed >>> 0) % n; };
+    const cores = ['s3cret', 'p@ss', 'a/b c', 'x?y#z', 'q\'u\\o"te', '%zz%41', 'a&password=b', ' lead', 'u:v@w', '\\', 'postgres', 'p', 'dial tcp'];
+    for (let i = 0; i < 400; i++) cores.push(Array.from({ length: 1 + rand(12) }, () => alphabet[rand(alphabet.length)]).join(''));
+    for (const core of cores) {
+      const pw = head + core + tail;
+      for (const [name, build] of forms) {
+        const conn = build(pw);
+        const outs = [redact(conn), redactError(`open ${conn}: dial tcp 127.0.0.1:1: refused`, conn)];
+        try { new PostgresLogStore(conn).close().catch(() => undefined); } catch (e) { outs.push((e as Error).message); }
+        for (const out of outs) assert.ok(!out.includes(head) && !out.includes(tail), `form ${name}, password ${JSON.stringify(pw)}: ${out}`);
+      }
     }
   });
 });
@@ -152,6 +200,47 @@ describe('PostgreSQL store', () => {
     assert.deepEqual(await s.claimOwner('own', { namespace: 'a', name: 'x', uid: '2' }), { namespace: 'a', name: 'x', uid: '2' });
     assert.deepEqual(await s.claimOwner('own', { namespace: 'b', name: 'y', uid: '3' }), { namespace: 'a', name: 'x', uid: '2' });
     await assert.rejects(s.claimOwner('own', { namespace: '', name: 'y', uid: '3' }), /session ID, namespace, name and uid are all required/);
+  });
+
+  test('a fork is for an AgentSession of the parent log\'s namespace, decided in the store\'s transaction', async () => {
+    const s = await open();
+    await s.append('fp', turn(1, 0));
+    const child = { namespace: 'team-a', name: 'child', uid: 'u-c' };
+    await assert.rejects(s.fork('fp', 'fc0', -1, child), (e: Error) => e instanceof OwnershipError && e.refusal === 'ParentUnowned');
+    await s.claimOwner('fp', { namespace: 'team-a', name: 'parent', uid: 'u-p' });
+    await assert.rejects(s.fork('fp', 'fc1', -1, { namespace: 'team-b', name: 'thief', uid: 'u-t' }),
+      (e: Error) => e instanceof OwnershipError && e.refusal === 'ParentOfAnotherNamespace');
+    assert.equal(await s.info('fc1'), undefined, 'nothing of the parent was copied');
+    assert.deepEqual(await s.claimOwner('fc1', { namespace: 'team-b', name: 'later', uid: 'u' }), { namespace: 'team-b', name: 'later', uid: 'u' }, 'the refused fork recorded no owner');
+    const t = await s.fork('fp', 'fc', -1, child);
+    assert.equal(t.nextSeq, 2);
+    assert.deepEqual(await s.readFrom('fc', 0), await s.readFrom('fp', 0));
+    assert.equal((await s.info('fc'))?.parentSession, 'fp');
+    assert.equal((await s.info('fc'))?.seedLength, 2);
+    assert.deepEqual(await s.claimOwner('fc', { namespace: 'team-b', name: 'x', uid: 'u' }), child);
+    await assert.rejects(s.fork('fp', 'fc', -1, child), ConflictError);
+  });
+
+  test('a database dropped and created again is refused on every new connection (StoreLostError); no schema is created there', async () => {
+    const c = new pg.Client({ connectionString: server.url });
+    await c.connect();
+    try { await c.query('CREATE DATABASE lost'); } finally { await c.end(); }
+    const url = server.url.replace('/postgres?', '/lost?');
+    const s = await new PostgresLogStore(url).open();
+    await s.append('l', turn(1, 0));
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    try {
+      await admin.query('DROP DATABASE lost WITH (FORCE)');
+      await admin.query('CREATE DATABASE lost');
+    } finally { await admin.end(); }
+    await assert.rejects(s.tail('l'), (e: Error) => e instanceof StoreLostError && /holds no session log/.test(e.message));
+    const check = new pg.Client({ connectionString: url });
+    await check.connect();
+    try {
+      assert.equal((await check.query(`SELECT to_regclass('sessions') AS t`)).rows[0].t, null, 'the store created no schema in the new database');
+    } finally { await check.end(); }
+    await s.close();
   });
 
   test('one identity per database, kept across opens', async () => {

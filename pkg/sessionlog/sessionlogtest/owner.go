@@ -2,10 +2,13 @@ package sessionlogtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -17,9 +20,8 @@ func (b Backend) claimOwner(t *testing.T) {
 	ctx := context.Background()
 	id := sid(t)
 	s1, s2 := b.store(t), b.store(t)
-	const nsA = "team-a"
 	teamA := sessionlog.Owner{Namespace: nsA, Name: "s1", UID: "uid-a"}
-	teamB := sessionlog.Owner{Namespace: "team-b", Name: "s1", UID: "uid-b"}
+	teamB := sessionlog.Owner{Namespace: nsB, Name: "s1", UID: "uid-b"}
 
 	claim := func(s sessionlog.Store, o sessionlog.Owner) sessionlog.Owner {
 		t.Helper()
@@ -80,5 +82,169 @@ func (b Backend) claimOwner(t *testing.T) {
 		if w != winners[0] {
 			t.Fatalf("claimers disagree on the owner: %d saw %+v, 0 saw %+v", i, w, winners[0])
 		}
+	}
+}
+
+// The namespaces and AgentSessions of the ownership tests: the parent's owner and a child in
+// its namespace, and another tenant.
+const (
+	nsA     = "team-a"
+	nsB     = "team-b"
+	later   = "later"
+	parentS = "parent"
+)
+
+var (
+	forkOwner = sessionlog.Owner{Namespace: nsA, Name: parentS, UID: "uid-parent"}
+	forkChild = sessionlog.Owner{Namespace: nsA, Name: "child", UID: "uid-child"}
+)
+
+func claimFor(t *testing.T, s sessionlog.Store, id string, o sessionlog.Owner) {
+	t.Helper()
+	if got, err := s.ClaimOwner(context.Background(), id, o); err != nil || got != o {
+		t.Fatalf("claim %s for %s: %+v, %v", id, o, got, err)
+	}
+}
+
+// wantRefusal fails t unless err is an *OwnershipError with refusal r.
+func wantRefusal(t *testing.T, what string, err error, r sessionlog.OwnershipRefusal) {
+	t.Helper()
+	var o *sessionlog.OwnershipError
+	if !errors.As(err, &o) || o.Refusal != r {
+		t.Fatalf("%s: err = %v, want an ownership refusal %s", what, err, r)
+	}
+}
+
+// wantNoLog fails t if id has a header or an owner record: a refused write left nothing.
+func wantNoLog(t *testing.T, s sessionlog.Store, id string) {
+	t.Helper()
+	if _, err := s.Info(context.Background(), id); !errors.Is(err, sessionlog.ErrNotFound) {
+		t.Fatalf("a refused write created session %s: %v", id, err)
+	}
+	if o, ok, err := s.OwnerOf(context.Background(), id); ok || err != nil {
+		t.Fatalf("a refused write recorded an owner of %s: %+v, %v", id, o, err)
+	}
+}
+
+// forkOwnership: who may fork whom is decided in the store's transaction. A parent owned by a
+// session of another namespace, or by none, is refused; so is a child another session owns.
+// An allowed fork records the child's owner.
+func (b Backend) forkOwnership(t *testing.T) {
+	ctx := context.Background()
+	s := b.store(t)
+	parent := sid(t)
+	completed := harness.TurnCompleted
+	mustAppend(t, s, parent, harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}),
+		harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: completed}))
+
+	stranger := sessionlog.Owner{Namespace: nsB, Name: "thief", UID: "uid-b"}
+	_, err := s.Fork(ctx, parent, parent+"-unowned", -1, forkChild)
+	wantRefusal(t, "fork of a log nobody owns", err, sessionlog.RefusedParentUnowned)
+	wantNoLog(t, s, parent+"-unowned")
+
+	claimFor(t, s, parent, forkOwner)
+	_, err = s.Fork(ctx, parent, parent+"-stolen", -1, stranger)
+	wantRefusal(t, "fork from another namespace", err, sessionlog.RefusedParentOfAnotherNamespace)
+	wantNoLog(t, s, parent+"-stolen")
+	if !strings.Contains(err.Error(), `namespace "`+nsB+`"`) || strings.Contains(err.Error(), nsA) {
+		t.Fatalf("the refusal must name the requester's namespace and not the owner's: %v", err)
+	}
+
+	taken := parent + "-taken"
+	claimFor(t, s, taken, sessionlog.Owner{Namespace: nsA, Name: "other", UID: "uid-o"})
+	_, err = s.Fork(ctx, parent, taken, -1, forkChild)
+	wantRefusal(t, "fork into another session's log", err, sessionlog.RefusedOwnedByAnother)
+	if _, err := s.Info(ctx, taken); !errors.Is(err, sessionlog.ErrNotFound) {
+		t.Fatalf("the refused fork seeded %s: %v", taken, err)
+	}
+
+	child := parent + "-child"
+	if _, err := s.Fork(ctx, parent, child, -1, forkChild); err != nil {
+		t.Fatalf("fork within the namespace: %v", err)
+	}
+	if o, ok, err := s.OwnerOf(ctx, child); err != nil || !ok || o != forkChild {
+		t.Fatalf("owner of the fork = %+v, %v, %v; want %+v", o, ok, err, forkChild)
+	}
+	// The child's owner may fork it in turn; a stranger still may not fork the child.
+	if _, err := s.Fork(ctx, child, child+"-grandchild", -1, sessionlog.Owner{Namespace: nsA, Name: "gc", UID: "u-gc"}); err != nil {
+		t.Fatalf("fork of the fork within the namespace: %v", err)
+	}
+	_, err = s.Fork(ctx, child, child+"-stolen", -1, stranger)
+	wantRefusal(t, "fork of the fork from another namespace", err, sessionlog.RefusedParentOfAnotherNamespace)
+}
+
+// seedOwnership: an import (Seed) never writes into a log another session owns, records the
+// owner it is given, and with no owner writes only where nobody owns the log.
+func (b Backend) seedOwnership(t *testing.T) {
+	ctx := context.Background()
+	s := b.store(t)
+	id := sid(t)
+	events := harness.Sequence(0, ev("a", `{}`))
+	claimFor(t, s, id, forkOwner)
+	_, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id}, events, sessionlog.Owner{Namespace: nsB, Name: "x", UID: "u"})
+	wantRefusal(t, "import into another session's log", err, sessionlog.RefusedOwnedByAnother)
+	_, err = s.Seed(ctx, sessionlog.SessionInfo{ID: id}, events, sessionlog.Owner{})
+	wantRefusal(t, "import with no owner into an owned log", err, sessionlog.RefusedOwnedByAnother)
+	if _, err := s.Info(ctx, id); !errors.Is(err, sessionlog.ErrNotFound) {
+		t.Fatalf("a refused import wrote %s: %v", id, err)
+	}
+	// The owner itself may import into its log, once.
+	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id}, events, forkOwner); err != nil {
+		t.Fatalf("import by the owner: %v", err)
+	}
+
+	// Reserved for a session not created yet: its first claim records the UID.
+	reserved := id + "-reserved"
+	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: reserved}, events, sessionlog.Owner{Namespace: nsA, Name: later}); err != nil {
+		t.Fatalf("import for a named owner: %v", err)
+	}
+	if got, err := s.ClaimOwner(ctx, reserved, sessionlog.Owner{Namespace: nsB, Name: later, UID: "u-b"}); err != nil || got.Namespace != nsA {
+		t.Fatalf("a claim from another namespace of a reserved log = %+v, %v", got, err)
+	}
+	later := sessionlog.Owner{Namespace: nsA, Name: later, UID: "u-later"}
+	if got, err := s.ClaimOwner(ctx, reserved, later); err != nil || got != later {
+		t.Fatalf("the reserved session's claim = %+v, %v; want %+v", got, err, later)
+	}
+
+	free := id + "-free"
+	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: free}, events, sessionlog.Owner{}); err != nil {
+		t.Fatalf("import with no owner where nobody owns the log: %v", err)
+	}
+	if _, ok, err := s.OwnerOf(ctx, free); ok || err != nil {
+		t.Fatalf("an import with no owner recorded one: %v, %v", ok, err)
+	}
+}
+
+// releaseOwner: the record outlives the AgentSession until a release names its owner. A
+// release naming another owner changes nothing; after a release the log belongs to nobody, so
+// no one may fork it, and the next claim takes it.
+func (b Backend) releaseOwner(t *testing.T) {
+	ctx := context.Background()
+	s := b.store(t)
+	id := sid(t)
+	mustAppend(t, s, id, ev("a", `{}`))
+	claimFor(t, s, id, forkOwner)
+	err := s.ReleaseOwner(ctx, id, sessionlog.Owner{Namespace: nsB, Name: parentS})
+	wantRefusal(t, "release naming another owner", err, sessionlog.RefusedNotTheOwner)
+	if o, ok, err := s.OwnerOf(ctx, id); !ok || err != nil || o != forkOwner {
+		t.Fatalf("a refused release changed the owner: %+v, %v, %v", o, ok, err)
+	}
+	if err := s.ReleaseOwner(ctx, id, sessionlog.Owner{Namespace: nsA, Name: parentS}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, ok, err := s.OwnerOf(ctx, id); ok || err != nil {
+		t.Fatalf("owner after release: %v, %v", ok, err)
+	}
+	if err := s.ReleaseOwner(ctx, id, forkOwner); err == nil {
+		t.Fatal("a second release succeeded")
+	}
+	_, err = s.Fork(ctx, id, id+"-child", -1, forkChild)
+	wantRefusal(t, "fork of a released log", err, sessionlog.RefusedParentUnowned)
+	next := sessionlog.Owner{Namespace: nsB, Name: "heir", UID: "u-heir"}
+	if got, err := s.ClaimOwner(ctx, id, next); err != nil || got != next {
+		t.Fatalf("claim after release = %+v, %v; want %+v", got, err, next)
+	}
+	if n := len(readAll(t, s, id)); n != 1 {
+		t.Fatalf("release changed the log: %d events", n)
 	}
 }

@@ -83,6 +83,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Fork", b.fork)
 	t.Run("SeedKeepsHeader", b.seedKeepsHeader)
 	t.Run("ClaimOwner", b.claimOwner)
+	t.Run("ForkOwnership", b.forkOwnership)
+	t.Run("SeedOwnership", b.seedOwnership)
+	t.Run("ReleaseOwner", b.releaseOwner)
 }
 
 // store opens a store from the backend and closes it when t ends.
@@ -313,12 +316,12 @@ func (b Backend) tailAfterEveryKindOfEvent(t *testing.T) {
 		{harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}), func(t *harness.Tail) { t.Turn = 1; t.TurnOpen = true }},
 		{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}), func(t *harness.Tail) { t.Step = 1; t.StepOpen = true; t.LastStepStartSeq = 3 }},
 		{harness.MustEvent(harness.TypeUserMessage, harness.NewUserText("m1", "explore")), func(*harness.Tail) {}},
-		{header, func(t *harness.Tail) { t.Told = boolp(true) }},
+		{header, func(t *harness.Tail) { t.LastShown = boolp(true) }},
 		{ev(harness.TypeAssistantMessage, `{"role":"assistant","content":[]}`), func(*harness.Tail) {}},
 		{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 1}), func(t *harness.Tail) { t.StepOpen = false }},
 		{harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: false}), func(t *harness.Tail) { t.Active = false; t.LastPlanModeSeq = 8 }},
 		{harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 2}), func(t *harness.Tail) { t.Step = 2; t.StepOpen = true; t.LastStepStartSeq = 9 }},
-		{header, func(t *harness.Tail) { t.Told = boolp(false) }},
+		{header, func(t *harness.Tail) { t.LastShown = boolp(false) }},
 		{harness.MustEvent(harness.TypeStepEnd, harness.StepEnd{Turn: 1, Step: 2}), func(t *harness.Tail) { t.StepOpen = false }},
 		{harness.MustEvent(harness.TypeTurnEnd, harness.TurnEnd{Turn: 1, Reason: harness.TurnCompleted}), func(t *harness.Tail) { t.TurnOpen = false; t.Step = 0 }},
 		{harness.MustEvent(harness.TypeCommandDone, harness.CommandDone{CommandID: "c1", Kind: harness.CommandSuccess, Text: new("Plan mode on.")}), func(*harness.Tail) {}},
@@ -540,8 +543,9 @@ func (b Backend) fork(t *testing.T) {
 		harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}),                // 6
 		harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}),             // 7: inside the open turn
 	)
+	claimFor(t, s, src, forkOwner)
 	// Default boundary: through the last turn/end (seq 4); later plan/mode not inherited.
-	tail, err := s.Fork(ctx, src, src+"-child", -1)
+	tail, err := s.Fork(ctx, src, src+"-child", -1, forkChild)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,14 +570,15 @@ func (b Backend) fork(t *testing.T) {
 	mustAppend(t, s, src+"-child", harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 2}))
 
 	// Explicit boundary between turns (seq 5): inherits the standalone plan/mode.
-	tail, err = s.Fork(ctx, src, src+"-between", 5)
+	tail, err = s.Fork(ctx, src, src+"-between", 5, forkChild)
 	if err != nil || tail.Active || tail.NextSeq != 6 || tail.LastPlanModeSeq != 5 {
 		t.Fatalf("fork through 5: %s, %v", fmtTail(tail), err)
 	}
 	checkForkRefusals(ctx, t, s, src)
 	// A source with no completed turn forks to an empty child with a header.
 	mustAppend(t, s, src+"-young", harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}))
-	tail, err = s.Fork(ctx, src+"-young", src+"-young-child", -1)
+	claimFor(t, s, src+"-young", forkOwner)
+	tail, err = s.Fork(ctx, src+"-young", src+"-young-child", -1, forkChild)
 	if err != nil || !reflect.DeepEqual(tail, harness.EmptyTail()) {
 		t.Fatalf("fork of a session without turn/end: %s, %v", fmtTail(tail), err)
 	}
@@ -593,7 +598,7 @@ func checkForkRefusals(ctx context.Context, t *testing.T, s sessionlog.Store, sr
 		if boundary >= 6 {
 			turn = 2
 		}
-		_, err := s.Fork(ctx, src, fmt.Sprintf("%s-open-%d", src, boundary), boundary)
+		_, err := s.Fork(ctx, src, fmt.Sprintf("%s-open-%d", src, boundary), boundary, forkChild)
 		wantMsg := fmt.Sprintf("fork boundary %d in session %q ends inside open turn %d", boundary, src, turn)
 		if err == nil || err.Error() != wantMsg {
 			t.Fatalf("fork through %d: err = %v, want %q", boundary, err, wantMsg)
@@ -602,14 +607,14 @@ func checkForkRefusals(ctx context.Context, t *testing.T, s sessionlog.Store, sr
 			t.Fatalf("refused fork created the child: %v", err)
 		}
 	}
-	if _, err := s.Fork(ctx, src+"-nobody", src+"-orphan", -1); !errors.Is(err, sessionlog.ErrNotFound) {
+	if _, err := s.Fork(ctx, src+"-nobody", src+"-orphan", -1, forkChild); !errors.Is(err, sessionlog.ErrNotFound) {
 		t.Fatalf("fork of a missing session: err = %v, want sessionlog.ErrNotFound", err)
 	}
-	if _, err := s.Fork(ctx, src, src+"-past", 8); err == nil {
+	if _, err := s.Fork(ctx, src, src+"-past", 8, forkChild); err == nil {
 		t.Fatal("fork past the end was accepted")
 	}
 	// Forking onto an existing session is a conflict; nothing changes.
-	if _, err := s.Fork(ctx, src, src+"-child", -1); !sessionlog.IsConflict(err) {
+	if _, err := s.Fork(ctx, src, src+"-child", -1, forkChild); !sessionlog.IsConflict(err) {
 		t.Fatalf("fork onto an existing session: err = %v, want conflict", err)
 	}
 	if n := len(readAll(t, s, src+"-child")); n != 6 {
@@ -622,25 +627,25 @@ func (b Backend) seedKeepsHeader(t *testing.T) {
 	s := b.store(t)
 	id := sid(t)
 	info := sessionlog.SessionInfo{ID: id, CreatedAt: 1785406800000, ParentSession: "p", SeedLength: 2}
-	if _, err := s.Seed(ctx, info, harness.Sequence(0, ev("a", `{}`), ev("b", `{}`))); err != nil {
+	if _, err := s.Seed(ctx, info, harness.Sequence(0, ev("a", `{}`), ev("b", `{}`)), sessionlog.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Info(ctx, id)
 	if err != nil || got != info {
 		t.Fatalf("info = %+v, %v; want %+v", got, err, info)
 	}
-	if _, err := s.Seed(ctx, info, nil); !sessionlog.IsConflict(err) {
+	if _, err := s.Seed(ctx, info, nil, sessionlog.Owner{}); !sessionlog.IsConflict(err) {
 		t.Fatalf("second seed: err = %v, want conflict", err)
 	}
-	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id + "-x"}, harness.Sequence(1, ev("a", `{}`))); !sessionlog.IsConflict(err) {
+	if _, err := s.Seed(ctx, sessionlog.SessionInfo{ID: id + "-x"}, harness.Sequence(1, ev("a", `{}`)), sessionlog.Owner{}); !sessionlog.IsConflict(err) {
 		t.Fatalf("seed not starting at 0: err = %v, want conflict", err)
 	}
 }
 
 func fmtTail(t harness.Tail) string {
 	told := "nil"
-	if t.Told != nil {
-		told = fmt.Sprint(*t.Told)
+	if t.LastShown != nil {
+		told = fmt.Sprint(*t.LastShown)
 	}
 	return fmt.Sprintf("{next:%d active:%v lastPlan:%d told:%s turn:%d open:%v step:%d stepOpen:%v lastStep:%d}",
 		t.NextSeq, t.Active, t.LastPlanModeSeq, told, t.Turn, t.TurnOpen, t.Step, t.StepOpen, t.LastStepStartSeq)

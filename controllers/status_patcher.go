@@ -1,0 +1,223 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+)
+
+// statusPatcher is the one writer of the manager's part of an AgentSession's status
+// (observedGeneration, planMode, review, conditions), and the one judge of how fresh the
+// session a reconcile decides on is. It remembers, per session, a digest of the manager-owned
+// status this process last wrote, or last found to match the log when it had written none.
+//
+// Nothing else writes those fields: the admission webhook keeps them the manager's, and leader
+// election keeps one manager. So:
+//   - a cached session that shows the remembered status is the newest as far as the manager's
+//     decisions go (a user's spec change the cache has not shown yet is taken on next, as if it
+//     came just after), and its write is a merge patch of the changed fields with no
+//     precondition: it cannot undo a write it has not seen, and never conflicts with the
+//     agent's status.agent or a user's spec;
+//   - a cached session that shows another status lags this process's own write (or another
+//     writer changed the fields): one live read replaces it before anything is decided;
+//   - with nothing remembered (the first reconcile after a start), the session is read live
+//     before an append is decided on it, and its write carries the resourceVersion it was
+//     read at.
+//
+// A write carrying a resourceVersion is refused by the API server with 409 Conflict when
+// anything changed since the read. The write is stale (errStaleStatus: the reconcile computes
+// again from the newer object) only when the manager-owned status changed; a change of the
+// spec or of status.agent alone is sent the same write again on the live object.
+type statusPatcher struct {
+	client client.Client
+	// live reads past the cache; nil trusts the cache (tests that drive compute alone), and
+	// the read after a conflict then goes through client.
+	live client.Reader
+
+	mu sync.Mutex
+	// written is the digest of the manager-owned status remembered per session.
+	written map[types.NamespacedName]statusDigest
+}
+
+// errStaleStatus is a status computed from an object whose manager-owned status is older than
+// the stored one: nothing was written.
+var errStaleStatus = errors.New("the manager-owned status changed since it was read")
+
+// conflictRetries bounds how often one write is sent again after a conflict that left the
+// manager-owned status unchanged (the agent or a user writing meanwhile).
+const conflictRetries = 3
+
+// basis returns the session to compute from, and whether it is known to be the newest as far
+// as the manager's decisions go: the cached one when it shows the remembered status (or none
+// is remembered: then not known), else one read live.
+func (p *statusPatcher) basis(ctx context.Context, cached *agentsv1alpha1.AgentSession) (*agentsv1alpha1.AgentSession, bool, error) {
+	key := client.ObjectKeyFromObject(cached)
+	d, ok := p.remembered(key)
+	switch {
+	case !ok || p.live == nil:
+		return cached, false, nil
+	case d == digestStatus(&cached.Status):
+		return cached, true, nil
+	}
+	var live agentsv1alpha1.AgentSession
+	if err := p.live.Get(ctx, key, &live); err != nil {
+		return nil, false, fmt.Errorf("read AgentSession %s past the cache: %w", key, err)
+	}
+	return &live, true, nil
+}
+
+// newer reads the session live and returns it when it is newer than s (nil when s is the
+// API server's newest): an append must not be decided on a session the cache has not caught
+// up with (a selection already decided, or one already taken on).
+func (p *statusPatcher) newer(ctx context.Context, s *agentsv1alpha1.AgentSession) (*agentsv1alpha1.AgentSession, error) {
+	if p.live == nil {
+		return nil, nil
+	}
+	key := client.ObjectKeyFromObject(s)
+	var live agentsv1alpha1.AgentSession
+	if err := p.live.Get(ctx, key, &live); err != nil {
+		return nil, fmt.Errorf("read AgentSession %s before appending: %w", key, err)
+	}
+	if live.ResourceVersion != s.ResourceVersion {
+		return &live, nil
+	}
+	return nil, nil
+}
+
+// unchangedSince reports whether status shows the manager-owned status remembered for the
+// session: this process wrote it, or found it to match the log.
+func (p *statusPatcher) unchangedSince(key types.NamespacedName, status *agentsv1alpha1.AgentSessionStatus) bool {
+	d, ok := p.remembered(key)
+	return ok && d == digestStatus(status)
+}
+
+// checked remembers a status a whole reconcile found to match the log (no write was due), when
+// nothing is remembered: after a restart, the next echo of an unchanged session then settles
+// without reading the log. Not over a remembered one: a difference means the cache may lag this
+// process's own write.
+func (p *statusPatcher) checked(key types.NamespacedName, status *agentsv1alpha1.AgentSessionStatus) {
+	d := digestStatus(status)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.written[key]; !ok {
+		p.remember(key, d)
+	}
+}
+
+// patch writes status (its manager-owned part; status.agent stays the basis's) over basis, the
+// session it was computed from: with no precondition when basis shows the remembered status,
+// else with basis's resourceVersion. errStaleStatus means nothing was written.
+func (p *statusPatcher) patch(ctx context.Context, basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) error {
+	key := client.ObjectKeyFromObject(basis)
+	obj := withManagerStatus(basis, status)
+	var err error
+	if p.unchangedSince(key, &basis.Status) {
+		err = p.client.Status().Patch(ctx, obj, client.MergeFrom(basis), client.FieldOwner(FieldManager))
+	} else {
+		obj, err = p.patchAtVersion(ctx, basis, obj)
+	}
+	if err != nil {
+		return err
+	}
+	// What the server stored, in its wire form: the cache shows exactly this once it has caught
+	// up with the write.
+	d := digestStatus(&obj.Status)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remember(key, d)
+	return nil
+}
+
+// patchAtVersion writes obj with basis's resourceVersion as its precondition, and after a
+// conflict again on the live object while its manager-owned status is basis's.
+func (p *statusPatcher) patchAtVersion(ctx context.Context, basis, obj *agentsv1alpha1.AgentSession) (*agentsv1alpha1.AgentSession, error) {
+	key := client.ObjectKeyFromObject(basis)
+	reader := p.live
+	if reader == nil {
+		reader = p.client
+	}
+	for attempt := 0; ; attempt++ {
+		err := p.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(basis, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
+		if !apierrors.IsConflict(err) {
+			return obj, err
+		}
+		var live agentsv1alpha1.AgentSession
+		if err := reader.Get(ctx, key, &live); err != nil {
+			return nil, fmt.Errorf("read AgentSession %s after a conflict: %w", key, err)
+		}
+		if digestStatus(&live.Status) != digestStatus(&basis.Status) || attempt == conflictRetries {
+			return nil, errStaleStatus
+		}
+		status := obj.Status
+		basis, obj = &live, withManagerStatus(&live, status)
+	}
+}
+
+// withManagerStatus is basis with the manager-owned part of its status replaced by status's.
+func withManagerStatus(basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) *agentsv1alpha1.AgentSession {
+	obj := basis.DeepCopy()
+	agent := obj.Status.Agent
+	obj.Status = *status.DeepCopy()
+	obj.Status.Agent = agent
+	return obj
+}
+
+// forget drops what is remembered of a session (it was deleted).
+func (p *statusPatcher) forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.written, key)
+}
+
+func (p *statusPatcher) remembered(key types.NamespacedName) (statusDigest, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d, ok := p.written[key]
+	return d, ok
+}
+
+// remember records d for key; p.mu is held.
+func (p *statusPatcher) remember(key types.NamespacedName, d statusDigest) {
+	if p.written == nil {
+		p.written = map[types.NamespacedName]statusDigest{}
+	}
+	p.written[key] = d
+}
+
+// writeDue reports whether the computed status differs from the stored one. The fields that
+// mirror the log's position (nextSeq, turnOpen, toldActive) alone never make a write due: they
+// move with every event the agent appends, and writing them would cost an API write per agent
+// event. They are refreshed with every write made for another reason.
+func writeDue(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
+	a, b := stored.DeepCopy(), computed.DeepCopy()
+	for _, s := range []*agentsv1alpha1.AgentSessionStatus{a, b} {
+		s.PlanMode.NextSeq = 0
+		s.PlanMode.TurnOpen = false
+		s.PlanMode.ToldActive = nil
+	}
+	return !equality.Semantic.DeepEqual(a, b)
+}
+
+// statusDigest identifies the manager-owned part of a status (observedGeneration, planMode,
+// review, conditions) by a truncated SHA-256 of its JSON: a digest rather than a copy, since
+// one is kept per session. Both sides of a comparison are decoded from the API server's JSON
+// (a write's response, the cache's watch event), so equal values encode equally.
+type statusDigest [16]byte
+
+func digestStatus(s *agentsv1alpha1.AgentSessionStatus) statusDigest {
+	owned := *s
+	owned.Agent = nil            // the agent's part: its writes never make the manager's write stale
+	b, _ := json.Marshal(&owned) // plain fields, pointers and metav1.Time: cannot fail
+	sum := sha256.Sum256(b)
+	return statusDigest(sum[:16])
+}

@@ -1,0 +1,200 @@
+package controllers
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/harness"
+)
+
+// crashSafetySpecs: crashes, lost and stale status writes, restarts and leader election
+// (status_patcher.go, recoverUnrecorded in phase_log.go).
+func crashSafetySpecs(fx *specFixture) {
+	Describe("crash safety", func() {
+		It("does not append again after a crash between the append and the status write (between turns)", func() {
+			fx.ns = newNamespace(true)
+			m1 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			a := newSession(fx.ns, "crash", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			a.startTurn(1)
+			a.boundary(1, 1) // header told F
+			a.endStep(1, 1)
+			a.endTurn("completed")
+			m1.stop()
+
+			// The toggle is processed by a reconciler that appends and then dies before its
+			// status write: run its compute step alone and drop the result.
+			setActive(a.key, T)
+			r := &AgentSessionReconciler{Client: k8sClient, Store: fx.be().mgrStore}
+			out, err := r.compute(suiteCtx, a.get())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(out.changed).To(BeTrue())
+			Expect(a.planModes()).To(HaveLen(1))
+			Expect(a.get().Status.PlanMode.Active).To(BeFalse(), "no status was written")
+
+			m2 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			as := a.awaitStatus(true, false)
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1), "no duplicate plan/mode")
+			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the owed notice is recovered from the log")
+			Expect(as.Status.PlanMode.Notice.Text).To(Equal(harness.NoticePlanOn))
+			Expect(m2.store.appends.Load()).To(BeZero())
+
+			a.startTurn(2)
+			Expect(a.boundary(2, 1).notice).To(Equal(harness.NoticePlanOn))
+		})
+
+		It("does not append again after a crash between the boundary append and the acknowledgement", func() {
+			fx.ns = newNamespace(true)
+			m1 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			a := pendingInTurn(fx.ns, "crashb", fx.be().agentStore)
+			m1.stop()
+
+			seq := a.tail().NextSeq
+			a.report(1, 2, seq)
+			r := &AgentSessionReconciler{Client: k8sClient, Store: fx.be().mgrStore}
+			_, err := r.compute(suiteCtx, a.get())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(a.seqOf(harness.TypePlanMode)).To(Equal([]int64{seq}))
+
+			m2 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			ack := a.awaitAck(1, 2, seq)
+			Expect(ack.Result).To(Equal(agentsv1alpha1.BoundaryAdmitted))
+			Expect(ack.Active).To(BeTrue())
+			Expect(ack.NextSeq).To(Equal(seq + 1))
+			Expect(ack.Notice).To(Equal(harness.NoticePlanOn), "the narration is recomputed, not lost")
+			a.awaitStatus(true, false)
+			Expect(m2.store.appends.Load()).To(BeZero())
+			Expect(a.planModes()).To(HaveLen(1))
+		})
+
+		It("recovers from a lost status write without a duplicate append", func() {
+			fx.start()
+			a := newSession(fx.ns, "lost", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			fx.mgr.failStatus.Store(1)
+			setActive(a.key, T)
+			a.awaitStatus(true, false)
+			Expect(fx.mgr.failStatus.Load()).To(BeZero(), "the injected failure was hit")
+			Consistently(func() int { return len(a.planModes()) }, quiet, interval).Should(Equal(1))
+		})
+
+		It("refuses a status computed from a stale read, but not because the agent wrote status.agent", func() {
+			fx.start()
+			a := newSession(fx.ns, "stale", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			stale := a.get()
+			setActive(a.key, T)
+			a.awaitStatus(true, false)
+			fx.mgr.stop()
+
+			r := &AgentSessionReconciler{Client: k8sClient, Store: fx.be().mgrStore}
+			write := func(r *AgentSessionReconciler, basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) (ctrl.Result, error) {
+				return r.patchStatus(suiteCtx, &sessionScope{r: r, session: basis, status: status, changed: true})
+			}
+			undo := *stale.Status.DeepCopy()
+			undo.PlanMode.Selection = F
+			for i := 0; i < 2; i++ { // each carries the stale resourceVersion: a conflict, and the live status differs
+				res, err := write(r, stale, undo)
+				Expect(err).NotTo(HaveOccurred(), "attempt %d", i)
+				Expect(res.RequeueAfter).To(Equal(staleRequeue), "attempt %d: refused as stale, recomputed soon", i)
+			}
+			as := a.get()
+			Expect(as.Status.PlanMode.Active).To(BeTrue())
+			Expect(as.Status.PlanMode.Selection).To(Equal(T))
+
+			// The agent's own write in between is no conflict for the manager's fields.
+			fresh := a.get()
+			a.startTurn(1)
+			a.report(1, 1, a.tail().NextSeq)
+			next := *fresh.Status.DeepCopy()
+			next.PlanMode.Selection = F
+			r2 := &AgentSessionReconciler{Client: k8sClient, Store: fx.be().mgrStore}
+			res, err := write(r2, fresh, next)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.IsZero()).To(BeTrue())
+			as = a.get()
+			Expect(as.Status.PlanMode.Selection).To(Equal(F))
+			Expect(as.Status.Agent).NotTo(BeNil())
+			Expect(as.Status.Agent.Boundary).NotTo(BeNil(), "the agent's report is kept")
+
+			// Holding its own last write, the manager sends the changed fields alone, with no
+			// precondition: the agent's next write is no conflict either, and is kept.
+			Expect(r2.patcher().unchangedSince(a.key, &as.Status)).To(BeTrue(), "the stored manager-owned status is r2's write")
+			a.report(1, 1, a.tail().NextSeq+1)
+			next = *as.Status.DeepCopy()
+			next.PlanMode.Selection = T
+			res, err = write(r2, as, next)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.IsZero()).To(BeTrue())
+			as = a.get()
+			Expect(as.Status.PlanMode.Selection).To(Equal(T))
+			Expect(as.Status.Agent.Boundary.Seq).To(Equal(a.tail().NextSeq+1), "the agent's newer report is kept")
+		})
+
+		It("forgets a deleted session's side state", func() {
+			fx.start()
+			a := newSession(fx.ns, "forget", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			held := func() bool { _, ok := fx.mgr.r.patcher().remembered(a.key); return ok }
+			// The write is visible before the reconciler has recorded it: wait for the record.
+			Eventually(held, timeout, interval).Should(BeTrue(), "the manager holds its last write of the session")
+			Expect(k8sClient.Delete(suiteCtx, a.get())).To(Succeed())
+			Eventually(held, timeout, interval).Should(BeFalse(), "forgotten once the session is gone")
+		})
+
+		It("applies a selection made while the manager is down when it returns", func() {
+			fx.ns = newNamespace(true)
+			m1 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			a := newSession(fx.ns, "down", nil, nil, fx.be().agentStore)
+			b := newSession(fx.ns, "down-open", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			b.awaitStatus(false, false)
+			b.startTurn(1)
+			m1.stop()
+			setActive(a.key, T)
+			setActive(b.key, T)
+			Consistently(func() bool { return a.get().Status.PlanMode.Active }, quiet, interval).Should(BeFalse())
+			startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			a.awaitStatus(true, false)
+			b.awaitStatus(false, true)
+			Expect(b.boundary(1, 1).committed).To(BeTrue())
+		})
+
+		It("writes only from the leader when two managers run with leader election", func() {
+			fx.ns = newNamespace(true)
+			id := "planmode-" + fx.ns
+			m1 := startManager(fx.ns, fx.be().mgrStore, managerOptions{leaderElectionID: id})
+			m2 := startManager(fx.ns, fx.be().mgrStore, managerOptions{leaderElectionID: id})
+			var leader, follower *testManager
+			Eventually(func() bool {
+				switch {
+				case m1.elected():
+					leader, follower = m1, m2
+				case m2.elected():
+					leader, follower = m2, m1
+				}
+				return leader != nil
+			}, timeout, interval).Should(BeTrue())
+			Expect(follower.elected()).To(BeFalse())
+
+			a := newSession(fx.ns, "le", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			setActive(a.key, T)
+			a.awaitStatus(true, false)
+			Consistently(follower.statusWrites.Load, quiet, interval).Should(BeZero(), "the follower never writes")
+			Eventually(leader.statusWrites.Load, timeout, interval).Should(BeNumerically(">=", 2))
+			Expect(follower.store.appends.Load()).To(BeZero())
+
+			leader.stop() // releases the lease
+			leaderWrites := leader.statusWrites.Load()
+			Eventually(follower.elected, timeout, interval).Should(BeTrue())
+			setActive(a.key, F)
+			a.awaitStatus(false, false)
+			Eventually(follower.statusWrites.Load, timeout, interval).Should(BeNumerically(">=", 1), "the new leader writes")
+			Expect(leader.statusWrites.Load()).To(Equal(leaderWrites), "the old leader wrote nothing after it stopped")
+			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
+		})
+	})
+}
