@@ -143,15 +143,21 @@ func (c *chart) add(obj object) error {
 
 // knownArgs are the manager flags config/default sets, and what the chart does with each. A
 // flag not listed fails the generator: decide whether it is a value or fixed, then list it.
+const (
+	argFixed        = "fixed"
+	argMetrics      = "metrics"
+	argAgentBinding = "agentBinding"
+)
+
 var knownArgs = map[string]string{
-	"--leader-elect":                  "fixed", // replicas share the work through the Lease
-	"--health-probe-bind-address":     "fixed", // the probes below name its port
-	"--metrics-bind-address":          "metrics",
-	"--metrics-secure":                "fixed",
-	"--shutdown-drain":                "fixed", // within the pod's terminationGracePeriodSeconds
-	"--webhook-cert-dir":              "fixed", // where the certificate volume is mounted
-	"--webhook-disable-cert-generate": "fixed",
-	"--webhook-require-agent-binding": "agentBinding",
+	"--leader-elect":                  argFixed, // replicas share the work through the Lease
+	"--health-probe-bind-address":     argFixed, // the probes below name its port
+	"--metrics-bind-address":          argMetrics,
+	"--metrics-secure":                argFixed,
+	"--shutdown-drain":                argFixed, // within the pod's terminationGracePeriodSeconds
+	"--webhook-cert-dir":              argFixed, // where the certificate volume is mounted
+	"--webhook-disable-cert-generate": argFixed,
+	"--webhook-require-agent-binding": argAgentBinding,
 }
 
 // manager templates the manager Deployment in place.
@@ -179,39 +185,10 @@ func (c *chart) manager(d object) error {
 	c.defaults.PullPolicy = str(ctr, "imagePullPolicy")
 	ctr["imagePullPolicy"] = "@@VAL:pullPolicy@@"
 
-	// The manager binds agents unless told not to: without the flag in the install the chart's
-	// default is the manager's, and it passes the flag only when the value differs from it.
-	c.defaults.AgentBinding = webhooks.DefaultOptions().RequireAgentBinding
-	bindingSet := false
-	var args []any
-	for _, a := range ctr["args"].([]any) {
-		arg := a.(string)
-		flagName, value, _ := strings.Cut(arg, "=")
-		switch knownArgs[flagName] {
-		case "fixed":
-			args = append(args, arg)
-		case "metrics":
-			port, err := portOf(value)
-			if err != nil {
-				return fmt.Errorf("%s: %w", arg, err)
-			}
-			c.defaults.MetricsPort = port
-			args = append(args, "--metrics-bind-address=@@VAL:metricsAddress@@")
-		case "agentBinding":
-			if value != "true" && value != "false" {
-				return fmt.Errorf("%s: want --webhook-require-agent-binding=true or =false in the install", arg)
-			}
-			c.defaults.AgentBinding = value == "true"
-			bindingSet = true
-			args = append(args, "@@BLOCK:agentBinding@@")
-		default:
-			return fmt.Errorf("manager flag %s is not known to the chart generator: list it in knownArgs (hack/chart)", flagName)
-		}
+	args, err := c.managerArgs(ctr["args"].([]any))
+	if err != nil {
+		return err
 	}
-	if !bindingSet {
-		args = append(args, "@@BLOCK:agentBinding@@")
-	}
-	args = append(args, "@@BLOCK:extraArgs@@")
 	ctr["args"] = args
 
 	for _, e := range ctr["env"].([]any) {
@@ -255,6 +232,43 @@ func (c *chart) manager(d object) error {
 		ann["@@BLOCK:podAnnotations@@"] = ""
 	}
 	return nil
+}
+
+// managerArgs templates the manager's arguments: fixed ones kept, values made templates.
+func (c *chart) managerArgs(in []any) ([]any, error) {
+	// The manager binds agents unless told not to: without the flag in the install the chart's
+	// default is the manager's, and it passes the flag only when the value differs from it.
+	c.defaults.AgentBinding = webhooks.DefaultOptions().RequireAgentBinding
+	bindingSet := false
+	var args []any
+	for _, a := range in {
+		arg := a.(string)
+		flagName, value, _ := strings.Cut(arg, "=")
+		switch knownArgs[flagName] {
+		case argFixed:
+			args = append(args, arg)
+		case argMetrics:
+			port, err := portOf(value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", arg, err)
+			}
+			c.defaults.MetricsPort = port
+			args = append(args, "--metrics-bind-address=@@VAL:metricsAddress@@")
+		case argAgentBinding:
+			if value != "true" && value != "false" {
+				return nil, fmt.Errorf("%s: want --webhook-require-agent-binding=true or =false in the install", arg)
+			}
+			c.defaults.AgentBinding = value == "true"
+			bindingSet = true
+			args = append(args, "@@BLOCK:agentBinding@@")
+		default:
+			return nil, fmt.Errorf("manager flag %s is not known to the chart generator: list it in knownArgs (hack/chart)", flagName)
+		}
+	}
+	if !bindingSet {
+		args = append(args, "@@BLOCK:agentBinding@@")
+	}
+	return append(args, "@@BLOCK:extraArgs@@"), nil
 }
 
 func portOf(addr string) (int64, error) {
@@ -321,7 +335,7 @@ data:
   tls.key: {{ $tlsKey }}
 ---
 {{- else if eq .Values.certificates.source "secret" }}
-{{- $caBundle = required "certificates.caBundle: set the PEM CA certificate that signed the serving certificate in Secret certificates.secretName (--set-file certificates.caBundle=ca.crt)" .Values.certificates.caBundle | b64enc }}
+{{- $caBundle = required "certificates.caBundle: set the CA of Secret certificates.secretName (--set-file certificates.caBundle=ca.crt)" .Values.certificates.caBundle | b64enc }}
 {{- end }}`
 
 // values are the template snippets that replace @@VAL:name@@ placeholders.

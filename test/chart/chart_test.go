@@ -178,7 +178,8 @@ webhook: {requireAgentBinding: false}
 resources: {requests: {cpu: 100m, memory: 128Mi}}
 nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: platform, effect: NoSchedule}]
-affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {control-plane: controller-manager}}}}]}}
+affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1,
+  podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {control-plane: controller-manager}}}}]}}
 priorityClassName: system-cluster-critical
 podLabels: {team: platform}
 podAnnotations: {example.com/scrape: "false"}

@@ -157,10 +157,10 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 		})
 		createFluxSync(git.URL())
 		k := waitKustomization(func(g Gomega, k *unstructured.Unstructured) {
-			g.Expect(condition(k, "Ready")).To(HaveKeyWithValue("status", "True"), "%v", condition(k, "Ready"))
+			g.Expect(readyCondition(k)).To(HaveKeyWithValue("status", "True"), "%v", readyCondition(k))
 			g.Expect(k.Object).To(HaveKeyWithValue("status", HaveKeyWithValue("lastAppliedRevision", "main@sha1:"+good)))
 		})
-		fmt.Fprintf(GinkgoWriter, "Kustomization Ready: %v\n", condition(k, "Ready")["message"])
+		fmt.Fprintf(GinkgoWriter, "Kustomization Ready: %v\n", readyCondition(k)["message"])
 		var cfg agentsv1alpha1.PlanModeConfig
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: agentsv1alpha1.DefaultPlanModeConfigName}, &cfg)).To(Succeed())
 		Expect(cfg.Spec.Section).To(ContainSubstring("(from Git)"))
@@ -173,11 +173,11 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 		})
 		requestReconcile()
 		k := waitKustomization(func(g Gomega, k *unstructured.Unstructured) {
-			ready := condition(k, "Ready")
+			ready := readyCondition(k)
 			g.Expect(ready).To(HaveKeyWithValue("status", "False"))
 			g.Expect(k.Object).To(HaveKeyWithValue("status", HaveKeyWithValue("lastAttemptedRevision", "main@sha1:"+bad)))
 		})
-		ready := condition(k, "Ready")
+		ready := readyCondition(k)
 		fmt.Fprintf(GinkgoWriter, "Kustomization Ready=False %s: %s\n", ready["reason"], ready["message"])
 		Expect(ready["message"]).To(ContainSubstring(webhooks.MsgSectionBlank), "the harness's own message")
 		Expect(ready["message"]).To(ContainSubstring(`admission webhook "vplanmodeconfig-v1alpha1.agents.harness.dev" denied the request`))
@@ -208,12 +208,12 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 			g.Expect(res.Message).To(ContainSubstring("plan mode on is selected and waits for the agent's next step boundary"))
 		}).WithTimeout(settle).WithPolling(poll).Should(Succeed())
 		k := waitKustomization(func(g Gomega, k *unstructured.Unstructured) {
-			ready := condition(k, "Ready")
+			ready := readyCondition(k)
 			g.Expect(ready).To(HaveKeyWithValue("status", "False"))
 			g.Expect(ready).To(HaveKeyWithValue("reason", "HealthCheckFailed"))
 			g.Expect(k.Object).To(HaveKeyWithValue("status", HaveKeyWithValue("lastAttemptedRevision", "main@sha1:"+pending)))
 		})
-		ready := condition(k, "Ready")
+		ready := readyCondition(k)
 		fmt.Fprintf(GinkgoWriter, "Kustomization while the selection is pending: Ready=False %s: %s\n", ready["reason"], ready["message"])
 		Expect(ready["message"]).To(ContainSubstring("AgentSession/" + agentNS + "/" + session))
 		Expect(ready["message"]).To(ContainSubstring("InProgress"))
@@ -224,7 +224,7 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 		Expect(sessionKStatus(session)).To(HaveField("Status", status.CurrentStatus))
 		requestReconcile()
 		waitKustomization(func(g Gomega, k *unstructured.Unstructured) {
-			g.Expect(condition(k, "Ready")).To(HaveKeyWithValue("status", "True"), "%v", condition(k, "Ready"))
+			g.Expect(readyCondition(k)).To(HaveKeyWithValue("status", "True"), "%v", readyCondition(k))
 			g.Expect(k.Object).To(HaveKeyWithValue("status", HaveKeyWithValue("lastAppliedRevision", "main@sha1:"+pending)))
 		})
 		good = pending
@@ -242,12 +242,12 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 		Expect(res.Status).To(Equal(status.CurrentStatus))
 		requestReconcile()
 		k := waitKustomization(func(g Gomega, k *unstructured.Unstructured) {
-			ready := condition(k, "Ready")
+			ready := readyCondition(k)
 			g.Expect(ready).To(HaveKeyWithValue("status", "True"))
 			g.Expect(ready["message"]).To(ContainSubstring("main@sha1:" + good))
 		})
 		Expect(getSession(session).Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewPending), "still awaiting review when the sync reads Ready")
-		fmt.Fprintf(GinkgoWriter, "Kustomization with the review pending: %v\n", condition(k, "Ready")["message"])
+		fmt.Fprintf(GinkgoWriter, "Kustomization with the review pending: %v\n", readyCondition(k)["message"])
 	})
 })
 
@@ -295,9 +295,8 @@ func (g *gitServer) Commit(msg string, files map[string]string) string {
 		Expect(os.MkdirAll(filepath.Dir(full), 0o755)).To(Succeed())
 		Expect(os.WriteFile(full, []byte(content), 0o644)).To(Succeed())
 	}
-	id := []string{"-c", "user.name=planmode cluster suite", "-c", "user.email=suite@planmode.invalid"}
 	run(g.work, nil, "git", "add", "-A")
-	run(g.work, nil, "git", append(id, "commit", "--quiet", "-m", msg)...)
+	run(g.work, nil, "git", "-c", "user.name=planmode cluster suite", "-c", "user.email=suite@planmode.invalid", "commit", "--quiet", "-m", msg)
 	run(g.work, nil, "git", "push", "--quiet", "origin", "main")
 	return strings.TrimSpace(run(g.work, nil, "git", "rev-parse", "HEAD"))
 }
@@ -308,7 +307,8 @@ func planModeConfigYAML(section string) string {
 }
 
 func agentSessionYAML(name, sid, sa string, active bool) string {
-	return fmt.Sprintf("apiVersion: agents.harness.dev/v1alpha1\nkind: AgentSession\nmetadata:\n  name: %s\nspec:\n  sessionID: %s\n  agent:\n    serviceAccountName: %s\n  planMode:\n    active: %v\n",
+	return fmt.Sprintf("apiVersion: agents.harness.dev/v1alpha1\nkind: AgentSession\nmetadata:\n  name: %s\n"+
+		"spec:\n  sessionID: %s\n  agent:\n    serviceAccountName: %s\n  planMode:\n    active: %v\n",
 		name, sid, sa, active)
 }
 
@@ -436,11 +436,11 @@ func waitKustomization(check func(Gomega, *unstructured.Unstructured)) *unstruct
 	return k
 }
 
-// condition is a condition of an unstructured object, by type (nil when absent).
-func condition(u *unstructured.Unstructured, typ string) map[string]any {
+// readyCondition is the Ready condition of an unstructured object (nil when absent).
+func readyCondition(u *unstructured.Unstructured) map[string]any {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
 			return m
 		}
 	}

@@ -243,8 +243,9 @@ func namespaceConditions(name string) string {
 // managerImages are the images of the manager pods that are not terminating.
 func managerImages() []string {
 	GinkgoHelper()
-	var images []string
-	for _, p := range managerPods() {
+	pods := managerPods()
+	images := make([]string, 0, len(pods))
+	for _, p := range pods {
 		images = append(images, p.Spec.Containers[0].Image)
 	}
 	return images
