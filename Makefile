@@ -195,6 +195,32 @@ build-installer: manifests envtest-assets ## Render config/default with the hack
 	"$(ENVTEST_DIR)/kubectl" kustomize config/default > dist/install.yaml
 	@echo "wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
 
+.PHONY: chart
+chart: build-installer ## Generate the Helm chart dist/chart from dist/install.yaml (hack/chart; commit it: test/chart checks it is fresh).
+	go run ./hack/chart
+
+.PHONY: helm
+helm: ## Build Helm v4 at the version go.mod requires into bin/helm-<version> (cached by version).
+	@hack/helm.sh >/dev/null
+
+.PHONY: helm-lint
+helm-lint: helm ## helm lint and helm template of dist/chart with each certificate source (test/chart checks the same with Helm's Go packages).
+	@set -e; helm=$$(hack/helm.sh); for src in cert-manager self-signed "secret --set certificates.caBundle=x"; do \
+		$$helm lint --strict dist/chart --set certificates.source=$$src; \
+		$$helm template planmode dist/chart -n planmode-system --set certificates.source=$$src >/dev/null; done
+
+# make release VERSION=v0.3.0: the release's files in RELEASE_DIR (default bin/release/VERSION):
+# the manager image as an OCI archive, install.yaml and the Helm chart with that image pinned by
+# digest, kubectl-plan for linux/darwin amd64/arm64, the krew manifest, checksums (hack/release.sh).
+# IMAGE_REPOSITORY names the registry repository the image will be pushed to.
+.PHONY: release
+release: envtest-assets helm ## Write a versioned release into bin/release/VERSION (make release VERSION=vX.Y.Z; needs podman: make cluster-deps).
+	KUBECTL="$(ENVTEST_DIR)/kubectl" VERSION="$(VERSION)" hack/release.sh
+
+.PHONY: test-release
+test-release: ## Run test/release: make release into a temporary directory, then check its files, digests, versions, platforms and the krew manifest (with krew, built from Go modules; needs podman).
+	go test -tags release ./test/release -count=1 -timeout 60m -v
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine; none runs on the dev machines).
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $${IMG:-planmode-operator:dev} .
@@ -224,7 +250,11 @@ cluster-images: dsh-plugin ## Build the manager, reference-agent, probe and dsh-
 cluster-down: ## Stop the test cluster: processes by PID, pods, mounts, bridges, iptables chains (CLUSTER_DOWN_FLAGS=--purge also drops its PKI and image store).
 	@CLUSTER_DIR="$(CLUSTER_DIR)" hack/cluster/down.sh $(CLUSTER_DOWN_FLAGS)
 
+.PHONY: flux
+flux: ## Build Flux's source-controller and kustomize-controller from Go modules into bin/flux (cached by version; test/cluster runs them).
+	@hack/flux.sh >/dev/null
+
 .PHONY: test-cluster
-test-cluster: cluster-up cluster-images postgres ## Run test/cluster: the operator from dist/install.yaml on the test cluster (starts it when needed; make cluster-down stops it).
+test-cluster: cluster-up cluster-images postgres helm flux ## Run test/cluster: the operator from dist/install.yaml and with Helm on the test cluster, an upgrade with agents running, Flux syncing from Git (starts it when needed; make cluster-down stops it).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" CLUSTER_DIR="$(CLUSTER_DIR)" \
 		go test -tags cluster ./test/cluster -count=1 -timeout 30m -v -args -ginkgo.v $(GINKGO_FLAGS)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
@@ -31,6 +32,7 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/metricsauth"
 	"github.com/harness-dev/planmode-operator/internal/storeenv"
 	"github.com/harness-dev/planmode-operator/internal/version"
+	"github.com/harness-dev/planmode-operator/internal/webhookdrain"
 	"github.com/harness-dev/planmode-operator/pkg/connstr"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/webhooks"
@@ -52,6 +54,7 @@ type options struct {
 	logStoreTimeout         time.Duration
 	concurrency             int
 	shutdownTimeout         time.Duration
+	shutdownDrain           time.Duration
 	shardSelector           string // shard.go
 	pprofAddr               string
 	webhook                 webhooks.Options
@@ -86,6 +89,9 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
+	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 0,
+		"At SIGTERM, keep serving the webhooks this long, closing each connection after its response, before shutting down, "+
+			"so that a rolling upgrade refuses no write (the shipped Deployment sets 5s; keep it below terminationGracePeriodSeconds).")
 	bindShardFlags(fs, o)
 	o.webhook = webhooks.DefaultOptions()
 	o.webhook.BindFlags(fs)
@@ -103,7 +109,14 @@ func run() error {
 		return err
 	}
 	log := ctrl.Log.WithName("setup")
-	ctx := ctrl.SetupSignalHandler()
+	// The webhook server exists before the signal context: at SIGTERM it keeps serving for
+	// --shutdown-drain, so a rolling upgrade refuses no write, before the context is cancelled.
+	srv, err := webhooks.NewServer(o.webhook)
+	if err != nil {
+		return err
+	}
+	drained := webhookdrain.Wrap(srv)
+	ctx := drained.SignalContext(o.shutdownDrain)
 	if err := ensureSQLiteDir(o.storeURL, o.storeURL == defaultLogStore); err != nil {
 		return err
 	}
@@ -118,7 +131,7 @@ func run() error {
 			log.Error(err, "close the session log store")
 		}
 	}()
-	mgr, err := newManager(&o, leaderElectionID(fs, &o))
+	mgr, err := newManager(&o, leaderElectionID(fs, &o), drained)
 	if err != nil {
 		return err
 	}
@@ -164,13 +177,9 @@ func parseOptions() (options, *flag.FlagSet, error) {
 	return o, fs, checkOptions(&o)
 }
 
-// newManager is the controller-runtime manager the options describe.
-func newManager(o *options, leaseID string) (ctrl.Manager, error) {
+// newManager is the controller-runtime manager the options describe, serving the webhooks on srv.
+func newManager(o *options, leaseID string, srv webhook.Server) (ctrl.Manager, error) {
 	scheme, err := newScheme()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := webhooks.NewServer(o.webhook)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the project's images for the test cluster offline and loads them into its containerd
 # (the `kind load` equivalent): the manager and the reference agent from hack/static-build.sh (the
-# binary the Dockerfile builds), and the suite's probe, each FROM scratch as user 65532. Tags are
-# the binary's content hash, so a changed binary is a new image and a pod never runs a stale one.
+# binary the Dockerfile builds), and the suite's probe, each FROM scratch as user 65532 with
+# hack/image.sh (the release's image build), named by tag and by digest. Tags are the binary's
+# content hash, so a changed binary is a new image and a pod never runs a stale one.
+# `hack/cluster/images.sh load ARCHIVE REF DIGEST` loads one more OCI archive (test/cluster's
+# releases).
 # The dsh agent image (the real harness with agents/dsh-plugin) is FROM scratch too: Node, the
 # shared libraries and loader ldd names for it, the harness's node_modules and the plugin's build;
 # its tag hashes what it is made from (the lockfiles, the plugin's sources, this script).
@@ -17,26 +20,32 @@ command -v podman >/dev/null || { echo "images: podman is missing: run make clus
 cd "$root"
 export VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}
 export COMMIT=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || true)}
+# load imports an OCI archive (hack/image.sh) and names the image by its digest too, as
+# registries do, so pods may pin it (image: NAME@sha256:...).
+load() { # archive ref digest
+  ctr --address $SOCK -n k8s.io images import "$1" >/dev/null
+  ctr --address $SOCK -n k8s.io images tag --force "$2" "${2%:*}@$3" >/dev/null
+}
+
+if [ "${1:-}" = load ]; then shift; load "$@"; exit 0; fi
+
 : > "$C/images.env.new"
 image() { # name package env-var
-  local dir=$work/$1 tag ref
+  local dir=$work/$1 tag ref digest
   mkdir -p "$dir"
   hack/static-build.sh "$dir/$1" "$2"
-  printf 'FROM scratch\nCOPY %s /%s\nUSER 65532:65532\nENTRYPOINT ["/%s"]\n' "$1" "$1" "$1" > "$dir/Containerfile"
   tag=$(sha256sum "$dir/$1" | cut -c1-12)
   ref=localhost/planmode-$1:$tag
   if ! ctr --address $SOCK -n k8s.io images ls -q | grep -qx "$ref"; then
-    podman build -q -t "$ref" "$dir" >/dev/null
-    rm -f "$dir/image.tar"
-    podman save -q --format docker-archive -o "$dir/image.tar" "$ref"
-    ctr --address $SOCK -n k8s.io images import "$dir/image.tar" >/dev/null
-    podman rmi -f "$ref" >/dev/null 2>&1 || true
-    echo "images: loaded $ref" >&2
+    digest=$(hack/image.sh "$dir/$1" "$ref" "$dir/image.tar")
+    load "$dir/image.tar" "$ref" "$digest"
+    echo "images: loaded $ref ($digest)" >&2
   else
     echo "images: $ref already loaded" >&2
   fi
   echo "$3=$ref" >> "$C/images.env.new"
 }
+
 image manager ./cmd/manager MANAGER_IMAGE
 image refagent ./cmd/refagent REFAGENT_IMAGE
 image probe ./test/cluster/probe PROBE_IMAGE

@@ -74,9 +74,8 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 		hostStore = must(sessionlog.Open(ctx, pg.URLFor("127.0.0.1", "planmode")))
 		DeferCleanup(hostStore.Close)
 
-		By("removing what an earlier run left")
-		_, _ = kube("delete", "namespace", agentNS, "--ignore-not-found", "--wait=true", "--timeout=120s")
-		_, _ = kube("delete", "-f", filepath.Join(root, "dist", "install.yaml"), "--ignore-not-found", "--wait=true", "--timeout=120s")
+		By("removing what an earlier run, or another spec of the suite, left")
+		removeInstallation()
 
 		manifest = renderInstall(filepath.Join(workDir, "install"), images["MANAGER_IMAGE"], podURL)
 		Expect(os.WriteFile(filepath.Join(workDir, "install.yaml"), manifest, 0o600)).To(Succeed())

@@ -35,29 +35,45 @@ const (
 )
 
 // renderInstall renders dist/install.yaml through test/cluster/overlay and a generated layer
-// on top: the manager image, the serving Secret the Deployment mounts (a CA and certificate made
-// here, in place of cert-manager's), the CA as every webhook's caBundle, and the log-store
-// Secret. It returns the rendered manifest.
+// on top (renderInstallFrom).
 func renderInstall(dir, managerImage, storeURL string) []byte {
 	GinkgoHelper()
-	Expect(os.MkdirAll(dir, 0o700)).To(Succeed())
+	return renderInstallFrom(dir, filepath.Join(root, "dist", "install.yaml"), managerImage, storeURL)
+}
+
+// renderInstallFrom renders an install manifest (dist/install.yaml of this or an earlier
+// commit) through test/cluster/overlay and a generated layer on top: the manager image (by tag
+// or digest), the serving Secret the Deployment mounts (a CA and certificate made here, in place
+// of cert-manager's; dir/ca.crt keeps the CA), the CA as every webhook's caBundle, and the
+// log-store Secret. It returns the rendered manifest.
+func renderInstallFrom(dir, install, managerImage, storeURL string) []byte {
+	GinkgoHelper()
+	Expect(os.MkdirAll(filepath.Join(dir, "overlay"), 0o700)).To(Succeed())
 	caPEM, certPEM, keyPEM := servingCert(webhookService + "." + systemNS + ".svc")
 	for name, b := range map[string][]byte{"ca.crt": caPEM, "tls.crt": certPEM, "tls.key": keyPEM, "log-store-url": []byte(storeURL)} {
 		Expect(os.WriteFile(filepath.Join(dir, name), b, 0o600)).To(Succeed())
 	}
-	overlay := filepath.Join(root, "test", "cluster", "overlay")
-	base := must(kube("kustomize", "--load-restrictor=LoadRestrictionsNone", overlay))
+	// test/cluster/overlay, on the given install.
+	overlay := string(must(os.ReadFile(filepath.Join(root, "test", "cluster", "overlay", "kustomization.yaml"))))
+	Expect(overlay).To(ContainSubstring("- ../../../dist/install.yaml\n"))
+	overlay = strings.Replace(overlay, "- ../../../dist/install.yaml\n", "- install.yaml\n", 1)
+	Expect(os.WriteFile(filepath.Join(dir, "overlay", "kustomization.yaml"), []byte(overlay), 0o600)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, "overlay", "install.yaml"), must(os.ReadFile(install)), 0o600)).To(Succeed())
+	base := must(kube("kustomize", filepath.Join(dir, "overlay")))
 	hooks := webhookCount(base, "ValidatingWebhookConfiguration")
 	Expect(hooks).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", webhookConfig)
 	mutating := webhookCount(base, "MutatingWebhookConfiguration")
 	Expect(mutating).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", mutatingConfig)
-	name, tag, ok := strings.Cut(managerImage, ":")
-	Expect(ok).To(BeTrue(), "MANAGER_IMAGE %q has no tag", managerImage)
 
-	rel := must(filepath.Rel(dir, overlay)) // kustomize takes no absolute root
 	var k strings.Builder
-	fmt.Fprintf(&k, "resources:\n- %s\n", rel)
-	fmt.Fprintf(&k, "images:\n- name: planmode-operator\n  newName: %s\n  newTag: %q\n", name, tag)
+	fmt.Fprintf(&k, "resources:\n- overlay\n")
+	if name, digest, ok := strings.Cut(managerImage, "@"); ok {
+		fmt.Fprintf(&k, "images:\n- name: planmode-operator\n  newName: %s\n  digest: %s\n", name, digest)
+	} else {
+		name, tag, ok := strings.Cut(managerImage, ":")
+		Expect(ok).To(BeTrue(), "manager image %q has no tag", managerImage)
+		fmt.Fprintf(&k, "images:\n- name: planmode-operator\n  newName: %s\n  newTag: %q\n", name, tag)
+	}
 	fmt.Fprintf(&k, "secretGenerator:\n")
 	fmt.Fprintf(&k, "- name: webhook-server-cert\n  namespace: %s\n  type: kubernetes.io/tls\n  files: [tls.crt, tls.key, ca.crt]\n  options: {disableNameSuffixHash: true}\n", systemNS)
 	fmt.Fprintf(&k, "- name: planmode-log-store\n  namespace: %s\n  files: [url=log-store-url]\n  options: {disableNameSuffixHash: true}\n", systemNS)
@@ -73,7 +89,7 @@ func renderInstall(dir, managerImage, storeURL string) []byte {
 		}
 	}
 	Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600)).To(Succeed())
-	out, err := kube("kustomize", "--load-restrictor=LoadRestrictionsNone", dir)
+	out, err := kube("kustomize", dir)
 	Expect(err).NotTo(HaveOccurred(), out)
 	return []byte(out)
 }

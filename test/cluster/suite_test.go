@@ -59,6 +59,7 @@ var (
 	kubeconfig string // the cluster admin's
 	kubectl    string
 	pluginDir  string // kubectl-plan, put on kubectl's PATH
+	helmBin    string // Helm v4 (hack/helm.sh)
 	restCfg    *rest.Config
 	k8s        client.Client
 	clientset  *kubernetes.Clientset
@@ -112,6 +113,13 @@ var _ = BeforeSuite(func() {
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go build: %s", out)
+
+	By("building Helm v4 from Go modules, when bin/ has none (hack/helm.sh)")
+	helmCmd := exec.Command(filepath.Join(root, "hack", "helm.sh"))
+	helmCmd.Dir = root
+	out, err = helmCmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "hack/helm.sh: %s", out)
+	helmBin = strings.TrimSpace(string(out))
 
 	By("starting PostgreSQL on the host, reachable from pods through the cluster's node address " + nodeIP)
 	pg, err = pgtest.StartWith(ctx, pgtest.Options{ListenAddresses: []string{nodeIP}, PasswordCIDRs: []string{podCIDR}})

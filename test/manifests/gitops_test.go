@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
-	lua "github.com/yuin/gopher-lua"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -68,69 +66,6 @@ func TestGitOpsConfigsRenderAndAdmit(t *testing.T) {
 	}
 }
 
-// argocdHealth runs the sample Argo CD health check (Lua, on the Lua VM Argo CD uses) on obj.
-func argocdHealth(t *testing.T, obj any) (status, message string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "samples", "gitops", "argocd", "argocd-cm-health.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm corev1.ConfigMap
-	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
-		t.Fatalf("argocd-cm-health.yaml: %v", err)
-	}
-	script := cm.Data["resource.customizations.health.agents.harness.dev_AgentSession"]
-	if script == "" {
-		t.Fatal("argocd-cm-health.yaml has no AgentSession health check")
-	}
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	L := lua.NewState()
-	defer L.Close()
-	L.SetGlobal("obj", toLua(L, m))
-	// Argo CD runs the script as a function body whose return value is the health table.
-	if err := L.DoString("function health()\n" + script + "\nend\nhs_result = health()"); err != nil {
-		t.Fatalf("health check script: %v", err)
-	}
-	hs, ok := L.GetGlobal("hs_result").(*lua.LTable)
-	if !ok {
-		t.Fatal("the health check returned no table")
-	}
-	return hs.RawGetString("status").String(), hs.RawGetString("message").String()
-}
-
-func toLua(L *lua.LState, v any) lua.LValue {
-	switch x := v.(type) {
-	case nil:
-		return lua.LNil
-	case bool:
-		return lua.LBool(x)
-	case float64:
-		return lua.LNumber(x)
-	case string:
-		return lua.LString(x)
-	case []any:
-		t := L.NewTable()
-		for _, e := range x {
-			t.Append(toLua(L, e))
-		}
-		return t
-	case map[string]any:
-		t := L.NewTable()
-		for k, e := range x {
-			t.RawSetString(k, toLua(L, e))
-		}
-		return t
-	}
-	return lua.LNil
-}
-
 // The statuses are the shapes the manager writes (see test/e2e/kstatus_test.go, where kstatus
 // reads the same states from the real manager).
 // cond is one status condition as the manager writes it.
@@ -147,33 +82,6 @@ func session(gen int64, status map[string]any) map[string]any {
 		o["status"] = status
 	}
 	return o
-}
-
-func TestArgoCDHealthCheck(t *testing.T) {
-	for _, c := range []struct {
-		name, want, msg string
-		obj             map[string]any
-	}{
-		{"not reconciled yet", "Progressing", "Waiting for the planmode manager to observe the session", session(1, nil)},
-		{"in sync", "Healthy", "plan mode on is committed in the session log", session(2, map[string]any{"observedGeneration": 2,
-			"conditions": []any{cond("Ready", "True", "InSync", "plan mode on is committed in the session log")}})},
-		{"pending selection", "Progressing", "plan mode on is selected and waits for the agent's next step boundary", session(2, map[string]any{"observedGeneration": 2,
-			"conditions": []any{cond("Ready", "False", "SelectionPending", "plan mode on is selected and waits for the agent's next step boundary"),
-				cond("Reconciling", "True", "SelectionPending", "plan mode on is selected and waits for the agent's next step boundary")}})},
-		{"log store down", "Degraded", "LogStoreUnavailable: read the log tail: connection refused", session(2, map[string]any{"observedGeneration": 2,
-			"conditions": []any{cond("Ready", "False", "LogStoreUnavailable", "read the log tail: connection refused"),
-				cond("Stalled", "True", "LogStoreUnavailable", "read the log tail: connection refused")}})},
-		{"stale observedGeneration", "Progressing", "The manager has not observed generation 3 yet", session(3, map[string]any{"observedGeneration": 2,
-			"conditions": []any{cond("Ready", "True", "InSync", "plan mode off is committed in the session log")}})},
-		{"a plan awaiting review", "Suspended", awaitingMsg, session(2, awaitingStatus())},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			status, msg := argocdHealth(t, c.obj)
-			if status != c.want || msg != c.msg {
-				t.Errorf("health = %s %q, want %s %q", status, msg, c.want, c.msg)
-			}
-		})
-	}
 }
 
 const awaitingMsg = "plan review r1 (revision 1) awaits 1 more approval(s) (1 of 2, ReviewPolicy team-a/default): kubectl plan review s -n team-a"
