@@ -263,9 +263,10 @@ extraArgs: [--max-concurrent-reconciles=16]
 // webhookConfigs are the validating and the mutating webhook configuration the chart renders.
 func webhookConfigs(t *testing.T, objs map[string]object) []object {
 	t.Helper()
-	var out []object
-	for _, k := range []string{"ValidatingWebhookConfiguration//planmode-validating-webhook-configuration",
-		"MutatingWebhookConfiguration//planmode-mutating-webhook-configuration"} {
+	keys := []string{"ValidatingWebhookConfiguration//planmode-validating-webhook-configuration",
+		"MutatingWebhookConfiguration//planmode-mutating-webhook-configuration"}
+	out := make([]object, 0, len(keys))
+	for _, k := range keys {
 		wc, ok := objs[k]
 		if !ok {
 			t.Fatalf("no %s; rendered %v", k, sortedKeys(objs))
