@@ -122,7 +122,7 @@ func (p *statusPatcher) patch(ctx context.Context, basis *agentsv1alpha1.AgentSe
 	obj := withManagerStatus(basis, status)
 	var err error
 	if p.unchangedSince(key, &basis.Status) {
-		err = p.client.Status().Patch(ctx, obj, client.MergeFrom(basis), client.FieldOwner(FieldManager))
+		err = p.client.Status().Patch(ctx, obj, withPlanMode{client.MergeFrom(basis)}, client.FieldOwner(FieldManager))
 	} else {
 		obj, err = p.patchAtVersion(ctx, basis, obj)
 	}
@@ -147,7 +147,7 @@ func (p *statusPatcher) patchAtVersion(ctx context.Context, basis, obj *agentsv1
 		reader = p.client
 	}
 	for attempt := 0; ; attempt++ {
-		err := p.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(basis, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
+		err := p.client.Status().Patch(ctx, obj, withPlanMode{client.MergeFromWithOptions(basis, client.MergeFromWithOptimisticLock{})}, client.FieldOwner(FieldManager))
 		if !apierrors.IsConflict(err) {
 			return obj, err
 		}
@@ -161,6 +161,40 @@ func (p *statusPatcher) patchAtVersion(ctx context.Context, basis, obj *agentsv1
 		status := obj.Status
 		basis, obj = &live, withManagerStatus(&live, status)
 	}
+}
+
+// withPlanMode is a status merge patch that always carries status.planMode.active and
+// .pending. On a fresh session both are false, the decoded basis shows them false too, and a
+// diff alone would never write them: kubectl get's Plan-Mode column would stay empty instead
+// of saying false (off) once the manager has seen the session.
+type withPlanMode struct{ client.Patch }
+
+func (p withPlanMode) Data(obj client.Object) ([]byte, error) {
+	data, err := p.Patch.Data(obj)
+	if err != nil {
+		return nil, err
+	}
+	session, ok := obj.(*agentsv1alpha1.AgentSession)
+	if !ok {
+		return data, nil
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(data, &patch); err != nil {
+		return nil, fmt.Errorf("decode the status patch: %w", err)
+	}
+	status, _ := patch["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		patch["status"] = status
+	}
+	planMode, _ := status["planMode"].(map[string]any)
+	if planMode == nil {
+		planMode = map[string]any{}
+		status["planMode"] = planMode
+	}
+	planMode["active"] = session.Status.PlanMode.Active
+	planMode["pending"] = session.Status.PlanMode.Pending
+	return json.Marshal(patch)
 }
 
 // withManagerStatus is basis with the manager-owned part of its status replaced by status's.

@@ -3,6 +3,7 @@ package controllers
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -13,6 +14,21 @@ import (
 // (status_patcher.go, recoverUnrecorded in phase_log.go).
 func crashSafetySpecs(fx *specFixture) {
 	Describe("crash safety", func() {
+		It("stores plan mode off on a session that never had it on (kubectl get's Plan-Mode column)", func() {
+			fx.start()
+			a := newSession(fx.ns, "fresh", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
+			Expect(k8sClient.Get(suiteCtx, a.key, u)).To(Succeed())
+			for _, field := range []string{"active", "pending"} {
+				v, found, err := unstructured.NestedBool(u.Object, "status", "planMode", field)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(found).To(BeTrue(), "status.planMode.%s is stored", field)
+				Expect(v).To(BeFalse(), "status.planMode.%s", field)
+			}
+		})
+
 		It("does not append again after a crash between the append and the status write (between turns)", func() {
 			fx.ns = newNamespace(true)
 			m1 := startManager(fx.ns, fx.be().mgrStore, managerOptions{})

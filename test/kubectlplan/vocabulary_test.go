@@ -82,13 +82,13 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 		status := kplan("status", entering.name).ok()
 		Expect(status).To(MatchRegexp(`Plan mode:\s+false \(off\), committed in the session log\n`))
 		Expect(status).To(MatchRegexp(`Pending:\s+true \(on\) at the agent's next step boundary\n`))
-		Expect(status).To(MatchRegexp(`Selected:\s+true \(on\) \(spec.planMode.active\)\n`))
+		Expect(status).To(MatchRegexp(`Selected:\s+true \(on\) \(spec.planMode.active, by developer at \S+\)\n`), "the selection names who made it")
 		var v plancli.StatusView
 		Expect(json.Unmarshal([]byte(kplan("status", entering.name, "-o", "json").ok()), &v)).To(Succeed())
 		Expect(v.PlanMode).To(BeFalse())
 		Expect(v.Pending).To(HaveValue(BeTrue()))
 		Expect(v.Selected).To(HaveValue(BeTrue()))
-		Expect(kplan("status", revised.name).ok()).To(MatchRegexp(`Review:\s+"First draft" \(review \S+, turn 1\): KeepPlanning \(`))
+		Expect(kplan("status", revised.name).ok()).To(MatchRegexp(`Review:\s+"First draft" \(revision 1, review \S+, turn 1\): KeepPlanning by developer \(`))
 		var list struct{ Items []plancli.SessionRow }
 		Expect(json.Unmarshal([]byte(kplan("list", "-o", "json").ok()), &list)).To(Succeed())
 		for _, r := range list.Items {
