@@ -373,7 +373,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)), "not approved yet: plan mode stays selected")
 		Consistently(ch).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "one approval of two answers nothing")
 		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(ContainSubstring(
-			"State:      awaiting approval: 1 of 2 (ReviewPolicy team-r/default needs 2 distinct approvers); 1 more approval needed"))
+			"State:      Pending, awaiting approval: 1 of 2 (ReviewPolicy team-r/default needs 2 distinct approvers); 1 more approval needed"))
 		rita.kplan(s.ns, "approve", s.name, "--revision", "1").fails(`"rita@example.com" already decided review "` + rs.ID + `"`)
 
 		By("the second approver approves")
@@ -484,7 +484,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 			"the Lease expired: the manager looks again when it would")
 		Expect(s.get().Status.Conditions).To(ContainElement(And(HaveField("Type", agentsv1alpha1.ConditionAwaitingReview),
 			HaveField("Message", ContainSubstring("its agent is gone (no liveness Lease renewal), so no agent waits for the decision")))))
-		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(MatchRegexp(`State:\s+awaiting a decision \(kubectl plan approve\|revise\|dismiss ` + s.name +
+		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(MatchRegexp(`State:\s+Pending, awaiting a decision \(kubectl plan approve\|revise\|dismiss ` + s.name +
 			`\); the agent is gone \(no liveness Lease renewal since \S+\): no agent waits for the decision\n`))
 		Expect(rita.kplan(s.ns, "status", s.name).ok()).To(MatchRegexp(`Agent:\s+gone \(no liveness Lease renewal since \S+\): no agent waits for the review\n`))
 		Expect(rita.kplan(s.ns, "list", "--awaiting-review").ok()).To(MatchRegexp(s.name + `\s+1\s+\S+\s+Fix the flake\s+a decision \(agent gone\)\n`))
