@@ -230,24 +230,32 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 		good = pending
 	})
 
-	// Today's conditions: a session whose plan awaits review keeps Ready=True InSync (the
-	// committed state matches the selection), so kstatus reads Current and the sync is Ready.
-	It("reads a session awaiting plan review as Current, the sync Ready", func() {
+	// A plan waiting for people is neither healthy-and-done nor failed: the manager sets
+	// AwaitingReview=True and Reconciling=True ReviewPending beside Ready=True InSync, so kstatus
+	// reads InProgress and a sync with wait: true fails its health check, naming the session,
+	// for as long as nobody decides.
+	It("reads a session awaiting plan review as InProgress: the sync fails its health check while the plan waits", func() {
 		Eventually(func() *agentsv1alpha1.ReviewStatus { return getSession(session).Status.Review }).
 			WithTimeout(podDone).WithPolling(poll).Should(HaveField("Phase", agentsv1alpha1.ReviewPending))
 		s := getSession(session)
 		Expect(s.Status.PlanMode.Active).To(BeTrue())
-		res := sessionKStatus(session)
-		fmt.Fprintf(GinkgoWriter, "kstatus of a session awaiting review: %s %q\n", res.Status, res.Message)
-		Expect(res.Status).To(Equal(status.CurrentStatus))
+		Eventually(func(g Gomega) {
+			res := sessionKStatus(session)
+			g.Expect(res.Status).To(Equal(status.InProgressStatus))
+			g.Expect(res.Message).To(ContainSubstring("awaits"))
+			fmt.Fprintf(GinkgoWriter, "kstatus of a session awaiting review: %s %q\n", res.Status, res.Message)
+		}).WithTimeout(settle).WithPolling(poll).Should(Succeed())
 		requestReconcile()
 		k := waitKustomization(func(g Gomega, k *unstructured.Unstructured) {
 			ready := readyCondition(k)
-			g.Expect(ready).To(HaveKeyWithValue("status", "True"))
-			g.Expect(ready["message"]).To(ContainSubstring("main@sha1:" + good))
+			g.Expect(ready).To(HaveKeyWithValue("status", "False"))
+			g.Expect(ready).To(HaveKeyWithValue("reason", "HealthCheckFailed"))
 		})
-		Expect(getSession(session).Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewPending), "still awaiting review when the sync reads Ready")
-		fmt.Fprintf(GinkgoWriter, "Kustomization with the review pending: %v\n", readyCondition(k)["message"])
+		ready := readyCondition(k)
+		fmt.Fprintf(GinkgoWriter, "Kustomization with the review pending: Ready=False %s: %s\n", ready["reason"], ready["message"])
+		Expect(ready["message"]).To(ContainSubstring("AgentSession/" + agentNS + "/" + session))
+		Expect(ready["message"]).To(ContainSubstring("InProgress"))
+		Expect(getSession(session).Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewPending), "still awaiting review when the sync fails its health check")
 	})
 })
 

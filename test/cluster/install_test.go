@@ -62,8 +62,12 @@ func renderInstallFrom(dir, install, managerImage, storeURL string) []byte {
 	base := must(kube("kustomize", filepath.Join(dir, "overlay")))
 	hooks := webhookCount(base, "ValidatingWebhookConfiguration")
 	Expect(hooks).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", webhookConfig)
+	// The mutating webhook (the deciders' stamps) came after the first releases: an earlier
+	// commit's install has none, this tree's must.
 	mutating := webhookCount(base, "MutatingWebhookConfiguration")
-	Expect(mutating).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", mutatingConfig)
+	if install == filepath.Join(root, "dist", "install.yaml") {
+		Expect(mutating).To(BeNumerically(">", 0), "the overlay renders no webhooks in %s", mutatingConfig)
+	}
 
 	var k strings.Builder
 	fmt.Fprintf(&k, "resources:\n- overlay\n")
@@ -83,6 +87,9 @@ func renderInstallFrom(dir, install, managerImage, storeURL string) []byte {
 		kind, name string
 		n          int
 	}{{"ValidatingWebhookConfiguration", webhookConfig, hooks}, {"MutatingWebhookConfiguration", mutatingConfig, mutating}} {
+		if c.n == 0 {
+			continue
+		}
 		fmt.Fprintf(&k, "- target: {kind: %s, name: %s}\n  patch: |\n", c.kind, c.name)
 		for i := 0; i < c.n; i++ {
 			fmt.Fprintf(&k, "    - {op: add, path: /webhooks/%d/clientConfig/caBundle, value: %s}\n", i, ca)
