@@ -189,8 +189,10 @@ var _ = Describe("GitOps with Flux: source-controller and kustomize-controller r
 	})
 
 	It("reads the session's health while its selection from Git is pending (InProgress: the sync fails its health check), then committed (Current: Ready)", func() {
-		By("the session's agent sleeps inside its first turn, then steps and presents a plan")
-		script := "turn explore\nstep\nsleep 60s\nstep\nstep\nexit # GitOps plan\\n1. keep the guidance in Git\nstep\nend\n"
+		By("the session's agent sleeps inside its first turn, then steps, works a while and presents a plan")
+		// The work between the boundary that commits the selection and the plan is long enough
+		// for the sync to read the session Current: a plan awaiting review reads InProgress.
+		script := "turn explore\nstep\nsleep 60s\nstep\nsleep 45s\nstep\nexit # GitOps plan\\n1. keep the guidance in Git\nstep\nend\n"
 		agent = agentPod(session, gitopsSA, &script, "--step-delay", "300ms", "--review-timeout", "10m")
 		Expect(k8s.Create(ctx, agent)).To(Succeed())
 		Eventually(func() (harness.Tail, error) { return hostStore.Tail(ctx, sid) }).
