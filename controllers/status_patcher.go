@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -178,8 +179,11 @@ func (p withPlanMode) Data(obj client.Object) ([]byte, error) {
 	if !ok {
 		return data, nil
 	}
+	// UseNumber: an int64 beyond float64's exact range (an agent's seq) must pass unchanged.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
 	var patch map[string]any
-	if err := json.Unmarshal(data, &patch); err != nil {
+	if err := dec.Decode(&patch); err != nil {
 		return nil, fmt.Errorf("decode the status patch: %w", err)
 	}
 	status, _ := patch["status"].(map[string]any)

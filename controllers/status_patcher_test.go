@@ -1,10 +1,15 @@
 package controllers
 
 import (
+	"encoding/json"
+	"math"
+	"testing"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -213,4 +218,34 @@ func crashSafetySpecs(fx *specFixture) {
 			Expect(activeValues(a.planModes())).To(Equal([]bool{true, false}))
 		})
 	})
+}
+
+// The patch that always carries planMode keeps every other value as the diff made it: an
+// agent's seq at the top of int64 (beyond float64's exact range) too.
+func TestWithPlanModeKeepsTheDiff(t *testing.T) {
+	basis := &agentsv1alpha1.AgentSession{}
+	obj := basis.DeepCopy()
+	obj.Status.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: math.MaxInt64}
+	data, err := withPlanMode{client.MergeFrom(basis)}.Data(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Status struct {
+			PlanMode struct {
+				Active, Pending *bool
+				LastBoundary    struct{ Seq int64 }
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	pm := got.Status.PlanMode
+	if pm.Active == nil || *pm.Active || pm.Pending == nil || *pm.Pending {
+		t.Errorf("planMode.active and .pending not carried as false: %s", data)
+	}
+	if pm.LastBoundary.Seq != math.MaxInt64 {
+		t.Errorf("seq = %d, want %d: %s", pm.LastBoundary.Seq, int64(math.MaxInt64), data)
+	}
 }
