@@ -57,30 +57,30 @@ var _ = Describe("replies say what happened, as the session log shows it", func(
 
 	It("during a turn: queued for the next step, applied at that boundary; a message waits for that step; an entry undone before it is cancelled", func() {
 		a := newSession("turn")
-		a.startTurn()
-		a.nextStep()
+		a.StartTurn()
+		a.NextStep()
 		Expect(kplan("on", a.name).ok()).To(Equal(fmt.Sprintf("Entering plan mode (applies from the next step). Use kubectl plan off %s to leave.\n", a.name)))
 		Expect(planModes(a.events())).To(BeEmpty(), "nothing logged until the boundary")
 		Expect(kplan("off", a.name).ok()).To(Equal(harness.ReplyOffCancelled + "\n"))
-		a.nextStep()
+		a.NextStep()
 		Expect(planModes(a.events())).To(BeEmpty(), "the cancelled entry never reaches the log")
 
 		beforeMessage := a.tail().NextSeq
 		out := kplan("message", a.name, "draft", "it").ok()
 		Expect(out).To(Equal(fmt.Sprintf("Entering plan mode (applies from the next step). Use kubectl plan off %s to leave.\n", a.name) +
 			"Message queued for the agent's next step, after the messages queued before it.\n"))
-		res := a.nextStep()
+		res := a.NextStep()
 		Expect(res.Active).To(BeTrue())
 		evs := a.events()
 		pms := planModes(evs)
 		Expect(pms).To(HaveLen(1))
 		Expect(pms[0].turnOpen).To(BeTrue())
-		Expect([]int64{pms[0].turn, pms[0].step}).To(Equal([]int64{a.turn, a.step}), "applied at this step's boundary")
+		Expect([]int64{pms[0].turn, pms[0].step}).To(Equal([]int64{a.Turn, a.Step}), "applied at this step's boundary")
 		turn, step, startedAfter, found := messageAt(evs, "draft it", beforeMessage)
 		Expect(found).To(BeTrue())
-		Expect([]int64{turn, step}).To(Equal([]int64{a.turn, a.step}), "the message is this step's input")
+		Expect([]int64{turn, step}).To(Equal([]int64{a.Turn, a.Step}), "the message is this step's input")
 		Expect(startedAfter).To(BeFalse())
-		a.endTurn()
+		a.EndTurn()
 	})
 
 	It("a message while no agent takes it: committed, and queued without a turn", func() {

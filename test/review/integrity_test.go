@@ -143,9 +143,9 @@ func (s *rsession) startAgent() {
 	lease, err := agentsdk.StartLease(ctx, s.ident.cfg, s.ns, s.name, logr.Discard())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lease.Stop)
-	s.agent = &agent{ns: s.ns, name: s.name, c: c}
-	s.startTurn()
-	s.nextStep("plan the fix")
+	s.agent = newAgent(s.ns, s.name, c)
+	s.StartTurn()
+	s.NextStep("plan the fix")
 }
 
 // opened waits for the manager to open the review of the plan under review and returns it.
@@ -385,7 +385,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(as.Status.ReviewHistory[len(as.Status.ReviewHistory)-1].DecidedBy).To(Equal([]string{rita.name, sam.name}))
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(false)))
 		Expect(as.Spec.PlanMode.SelectedBy.Username).To(Equal(sam.name), "the approval that completed the review deselected plan mode")
-		Expect(s.nextStep().Active).To(BeFalse(), "the exit is applied at the next step boundary")
+		Expect(s.NextStep().Active).To(BeFalse(), "the exit is applied at the next step boundary")
 	})
 
 	It("counts two approvals written at the same moment from the same read", func() {

@@ -40,8 +40,8 @@ func inPlanMode(spec func(*agentsv1alpha1.AgentSessionSpec)) *agent {
 		}
 	})
 	Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(20 * time.Second).Should(BeTrue())
-	a.startTurn()
-	r := a.nextStep("plan the fix")
+	a.StartTurn()
+	r := a.NextStep("plan the fix")
 	Expect(r.Active).To(BeTrue())
 	Expect(r.ExitAdmitted).To(BeTrue())
 	return a
@@ -62,8 +62,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		a := newSession(nil)
 		By("the toggler enters plan mode between turns (the manager commits it)")
 		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted(a.name)))
-		a.startTurn()
-		r := a.nextStep("plan the fix")
+		a.StartTurn()
+		r := a.NextStep("plan the fix")
 		Expect(r.Active).To(BeTrue())
 		Expect(r.Section).To(Equal(planSection))
 
@@ -98,12 +98,12 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		kplan(reviewer, "dismiss", a.name).fails(`nothing under review: the plan "Fix the flake" (review ` + id + `) was already decided: Approved`)
 
 		By("the next step boundary commits the exit, with no notice")
-		r = a.nextStep()
+		r = a.NextStep()
 		Expect(r.Asked).To(BeTrue())
 		Expect(r.Active).To(BeFalse())
 		Expect(r.ExitAdmitted).To(BeFalse())
 		Expect(r.Notice).To(BeEmpty(), "an approved exit is never narrated: the tool result is the narration")
-		a.endTurn()
+		a.EndTurn()
 		evs := a.events()
 		Expect(types(evs)).To(Equal([]string{
 			`plan/mode {"active":true}`, // the between-turns entry
@@ -163,9 +163,9 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(as.Status.PlanMode.Active).To(BeTrue())
 		Expect(as.Status.PlanMode.PendingActive).To(BeNil(), "no exit recorded")
 
-		r := a.nextStep()
+		r := a.NextStep()
 		Expect(r.Active).To(BeTrue(), "keep-planning leaves plan mode on")
-		a.endTurn()
+		a.EndTurn()
 	})
 
 	It("dismiss: {approved: false}, the turn concludes and plan mode stays on", func() {
@@ -177,7 +177,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: harness.ExitErrDismissed}))
-		a.endTurn() // the agent concludes its turn
+		a.EndTurn() // the agent concludes its turn
 
 		as := a.get()
 		Expect(as.Status.PlanMode.Active).To(BeTrue())
@@ -212,12 +212,12 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id)).
 			refused("is already closed (Expired)")
 		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
-		a.endTurn()
+		a.EndTurn()
 	})
 
 	It("an agent that stops waiting withdraws its plan, so nobody can approve it afterwards", func() {
 		a := inPlanMode(nil)
-		_, err := a.c.ExitPlanMode(ctx, plan, time.Second)
+		_, err := a.Client.ExitPlanMode(ctx, plan, time.Second)
 		ee := exitErr(err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitAborted))
 		Expect(ee.ResultText()).To(Equal("Error: ask_user_question was aborted before the user answered"))
@@ -228,7 +228,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 		kplan(reviewer, "approve", a.name).fails("nothing under review")
 		Expect(a.get().Status.PlanMode.Active).To(BeTrue())
-		a.endTurn()
+		a.EndTurn()
 	})
 
 	It("a restarted agent withdraws the undecided review its previous process left", func() {
@@ -252,20 +252,20 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 
 	It("admits exit_plan_mode only in committed plan mode, and only with a '# ' heading", func() {
 		a := newSession(nil)
-		a.startTurn()
-		r := a.nextStep("hello")
+		a.StartTurn()
+		r := a.NextStep("hello")
 		Expect(r.ExitAdmitted).To(BeFalse())
-		_, err := a.c.ExitPlanMode(ctx, plan, 5*time.Second)
+		_, err := a.Client.ExitPlanMode(ctx, plan, 5*time.Second)
 		ee := exitErr(err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitUnknownTool))
 		Expect(ee.ResultText()).To(Equal("Error: " + agentsdk.UnknownToolMessage))
-		a.endTurn()
+		a.EndTurn()
 
 		Expect(kplan(toggler, "on", a.name).ok()).To(Equal(onCommitted(a.name)))
-		a.startTurn()
-		Expect(a.nextStep().ExitAdmitted).To(BeTrue())
+		a.StartTurn()
+		Expect(a.NextStep().ExitAdmitted).To(BeTrue())
 		for _, bad := range []string{"", "do things", "## Not level one\n", "  \n"} {
-			_, err := a.c.ExitPlanMode(ctx, bad, 5*time.Second)
+			_, err := a.Client.ExitPlanMode(ctx, bad, 5*time.Second)
 			ee := exitErr(err)
 			Expect(ee.Code).To(Equal(agentsdk.ExitInvalidPlan), "plan %q", bad)
 			Expect(ee.ResultText()).To(Equal("Error: exit_plan_mode requires a non-empty markdown plan starting with a # heading"))
@@ -274,15 +274,15 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 			Expect(ag.Review).To(BeNil(), "a refused call posts nothing for review")
 		}
 		kplan(reviewer, "review", a.name).fails("nothing under review")
-		a.endTurn()
+		a.EndTurn()
 	})
 })
 
 var _ = Describe("kubectl plan replies from the real manager's decision", func() {
 	It("answers committed, queued and cancelled as the log decides, and delivers the message at the next step", func() {
 		a := newSession(nil)
-		a.startTurn()
-		a.nextStep("hello") // a turn is open in the log; the agent wrote nothing to the API
+		a.StartTurn()
+		a.NextStep("hello") // a turn is open in the log; the agent wrote nothing to the API
 		Expect(a.get().Status.PlanMode.TurnOpen).To(BeFalse(), "the status does not show the open turn")
 		Expect(kplan(viewer, "status", a.name).ok()).To(MatchRegexp(`Turn:\s+none open at the manager's last status write \(the agent may have opened one since\)\n`))
 		Expect(kplan(viewer, "status", a.name, "--store", storeURL).ok()).To(MatchRegexp(`Turn:\s+1 open, step 1 \(live from the log`))
@@ -292,7 +292,7 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(kplan(toggler, a.name, "draft", "the", "migration").ok()).To(Equal(onDeferred(a.name)+"Message queued for the agent's next step, after the messages queued before it.\n"),
 			"the manager's status after the write shows the open turn")
 
-		r := a.nextStep()
+		r := a.NextStep()
 		Expect(r.Active).To(BeTrue())
 		Expect(r.Notice).To(Equal(harness.NoticePlanOn))
 		evs := a.events()
@@ -305,7 +305,7 @@ var _ = Describe("kubectl plan replies from the real manager's decision", func()
 		Expect(m.Source.Kind).To(Equal("plugin"))
 		Expect(m.Content[0].Text).To(Equal(harness.NoticePlanOn))
 		Eventually(func() string { return a.get().Status.Agent.SteerID }).Should(Equal(a.get().Spec.SteerQueue[0].ID))
-		a.endTurn()
+		a.EndTurn()
 
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offCommitted))
 		Expect(kplan(toggler, "off", a.name).ok()).To(Equal(offInactive))
@@ -328,7 +328,7 @@ var _ = Describe("the reference agent's exit instruction", func() {
 		done := make(chan error, 1)
 		go func() {
 			defer GinkgoRecover()
-			_, err := refagent.Run(ctx, refagent.Options{Client: a.c, Script: script(s), OnStep: func(r refagent.StepRecord) { *steps = append(*steps, r) }})
+			_, err := refagent.Run(ctx, refagent.Options{Client: a.Client, Script: script(s), OnStep: func(r refagent.StepRecord) { *steps = append(*steps, r) }})
 			done <- err
 		}()
 		return done
