@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,26 +65,8 @@ var (
 	kubeconfig string
 	repoRoot   string
 	// managerLog holds everything the manager (reconciler and webhooks) logged.
-	managerLog = &syncBuffer{}
+	managerLog = &framework.SyncBuffer{}
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines and the specs' reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestReview(t *testing.T) {
 	RegisterFailHandler(Fail)
