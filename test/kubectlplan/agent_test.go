@@ -17,17 +17,15 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 const ns = "default"
 
-// agent drives one session's turns and steps through the real SDK, as make run's demo agent
-// identity, building each request as the reference agent does.
+// agent is one session's StepAgent, as make run's demo agent identity.
 type agent struct {
-	name       string
-	c          *agentsdk.Client
-	turn, step int64
-	stepOpen   bool
+	name string
+	*framework.StepAgent
 }
 
 // newSession creates an AgentSession with no selection, waits for the manager to take it on,
@@ -46,7 +44,7 @@ func newSession(prefix string) *agent {
 	c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: ns, Name: name, Store: store})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(c.Close)
-	a.c = c
+	a.StepAgent = framework.NewStepAgent(ctx, GinkgoT(), c)
 	return a
 }
 
@@ -55,39 +53,6 @@ func (a *agent) get() *agentsv1alpha1.AgentSession {
 	as := &agentsv1alpha1.AgentSession{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.name}, as)).To(Succeed())
 	return as
-}
-
-func (a *agent) startTurn() {
-	GinkgoHelper()
-	t, err := a.c.StartTurn(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	a.turn, a.step = t, 0
-}
-
-// nextStep ends the open step, runs the step boundary and starts the next step.
-func (a *agent) nextStep() agentsdk.Result {
-	GinkgoHelper()
-	a.endStep()
-	res, err := a.c.Boundary(ctx, a.turn, a.step+1, 20*time.Second)
-	Expect(err).NotTo(HaveOccurred())
-	hdr := refagent.Header(res, harness.LLMCallConfig{Provider: "reference", Model: "scripted"}, refagent.DefaultSystem)
-	Expect(a.c.StartStep(ctx, res, agentsdk.StepInput{Header: &hdr})).To(Succeed())
-	a.step, a.stepOpen = a.step+1, true
-	return res
-}
-
-func (a *agent) endStep() {
-	GinkgoHelper()
-	if a.stepOpen {
-		Expect(a.c.EndStep(ctx, a.turn, a.step)).To(Succeed())
-		a.stepOpen = false
-	}
-}
-
-func (a *agent) endTurn() {
-	GinkgoHelper()
-	a.endStep()
-	Expect(a.c.EndTurn(ctx, a.turn, harness.TurnCompleted)).To(Succeed())
 }
 
 // serve runs the reference agent on the session: idle, a turn of one step for each message
@@ -99,7 +64,7 @@ func (a *agent) serve() {
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := refagent.Run(sctx, refagent.Options{Client: a.c, Script: script, WaitForMessages: true, BoundaryTimeout: 20 * time.Second})
+		_, err := refagent.Run(sctx, refagent.Options{Client: a.Client, Script: script, WaitForMessages: true, BoundaryTimeout: 20 * time.Second})
 		done <- err
 	}()
 	DeferCleanup(func() {
@@ -112,13 +77,13 @@ func (a *agent) serve() {
 // review is decided, as the agents do.
 func (a *agent) callExit(plan string) <-chan error {
 	ch := make(chan error, 1)
-	turn, step := a.turn, a.step
+	turn, step := a.Turn, a.Step
 	go func() {
 		defer GinkgoRecover()
-		res, err := a.c.ExitPlanMode(ctx, plan, time.Minute)
+		res, err := a.Client.ExitPlanMode(ctx, plan, time.Minute)
 		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), `{"plan":"…"}`, res, err)
 		if evErr == nil {
-			_, evErr = a.c.Append(ctx, evs...)
+			_, evErr = a.Client.Append(ctx, evs...)
 		}
 		ch <- evErr
 	}()
@@ -128,14 +93,14 @@ func (a *agent) callExit(plan string) <-chan error {
 // events reads the session's log.
 func (a *agent) events() []harness.Event {
 	GinkgoHelper()
-	evs, err := store.ReadFrom(ctx, a.c.SessionID(), 0, 0)
+	evs, err := store.ReadFrom(ctx, a.Client.SessionID(), 0, 0)
 	Expect(err).NotTo(HaveOccurred())
 	return evs
 }
 
 func (a *agent) tail() harness.Tail {
 	GinkgoHelper()
-	t, err := store.Tail(ctx, a.c.SessionID())
+	t, err := store.Tail(ctx, a.Client.SessionID())
 	Expect(err).NotTo(HaveOccurred())
 	return t
 }

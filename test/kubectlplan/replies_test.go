@@ -17,7 +17,7 @@ var _ = Describe("replies say what happened, as the session log shows it", func(
 		a := newSession("idle")
 		a.serve()
 		from := a.tail().NextSeq
-		out := kplan("message", a.name, "look", "around").ok()
+		out := kplan("message", a.name, "look", "around").OK()
 		evs := a.events()
 		pms := planModes(evs)
 		Expect(pms).To(HaveLen(1))
@@ -39,53 +39,53 @@ var _ = Describe("replies say what happened, as the session log shows it", func(
 
 	It("plan mode already committed: already on, and nothing is written", func() {
 		a := newSession("again")
-		Expect(kplan("on", a.name).ok()).To(Equal(fmt.Sprintf("Plan mode on. Use kubectl plan off %s to leave.\n", a.name)))
+		Expect(kplan("on", a.name).OK()).To(Equal(fmt.Sprintf("Plan mode on. Use kubectl plan off %s to leave.\n", a.name)))
 		Eventually(func() bool { return a.tail().Active }).Should(BeTrue())
 		seq, rv := a.tail().NextSeq, a.get().ResourceVersion
-		Expect(kplan("on", a.name).ok()).To(Equal(fmt.Sprintf("Plan mode is already on. Use kubectl plan off %s to leave.\n", a.name)))
+		Expect(kplan("on", a.name).OK()).To(Equal(fmt.Sprintf("Plan mode is already on. Use kubectl plan off %s to leave.\n", a.name)))
 		Expect(a.tail().NextSeq).To(Equal(seq), "nothing appended")
 		Expect(a.get().ResourceVersion).To(Equal(rv), "nothing written")
 
-		Expect(kplan("off", a.name).ok()).To(Equal("Plan mode off.\n"))
+		Expect(kplan("off", a.name).OK()).To(Equal("Plan mode off.\n"))
 		pms := planModes(a.events())
 		Expect(pms[len(pms)-1].active).To(BeFalse())
 		Expect(pms[len(pms)-1].turnOpen).To(BeFalse(), "committed between turns")
 		seq = a.tail().NextSeq
-		Expect(kplan("off", a.name).ok()).To(Equal("Plan mode is already off.\n"))
+		Expect(kplan("off", a.name).OK()).To(Equal("Plan mode is already off.\n"))
 		Expect(a.tail().NextSeq).To(Equal(seq))
 	})
 
 	It("during a turn: queued for the next step, applied at that boundary; a message waits for that step; an entry undone before it is cancelled", func() {
 		a := newSession("turn")
-		a.startTurn()
-		a.nextStep()
-		Expect(kplan("on", a.name).ok()).To(Equal(fmt.Sprintf("Entering plan mode (applies from the next step). Use kubectl plan off %s to leave.\n", a.name)))
+		a.StartTurn()
+		a.NextStep()
+		Expect(kplan("on", a.name).OK()).To(Equal(fmt.Sprintf("Entering plan mode (applies from the next step). Use kubectl plan off %s to leave.\n", a.name)))
 		Expect(planModes(a.events())).To(BeEmpty(), "nothing logged until the boundary")
-		Expect(kplan("off", a.name).ok()).To(Equal(harness.ReplyOffCancelled + "\n"))
-		a.nextStep()
+		Expect(kplan("off", a.name).OK()).To(Equal(harness.ReplyOffCancelled + "\n"))
+		a.NextStep()
 		Expect(planModes(a.events())).To(BeEmpty(), "the cancelled entry never reaches the log")
 
 		beforeMessage := a.tail().NextSeq
-		out := kplan("message", a.name, "draft", "it").ok()
+		out := kplan("message", a.name, "draft", "it").OK()
 		Expect(out).To(Equal(fmt.Sprintf("Entering plan mode (applies from the next step). Use kubectl plan off %s to leave.\n", a.name) +
 			"Message queued for the agent's next step, after the messages queued before it.\n"))
-		res := a.nextStep()
+		res := a.NextStep()
 		Expect(res.Active).To(BeTrue())
 		evs := a.events()
 		pms := planModes(evs)
 		Expect(pms).To(HaveLen(1))
 		Expect(pms[0].turnOpen).To(BeTrue())
-		Expect([]int64{pms[0].turn, pms[0].step}).To(Equal([]int64{a.turn, a.step}), "applied at this step's boundary")
+		Expect([]int64{pms[0].turn, pms[0].step}).To(Equal([]int64{a.Turn, a.Step}), "applied at this step's boundary")
 		turn, step, startedAfter, found := messageAt(evs, "draft it", beforeMessage)
 		Expect(found).To(BeTrue())
-		Expect([]int64{turn, step}).To(Equal([]int64{a.turn, a.step}), "the message is this step's input")
+		Expect([]int64{turn, step}).To(Equal([]int64{a.Turn, a.Step}), "the message is this step's input")
 		Expect(startedAfter).To(BeFalse())
-		a.endTurn()
+		a.EndTurn()
 	})
 
 	It("a message while no agent takes it: committed, and queued without a turn", func() {
 		a := newSession("noagent")
-		out := kplan("message", a.name, "anyone", "there?").ok()
+		out := kplan("message", a.name, "anyone", "there?").OK()
 		Expect(out).To(Equal(fmt.Sprintf("Plan mode on. Use kubectl plan off %s to leave.\n", a.name) +
 			"Message queued; the agent has not taken it yet (an idle agent starts a turn with it).\n"))
 		Expect(a.tail().Turn).To(BeZero(), "no turn was started")

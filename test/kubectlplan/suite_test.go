@@ -1,9 +1,7 @@
 package kubectlplan_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -120,38 +118,16 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// result is one command's run.
-type result struct {
-	Out, Err string
-	Code     int
-}
-
 // kubectl runs kubectl ARGS... with the banner's KUBECONFIG and PATH, stdin from in.
-func kubectl(in io.Reader, args ...string) result {
+func kubectl(in io.Reader, args ...string) framework.CmdResult {
 	GinkgoHelper()
-	c, stop := context.WithTimeout(ctx, 60*time.Second)
-	defer stop()
 	path, err := lookPath("kubectl")
 	Expect(err).NotTo(HaveOccurred(), "the banner's PATH has kubectl")
-	cmd := exec.CommandContext(c, path, args...)
-	cmd.Env = bannerEnv
-	cmd.Stdin = in
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		Expect(err).NotTo(HaveOccurred(), "run kubectl %v", args)
-	}
-	GinkgoWriter.Printf("$ kubectl %s\n%s%s(exit %d)\n", strings.Join(args, " "), out.String(), errb.String(), code)
-	return result{Out: out.String(), Err: errb.String(), Code: code}
+	return framework.KubectlCmd{Path: path, Env: bannerEnv}.Run(ctx, GinkgoT(), in, args...)
 }
 
 // kplan runs kubectl plan ARGS....
-func kplan(args ...string) result {
+func kplan(args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return kubectl(nil, append([]string{"plan"}, args...)...)
 }
@@ -168,21 +144,6 @@ func lookPath(name string) (string, error) {
 		}
 	}
 	return "", exec.ErrNotFound
-}
-
-func (r result) ok() string {
-	GinkgoHelper()
-	Expect(r.Code).To(Equal(0), "stdout: %s\nstderr: %s", r.Out, r.Err)
-	return r.Out
-}
-
-func (r result) fails(fragments ...string) {
-	GinkgoHelper()
-	Expect(r.Code).To(Equal(1), "want exit 1; stdout: %s\nstderr: %s", r.Out, r.Err)
-	Expect(r.Err).To(HavePrefix("error: "))
-	for _, f := range fragments {
-		Expect(r.Err).To(ContainSubstring(f))
-	}
 }
 
 // background is a command left running (log -f, list -w), stopped with Ctrl-C.

@@ -42,24 +42,24 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 	It("kubectl get, kubectl plan list, kubectl plan status and the docs agree", func() {
 		fresh := newSession("v-fresh")
 		on := newSession("v-on")
-		Expect(kplan("on", on.name).ok()).To(ContainSubstring("Plan mode on."))
+		Expect(kplan("on", on.name).OK()).To(ContainSubstring("Plan mode on."))
 		entering := newSession("v-entering")
-		entering.startTurn()
-		entering.nextStep()
-		Expect(kplan("on", entering.name).ok()).To(ContainSubstring("Entering plan mode (applies from the next step)"))
+		entering.StartTurn()
+		entering.NextStep()
+		Expect(kplan("on", entering.name).OK()).To(ContainSubstring("Entering plan mode (applies from the next step)"))
 		reviewing := newSession("v-review")
-		Expect(kplan("on", reviewing.name).ok()).To(ContainSubstring("Plan mode on."))
-		reviewing.startTurn()
-		reviewing.nextStep()
+		Expect(kplan("on", reviewing.name).OK()).To(ContainSubstring("Plan mode on."))
+		reviewing.StartTurn()
+		reviewing.NextStep()
 		exited := reviewing.callExit("# Tidy the README\n\n1. Fix the heading.\n")
-		Expect(kplan("review", reviewing.name, "--wait=30s").ok()).To(ContainSubstring("Tidy the README"))
+		Expect(kplan("review", reviewing.name, "--wait=30s").OK()).To(ContainSubstring("Tidy the README"))
 		revised := newSession("v-revised")
-		Expect(kplan("on", revised.name).ok()).To(ContainSubstring("Plan mode on."))
-		revised.startTurn()
-		revised.nextStep()
+		Expect(kplan("on", revised.name).OK()).To(ContainSubstring("Plan mode on."))
+		revised.StartTurn()
+		revised.NextStep()
 		sentBack := revised.callExit("# First draft\n")
-		kplan("review", revised.name, "--wait=30s").ok()
-		Expect(kplan("revise", revised.name, "more", "detail").ok()).To(ContainSubstring("back with your feedback"))
+		kplan("review", revised.name, "--wait=30s").OK()
+		Expect(kplan("revise", revised.name, "more", "detail").OK()).To(ContainSubstring("back with your feedback"))
 		Eventually(sentBack).Should(Receive(BeNil()))
 
 		want := map[string][]string{
@@ -69,8 +69,8 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 			reviewing.name: {reviewing.name, "true", "", "true", string(agentsv1alpha1.ReviewPending), "True"},
 			revised.name:   {revised.name, "true", "", "true", string(agentsv1alpha1.ReviewKeptPlanning), "True"},
 		}
-		getHeader, got := rows(kubectl(nil, "get", "agentsessions").ok())
-		listHeader, listed := rows(kplan("list").ok())
+		getHeader, got := rows(kubectl(nil, "get", "agentsessions").OK())
+		listHeader, listed := rows(kplan("list").OK())
 		Expect(listHeader).To(Equal(getHeader), "the same columns")
 		Expect(getHeader).To(Equal([]string{"NAME", plancli.ColumnPlanMode, plancli.ColumnPending, plancli.ColumnSelected, plancli.ColumnReview, plancli.ColumnReady, "AGE"}))
 		for name, cells := range want {
@@ -79,18 +79,18 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 		}
 
 		By("kubectl plan status says the same, in sentences and as -o json")
-		status := kplan("status", entering.name).ok()
+		status := kplan("status", entering.name).OK()
 		Expect(status).To(MatchRegexp(`Plan mode:\s+false \(off\), committed in the session log\n`))
 		Expect(status).To(MatchRegexp(`Pending:\s+true \(on\) at the agent's next step boundary\n`))
 		Expect(status).To(MatchRegexp(`Selected:\s+true \(on\) \(spec.planMode.active, by developer at \S+\)\n`), "the selection names who made it")
 		var v plancli.StatusView
-		Expect(json.Unmarshal([]byte(kplan("status", entering.name, "-o", "json").ok()), &v)).To(Succeed())
+		Expect(json.Unmarshal([]byte(kplan("status", entering.name, "-o", "json").OK()), &v)).To(Succeed())
 		Expect(v.PlanMode).To(BeFalse())
 		Expect(v.Pending).To(HaveValue(BeTrue()))
 		Expect(v.Selected).To(HaveValue(BeTrue()))
-		Expect(kplan("status", revised.name).ok()).To(MatchRegexp(`Review:\s+"First draft" \(revision 1, review \S+, turn 1\): KeepPlanning by developer \(`))
+		Expect(kplan("status", revised.name).OK()).To(MatchRegexp(`Review:\s+"First draft" \(revision 1, review \S+, turn 1\): KeepPlanning by developer \(`))
 		var list struct{ Items []plancli.SessionRow }
-		Expect(json.Unmarshal([]byte(kplan("list", "-o", "json").ok()), &list)).To(Succeed())
+		Expect(json.Unmarshal([]byte(kplan("list", "-o", "json").OK()), &list)).To(Succeed())
 		for _, r := range list.Items {
 			if r.Name == reviewing.name {
 				Expect(r.Review).To(Equal(agentsv1alpha1.ReviewPending))
@@ -110,10 +110,10 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 		By("leaving the review and the turns as they would end")
 		reviewingNow := reviewing.get()
 		review := reviewingNow.Status.Agent.Review
-		Expect(kplan("approve", reviewing.name, "--plan-sha256", planmode.PlanSHA256(review.Plan)).ok()).To(ContainSubstring("Approved"))
+		Expect(kplan("approve", reviewing.name, "--plan-sha256", planmode.PlanSHA256(review.Plan)).OK()).To(ContainSubstring("Approved"))
 		Eventually(exited).Should(Receive(BeNil()))
-		reviewing.endTurn()
-		revised.endTurn()
-		entering.endTurn()
+		reviewing.EndTurn()
+		revised.EndTurn()
+		entering.EndTurn()
 	})
 })

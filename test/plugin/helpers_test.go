@@ -55,21 +55,4 @@ func setStatus(ns, name string, f func(*agentsv1alpha1.AgentSessionStatus)) {
 	Expect(k8sClient.Status().Update(ctx, as)).To(Succeed())
 }
 
-// ok asserts a zero exit and returns stdout.
-func (r result) ok() string {
-	GinkgoHelper()
-	Expect(r.Code).To(Equal(0), "stdout: %s\nstderr: %s", r.Out, r.Err)
-	return r.Out
-}
-
-// fails asserts exit 1 and an "error: " line on stderr containing every fragment.
-func (r result) fails(fragments ...string) {
-	GinkgoHelper()
-	Expect(r.Code).To(Equal(1), "want exit 1; stdout: %s\nstderr: %s", r.Out, r.Err)
-	Expect(r.Err).To(HavePrefix("error: "))
-	for _, f := range fragments {
-		Expect(r.Err).To(ContainSubstring(f))
-	}
-}
-
 func line(s string) string { return s + "\n" }

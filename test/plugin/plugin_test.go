@@ -43,10 +43,10 @@ func inKubectl(reply, ns string) string {
 
 var _ = Describe("kubectl plan --help", func() {
 	It("lists every subcommand and documents each one", func() {
-		out := kplan("--help").ok()
+		out := kplan("--help").OK()
 		for _, sub := range []string{"on", "off", "message", "status", "log", "review", "approve", "revise", "dismiss"} {
 			Expect(out).To(MatchRegexp(`(?m)^  %s\s+\S`, sub), "root help lists %q", sub)
-			h := kplan(sub, "--help").ok()
+			h := kplan(sub, "--help").OK()
 			Expect(h).To(ContainSubstring("Usage:\n  kubectl plan "+sub), "help of %q", sub)
 			Expect(h).To(ContainSubstring("Examples:"), "help of %q has examples", sub)
 			Expect(h).To(ContainSubstring("--kubeconfig"), "help of %q has the standard kubectl flags", sub)
@@ -58,12 +58,12 @@ var _ = Describe("kubectl plan --help", func() {
 	})
 
 	It("is found by kubectl's plugin mechanism", func() {
-		out := kubectlRun(nil, "plugin", "list").ok()
+		out := kubectlRun(nil, "plugin", "list").OK()
 		Expect(out).To(ContainSubstring(filepath.Join(pluginDir, "kubectl-plan")))
 	})
 
 	It("prints the help with no arguments", func() {
-		Expect(kplan().ok()).To(ContainSubstring("Available Commands:"))
+		Expect(kplan().OK()).To(ContainSubstring("Available Commands:"))
 	})
 })
 
@@ -90,7 +90,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 			before := newSession(ns, "demo", func(s *agentsv1alpha1.AgentSessionSpec) { s.PlanMode.Active = r.desired },
 				func(s *agentsv1alpha1.AgentSessionStatus) { s.PlanMode = r.st; s.PlanMode.Selection = r.selection })
 			args := append(strings.Fields(r.args), "demo", "-n", ns, "--wait=0")
-			Expect(kplan(args...).ok()).To(Equal(line(inKubectl(r.reply, ns))))
+			Expect(kplan(args...).OK()).To(Equal(line(inKubectl(r.reply, ns))))
 			after := get(ns, "demo")
 			Expect(after.Spec.PlanMode.Active).To(Equal(r.wantDesired))
 			if r.noWrite {
@@ -153,7 +153,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 			func(s *agentsv1alpha1.AgentSessionStatus) {
 				s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true)}
 			})
-		Expect(kplan("demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(offCommitted)))
+		Expect(kplan("demo", "off", "-n", ns, "--wait=0").OK()).To(Equal(line(offCommitted)))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)))
 		Expect(get(ns, "demo").Spec.SteerQueue).To(BeEmpty())
 	})
@@ -167,7 +167,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 				s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true), TurnOpen: true, Pending: true, PendingActive: bp(false), PendingSource: agentsv1alpha1.PendingSourceExit}
 			})
 		for _, wait := range []string{"--wait=0", "--wait=1s"} {
-			kplan("on", "demo", "-n", ns, wait).fails("spec.planMode.active is already true", "the manager acts only on a changed value",
+			kplan("on", "demo", "-n", ns, wait).Fails("spec.planMode.active is already true", "the manager acts only on a changed value",
 				"kubectl plan off demo && kubectl plan on demo")
 			after := get(ns, "demo")
 			Expect(after.Spec.PlanMode.Active).To(Equal(bp(true)))
@@ -179,7 +179,7 @@ var _ = Describe("on and off: replies from the set() decision table", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
 		r := kplan("on", "demo", "-n", ns, "--wait=0")
-		Expect(r.ok()).To(Equal(line(inKubectl(onCommitted, ns))))
+		Expect(r.OK()).To(Equal(line(inKubectl(onCommitted, ns))))
 		Expect(r.Err).To(ContainSubstring(`warning: PlanModeConfig "default" does not exist in namespace "` + ns + `"`))
 	})
 })
@@ -192,7 +192,7 @@ var _ = Describe("messages: /plan TEXT", func() {
 	})
 
 	It("enters plan mode and queues the trimmed text with a fresh id (long form), each message kept, in order", func() {
-		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
+		Expect(kplan("message", "demo", "draft", "the", "migration", "-n", ns, "--wait=0").OK()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
 		Expect(as.Spec.SteerQueue).To(HaveLen(1))
@@ -213,7 +213,7 @@ var _ = Describe("messages: /plan TEXT", func() {
 		setStatus(ns, "demo", func(s *agentsv1alpha1.AgentSessionStatus) {
 			s.PlanMode = agentsv1alpha1.PlanModeStatus{Active: true, Selection: bp(true), TurnOpen: true}
 		})
-		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onAlready, ns)) + line(queuedMessage)))
+		Expect(kplan("message", "demo", "  and the rollback  ", "-n", ns, "--wait=0").OK()).To(Equal(line(inKubectl(onAlready, ns)) + line(queuedMessage)))
 		as = get(ns, "demo")
 		Expect(as.Spec.SteerQueue).To(HaveLen(2))
 		Expect(as.Spec.SteerQueue[0].ID).To(Equal(first))
@@ -222,20 +222,20 @@ var _ = Describe("messages: /plan TEXT", func() {
 	})
 
 	It("short form: SESSION TEXT is an entry plus a message, 'off please' included", func() {
-		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
+		Expect(kplan("demo", "  draft it ", "-n", ns, "--wait=0").OK()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
 		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("draft it"))
 		// spec already selects plan mode (the manager has not taken it on in these specs): noop.
-		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onAlready, ns)) + line(idleMessage)))
+		Expect(kplan("demo", "off", "please", "-n", ns, "--wait=0").OK()).To(Equal(line(inKubectl(onAlready, ns)) + line(idleMessage)))
 		as := get(ns, "demo")
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)))
 		Expect(as.Spec.SteerQueue[len(as.Spec.SteerQueue)-1].Text).To(Equal("off please"))
 	})
 
 	It("the long form treats 'off' as a message, and refuses a blank one", func() {
-		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").ok()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
+		Expect(kplan("message", "demo", "off", "-n", ns, "--wait=0").OK()).To(Equal(line(inKubectl(onCommitted, ns)) + line(idleMessage)))
 		Expect(get(ns, "demo").Spec.SteerQueue[0].Text).To(Equal("off"))
-		kplan("message", "demo", "   ", "-n", ns).fails(`"message" needs a non-blank text`)
-		kplan("message", "demo", "-n", ns).fails(`"message" needs a session and the text`)
+		kplan("message", "demo", "   ", "-n", ns).Fails(`"message" needs a non-blank text`)
+		kplan("message", "demo", "-n", ns).Fails(`"message" needs a session and the text`)
 	})
 })
 
@@ -247,28 +247,28 @@ var _ = Describe("errors", func() {
 	})
 
 	It("names a missing session, and hints at a mistyped subcommand", func() {
-		kplan("on", "nosuch", "-n", ns).fails(`no AgentSession "nosuch" in namespace "` + ns + `"`)
-		kplan("status", "nosuch", "-n", ns).fails(`no AgentSession "nosuch"`)
-		kplan("review", "nosuch", "-n", ns).fails(`no AgentSession "nosuch"`)
-		kplan("stauts", "demo", "-n", ns).fails(`no AgentSession "stauts"`, `did you mean "status"?`)
+		kplan("on", "nosuch", "-n", ns).Fails(`no AgentSession "nosuch" in namespace "` + ns + `"`)
+		kplan("status", "nosuch", "-n", ns).Fails(`no AgentSession "nosuch"`)
+		kplan("review", "nosuch", "-n", ns).Fails(`no AgentSession "nosuch"`)
+		kplan("stauts", "demo", "-n", ns).Fails(`no AgentSession "stauts"`, `did you mean "status"?`)
 	})
 
 	It("checks arguments", func() {
-		kplan("status", "-n", ns).fails(`"status" needs exactly one argument, the session name`)
-		kplan("on", "a", "b", "-n", ns).fails(`"on" needs exactly one argument`)
-		kplan("status", "demo", "-o", "wide", "-n", ns).fails(`unknown output format "wide"`)
-		kplan("log", "demo", "-n", ns).fails("no session-log store: pass --store URL, set " + plancli.StoreEnv)
+		kplan("status", "-n", ns).Fails(`"status" needs exactly one argument, the session name`)
+		kplan("on", "a", "b", "-n", ns).Fails(`"on" needs exactly one argument`)
+		kplan("status", "demo", "-o", "wide", "-n", ns).Fails(`unknown output format "wide"`)
+		kplan("log", "demo", "-n", ns).Fails("no session-log store: pass --store URL, set " + plancli.StoreEnv)
 	})
 
 	It("says which permission is missing", func() {
 		By("a user with no access at all")
-		kplan("on", "demo", "-n", ns, "--as", "mallory").fails("not allowed to read the session",
+		kplan("on", "demo", "-n", ns, "--as", "mallory").Fails("not allowed to read the session",
 			`"get" permission on agentsessions.agents.harness.dev in namespace "`+ns+`"`, `User "mallory" cannot get resource "agentsessions"`)
 		By("a user who can read but not patch")
 		grant(ns, "viewer", []string{"get", "list", "watch"})
-		kplan("off", "demo", "-n", ns, "--as", "viewer", "--wait=0").fails("not allowed to toggle plan mode", `"patch" permission on agentsessions.agents.harness.dev`)
-		kplan("message", "demo", "hi", "-n", ns, "--as", "viewer", "--wait=0").fails("not allowed to toggle plan mode and send a message", `"patch" permission`)
-		Expect(kplan("status", "demo", "-n", ns, "--as", "viewer").ok()).To(ContainSubstring("Plan mode:"))
+		kplan("off", "demo", "-n", ns, "--as", "viewer", "--wait=0").Fails("not allowed to toggle plan mode", `"patch" permission on agentsessions.agents.harness.dev`)
+		kplan("message", "demo", "hi", "-n", ns, "--as", "viewer", "--wait=0").Fails("not allowed to toggle plan mode and send a message", `"patch" permission`)
+		Expect(kplan("status", "demo", "-n", ns, "--as", "viewer").OK()).To(ContainSubstring("Plan mode:"))
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(BeNil(), "a refused toggle changes nothing")
 	})
 })
@@ -299,7 +299,7 @@ var _ = Describe("status", func() {
 			s.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: "# Fix the flake\n\n1. retry\n", Turn: 4}}
 			s.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "SelectionPending", Message: "plan mode off is selected", LastTransitionTime: now}}
 		})
-		out := kplan("status", "demo", "-n", ns).ok()
+		out := kplan("status", "demo", "-n", ns).OK()
 		Expect(out).To(MatchRegexp(`Plan mode:\s+true \(on\), committed in the session log\n`))
 		Expect(out).To(MatchRegexp(`Pending:\s+false \(off\) at the agent's next step boundary\n`))
 		Expect(out).To(MatchRegexp(`Selected:\s+false \(off\) \(spec.planMode.active\)\n`))
@@ -310,19 +310,19 @@ var _ = Describe("status", func() {
 		Expect(out).To(MatchRegexp(`Ready:\s+False SelectionPending: plan mode off is selected\n`))
 
 		var v plancli.StatusView
-		Expect(json.Unmarshal([]byte(kplan("status", "demo", "-n", ns, "-o", "json").ok()), &v)).To(Succeed())
+		Expect(json.Unmarshal([]byte(kplan("status", "demo", "-n", ns, "-o", "json").OK()), &v)).To(Succeed())
 		Expect(v.PlanMode).To(BeTrue())
 		Expect(v.Pending).To(Equal(bp(false)))
 		Expect(v.Selected).To(Equal(bp(false)))
 		Expect(v.ConfigRef).To(Equal("strict"))
 		Expect(v.Review.ID).To(Equal("r1"))
-		Expect(kplan("status", "demo", "-n", ns, "-o", "yaml").ok()).To(ContainSubstring("planMode: true"))
+		Expect(kplan("status", "demo", "-n", ns, "-o", "yaml").OK()).To(ContainSubstring("planMode: true"))
 	})
 
 	It("reads a fresh session with nothing reported yet", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
-		out := kplan("status", "demo", "-n", ns).ok()
+		out := kplan("status", "demo", "-n", ns).OK()
 		Expect(out).To(MatchRegexp(`Plan mode:\s+false \(off\), committed in the session log\n`))
 		Expect(out).To(MatchRegexp(`Selected:\s+none \(no selection: the session follows its log\)\n`))
 		Expect(out).To(MatchRegexp(`Config:\s+default \(requested; not read by the manager yet\)\n`))
@@ -351,48 +351,48 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 
 	It("says when nothing is under review", func() {
 		for _, sub := range []string{"review", "approve", "revise", "dismiss"} {
-			kplan(sub, "demo", "-n", ns).fails("nothing under review", `session "demo" has not presented a plan`)
+			kplan(sub, "demo", "-n", ns).Fails("nothing under review", `session "demo" has not presented a plan`)
 		}
 		Expect(get(ns, "demo").Spec.ReviewVotes).To(BeEmpty())
 	})
 
 	It("prints the plan under review, verbatim", func() {
 		post("r1", plan)
-		out := kplan("review", "demo", "-n", ns).ok()
+		out := kplan("review", "demo", "-n", ns).OK()
 		Expect(out).To(HavePrefix("Plan:       Fix the flake\nReview ID:  r1\nTurn:       2\n"), "no revision before the manager opens the review")
 		Expect(out).To(ContainSubstring("State:      Pending, awaiting a decision (kubectl plan approve|revise|dismiss demo)\n"))
 		Expect(out).To(HaveSuffix("\n\n" + plan))
-		Expect(kplan("review", "demo", "-n", ns, "--raw").ok()).To(Equal(plan))
+		Expect(kplan("review", "demo", "-n", ns, "--raw").OK()).To(Equal(plan))
 	})
 
 	It("approves the plan it read, once, and refuses a stale review id", func() {
 		post("r1", plan)
-		kplan("approve", "demo", "-n", ns, "--review-id", "r0").fails(`stale review id "r0": the plan under review is now "Fix the flake" (review r1)`)
+		kplan("approve", "demo", "-n", ns, "--review-id", "r0").Fails(`stale review id "r0": the plan under review is now "Fix the flake" (review r1)`)
 		Expect(get(ns, "demo").Spec.ReviewVotes).To(BeEmpty())
 
-		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").ok()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
+		Expect(kplan("approve", "demo", "-n", ns, "--review-id", "r1", "--wait=0").OK()).To(Equal(line(`Approved "Fix the flake" (review r1): the agent leaves plan mode at its next step.`)))
 		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewApprove,
 			PlanSHA256: planmode.PlanSHA256(plan)}), "the vote names the digest of the text read")
 		Expect(get(ns, "demo").Spec.PlanMode.Active).To(Equal(bp(false)), "the approval that completes the review deselects plan mode in the same write")
-		kplan("approve", "demo", "-n", ns).fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
-		kplan("dismiss", "demo", "-n", ns).fails("already decided")
-		Expect(kplan("review", "demo", "-n", ns).ok()).To(ContainSubstring("State:      Pending; decision Approve written, waiting for the manager\n"))
+		kplan("approve", "demo", "-n", ns).Fails(`nothing under review: the plan "Fix the flake" (review r1) was already decided: Approve`)
+		kplan("dismiss", "demo", "-n", ns).Fails("already decided")
+		Expect(kplan("review", "demo", "-n", ns).OK()).To(ContainSubstring("State:      Pending; decision Approve written, waiting for the manager\n"))
 	})
 
 	It("keeps planning with and without feedback, and dismisses, each naming the newest review", func() {
 		post("r1", plan)
-		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").ok()).
+		Expect(kplan("revise", "demo", "-n", ns, "--feedback", "consider the resume path", "--wait=0").OK()).
 			To(Equal(line(`Sent "Fix the flake" (review r1) back with your feedback: the agent keeps planning; the session stays in plan mode.`)))
 		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r1", Decision: agentsv1alpha1.ReviewKeepPlanning, Feedback: "consider the resume path",
 			PlanSHA256: planmode.PlanSHA256(plan)}))
 
 		post("r2", "# Fix the flake, v2\n")
-		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning; the session stays in plan mode.`)))
+		Expect(kplan("revise", "demo", "-n", ns, "--wait=0").OK()).To(Equal(line(`Sent "Fix the flake, v2" (review r2) back: the agent keeps planning; the session stays in plan mode.`)))
 		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r2", Decision: agentsv1alpha1.ReviewKeepPlanning,
 			PlanSHA256: planmode.PlanSHA256("# Fix the flake, v2\n")}), "no feedback left over from r1")
 
 		post("r3", "no heading at all")
-		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").ok()).To(Equal(line(
+		Expect(kplan("dismiss", "demo", "-n", ns, "--wait=0").OK()).To(Equal(line(
 			`Dismissed the review of "Plan" (review r3): the agent stops its turn; the session stays in plan mode until you run kubectl plan off demo.`)))
 		Expect(lastVote(ns)).To(Equal(&agentsv1alpha1.ReviewDecision{ReviewID: "r3", Decision: agentsv1alpha1.ReviewDismiss,
 			PlanSHA256: planmode.PlanSHA256("no heading at all")}))
@@ -402,7 +402,7 @@ var _ = Describe("review, approve, revise, dismiss", func() {
 	It("refuses a decision from a user without patch permission", func() {
 		post("r1", plan)
 		grant(ns, "viewer", []string{"get"})
-		kplan("approve", "demo", "-n", ns, "--as", "viewer").fails("not allowed to decide the plan review", `"patch" permission`)
+		kplan("approve", "demo", "-n", ns, "--as", "viewer").Fails("not allowed to decide the plan review", `"patch" permission`)
 		Expect(get(ns, "demo").Spec.ReviewVotes).To(BeEmpty())
 	})
 })
@@ -454,7 +454,7 @@ var _ = Describe("log", func() {
 		_, err = store.Append(ctx, as.Spec.SessionID, harness.Sequence(0, events...))
 		Expect(err).NotTo(HaveOccurred())
 
-		out := kplan("log", "demo", "-n", ns, "--store", url).ok()
+		out := kplan("log", "demo", "-n", ns, "--store", url).OK()
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		Expect(lines[0]).To(MatchRegexp(`^SEQ\s+TIME\s+EVENT\s+DETAIL$`))
 		got := make([]string, 0, len(lines)-1)
@@ -480,7 +480,7 @@ var _ = Describe("log", func() {
 
 		By("--jsonl: the header line, then every event verbatim; the store URL may come from the environment")
 		r := kubectlRun([]string{plancli.StoreEnv + "=" + url}, "plan", "log", "demo", "-n", ns, "--jsonl")
-		jl := strings.Split(strings.TrimSuffix(r.ok(), "\n"), "\n")
+		jl := strings.Split(strings.TrimSuffix(r.OK(), "\n"), "\n")
 		Expect(jl).To(HaveLen(1 + len(events)))
 		var hdr map[string]any
 		Expect(json.Unmarshal([]byte(jl[0]), &hdr)).To(Succeed())
@@ -499,10 +499,10 @@ var _ = Describe("log", func() {
 	It("fails clearly on a bad store URL", func() {
 		ns := newNamespace()
 		newSession(ns, "demo", nil, nil)
-		kplan("log", "demo", "-n", ns, "--store", "mysql://x").fails("cannot open the session-log store", "unknown store URL")
+		kplan("log", "demo", "-n", ns, "--store", "mysql://x").Fails("cannot open the session-log store", "unknown store URL")
 		// A path with no log is an error naming it, and reading creates no file there.
 		missing := filepath.Join(GinkgoT().TempDir(), "empty.db")
-		kplan("log", "demo", "-n", ns, "--store", "sqlite://"+missing).fails("no SQLite session log at " + missing)
+		kplan("log", "demo", "-n", ns, "--store", "sqlite://"+missing).Fails("no SQLite session log at " + missing)
 		_, err := os.Stat(missing)
 		Expect(err).To(MatchError(os.ErrNotExist), "kubectl plan log created the store file")
 		// A store that exists but has no log for the session.
@@ -510,7 +510,7 @@ var _ = Describe("log", func() {
 		store, err := sessionlog.Open(ctx, url)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(store.Close()).To(Succeed())
-		kplan("log", "demo", "-n", ns, "--store", url).fails("has no log in this store yet")
+		kplan("log", "demo", "-n", ns, "--store", url).Fails("has no log in this store yet")
 	})
 })
 

@@ -1,14 +1,11 @@
 package plugin_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -91,42 +88,24 @@ func writeKubeconfig(c *rest.Config) string {
 	return path
 }
 
-// result is one kubectl run.
-type result struct {
-	Out, Err string
-	Code     int
-}
-
 // kplan runs `kubectl plan ARGS...` through the real kubectl, with kubectl-plan on PATH.
-func kplan(args ...string) result {
+func kplan(args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return kubectlRun(nil, append([]string{"plan"}, args...)...)
 }
 
-func kubectlRun(env []string, args ...string) result {
+// kubectlRun runs `kubectl ARGS...` with the envtest kubeconfig, the plugin built for this run
+// alone on PATH, and env added last.
+func kubectlRun(env []string, args ...string) framework.CmdResult {
 	GinkgoHelper()
-	c, stop := context.WithTimeout(ctx, 60*time.Second)
-	defer stop()
-	cmd := exec.CommandContext(c, kubectl, args...)
-	cmd.Env = append(os.Environ(),
+	cmd := framework.KubectlCmd{Path: kubectl, Env: append(os.Environ(),
 		// Only the plugin built for this run: another kubectl-plan on the caller's PATH (make
 		// test puts bin/ there, where make build writes one) would shadow it, and kubectl
 		// plugin list fails on the warning. kubectl itself runs by its absolute path.
 		"PATH="+pluginDir,
 		"KUBECONFIG="+kubeconfig,
 		"HOME="+GinkgoT().TempDir(), // no ~/.kube cache shared between runs
-	)
+	)}
 	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		Expect(err).NotTo(HaveOccurred(), "run kubectl %v", args)
-	}
-	GinkgoWriter.Printf("$ kubectl %v\n%s%s(exit %d)\n", args, out.String(), errb.String(), code)
-	return result{Out: out.String(), Err: errb.String(), Code: code}
+	return cmd.Run(ctx, GinkgoT(), nil, args...)
 }

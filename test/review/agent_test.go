@@ -14,18 +14,13 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
-	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
-// agent drives one session's turns and steps through the real SDK, as the agent's service
-// account, assembling each request header the way the reference agent does.
+// agent is one session's StepAgent, as the agent's service account.
 type agent struct {
-	// ns is the session's namespace ("": the suite's, ns).
-	ns, name   string
-	c          *agentsdk.Client
-	turn, step int64
-	stepOpen   bool
-	res        agentsdk.Result
+	ns, name string
+	*framework.StepAgent
 }
 
 // newSession creates an AgentSession (as the toggler would) and starts its agent.
@@ -41,56 +36,19 @@ func newSession(spec func(*agentsv1alpha1.AgentSessionSpec)) *agent {
 	c, err := agentsdk.New(ctx, agentsdk.Options{Config: impersonate(agentUser), Namespace: ns, Name: name, Store: store})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(c.Close)
-	return &agent{name: name, c: c}
+	return newAgent(ns, name, c)
+}
+
+// newAgent drives session namespace/name through c.
+func newAgent(namespace, name string, c *agentsdk.Client) *agent {
+	return &agent{ns: namespace, name: name, StepAgent: framework.NewStepAgent(ctx, GinkgoT(), c)}
 }
 
 func (a *agent) get() *agentsv1alpha1.AgentSession {
 	GinkgoHelper()
 	as := &agentsv1alpha1.AgentSession{}
-	namespace := a.ns
-	if namespace == "" {
-		namespace = ns
-	}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: a.name}, as)).To(Succeed())
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: a.ns, Name: a.name}, as)).To(Succeed())
 	return as
-}
-
-func (a *agent) startTurn() {
-	GinkgoHelper()
-	t, err := a.c.StartTurn(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	a.turn, a.step = t, 0
-}
-
-// nextStep ends the open step, runs the step boundary and starts the next step with its input
-// and the request header the boundary result implies.
-func (a *agent) nextStep(input ...string) agentsdk.Result {
-	GinkgoHelper()
-	a.endStep()
-	res, err := a.c.Boundary(ctx, a.turn, a.step+1, 20*time.Second)
-	Expect(err).NotTo(HaveOccurred())
-	msgs := make([]harness.Event, 0, len(input))
-	for _, in := range input {
-		msgs = append(msgs, agentsdk.UserText(in))
-	}
-	hdr := refagent.Header(res, harness.LLMCallConfig{Provider: "reference", Model: "scripted"}, refagent.DefaultSystem)
-	Expect(a.c.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr})).To(Succeed())
-	a.step, a.stepOpen, a.res = a.step+1, true, res
-	return res
-}
-
-func (a *agent) endStep() {
-	GinkgoHelper()
-	if a.stepOpen {
-		Expect(a.c.EndStep(ctx, a.turn, a.step)).To(Succeed())
-		a.stepOpen = false
-	}
-}
-
-func (a *agent) endTurn() {
-	GinkgoHelper()
-	a.endStep()
-	Expect(a.c.EndTurn(ctx, a.turn, harness.TurnCompleted)).To(Succeed())
 }
 
 // exit is one exit_plan_mode call running in the background.
@@ -103,15 +61,15 @@ type exit struct {
 // recorded in the log as the tool call (the plan its arguments) and its result.
 func (a *agent) callExit(plan string) <-chan exit {
 	ch := make(chan exit, 1)
-	turn, step := a.turn, a.step
+	turn, step := a.Turn, a.Step
 	go func() {
 		defer GinkgoRecover()
-		res, err := a.c.ExitPlanMode(ctx, plan, 60*time.Second)
+		res, err := a.Client.ExitPlanMode(ctx, plan, 60*time.Second)
 		// The plan as the call's arguments, as agents record it (kubectl plan review --diff reads it).
 		args, _ := json.Marshal(map[string]string{"plan": plan})
 		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err)
 		if evErr == nil {
-			_, evErr = a.c.Append(ctx, evs...)
+			_, evErr = a.Client.Append(ctx, evs...)
 		}
 		Expect(evErr).NotTo(HaveOccurred())
 		ch <- exit{res, err}
@@ -152,7 +110,7 @@ func exitErr(err error) *agentsdk.ExitError {
 // events reads the session's log.
 func (a *agent) events() []harness.Event {
 	GinkgoHelper()
-	evs, err := store.ReadFrom(ctx, a.c.SessionID(), 0, 0)
+	evs, err := store.ReadFrom(ctx, a.Client.SessionID(), 0, 0)
 	Expect(err).NotTo(HaveOccurred())
 	return evs
 }

@@ -12,6 +12,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // The manager is edge-triggered on spec.planMode.active, so an approval records the user's wish
@@ -33,7 +34,7 @@ func planModes(evs []harness.Event) []string {
 	return out
 }
 
-func patchActive(user, name string, active bool) result {
+func patchActive(user, name string, active bool) framework.CmdResult {
 	GinkgoHelper()
 	return run(user, "patch", "agentsession", name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"planMode":{"active":%v}}}`, active))
 }
@@ -47,7 +48,7 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		By("a raw approval that names no digest is refused and changes nothing")
 		before := a.get()
 		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id)).
-			refused(noDigestMsg)
+			Refused(noDigestMsg)
 		after := a.get()
 		Expect(after.Generation).To(Equal(before.Generation))
 		Expect(after.Spec.Review).To(BeNil())
@@ -55,7 +56,7 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		Consistently(ch).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "no decision, no answer")
 
 		By("kubectl plan approve appends the vote; the webhook deselects plan mode in the same write")
-		Expect(kplan(reviewer, "approve", a.name).ok()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
+		Expect(kplan(reviewer, "approve", a.name).OK()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res.Approved).To(BeTrue())
@@ -68,16 +69,16 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		Expect(as.Status.PlanMode.Notice).To(BeNil())
 
 		By("the next boundary appends exactly one plan/mode{false}, with no notice")
-		r := a.nextStep()
+		r := a.NextStep()
 		Expect(r.Active).To(BeFalse())
 		Expect(r.Notice).To(BeEmpty(), "an approved exit is never narrated")
 		evs := a.events()
 		Expect(planModes(evs)).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`}))
 		Expect(types(evs[len(evs)-3:])).To(Equal([]string{`plan/mode {"active":false}`, "step/start", "request/header"}))
-		Expect(kplan(viewer, "log", a.name, "--store", storeURL).ok()).NotTo(ContainSubstring("notice"))
+		Expect(kplan(viewer, "log", a.name, "--store", storeURL).OK()).NotTo(ContainSubstring("notice"))
 
 		By("plain kubectl, no plugin: active:true during the turn is a new selection, queued for the next step")
-		patchActive(toggler, a.name, true).ok()
+		patchActive(toggler, a.name, true).OK()
 		Eventually(func(g Gomega) {
 			as := a.get()
 			g.Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))
@@ -85,17 +86,17 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 			g.Expect(as.Status.PlanMode.PendingActive).To(Equal(bp(true)))
 			g.Expect(as.Status.PlanMode.PendingSource).To(Equal(agentsv1alpha1.PendingSourceUser))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
-		r = a.nextStep()
+		r = a.NextStep()
 		Expect(r.Active).To(BeTrue(), "plan mode entered again")
 		Expect(r.Notice).To(Equal(harness.NoticePlanOn))
-		a.endTurn()
+		a.EndTurn()
 		Expect(planModes(a.events())).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`, `plan/mode {"active":true}`}))
 	})
 
 	It("approve between turns: the exit is committed silently (no narrated selection), and active:true commits plan mode again", func() {
 		By("a turn in plan mode tells the model plan mode is on, then ends")
 		a := inPlanMode(nil)
-		a.endTurn()
+		a.EndTurn()
 		By("a plan is under review while no turn is open (posted as the agent's service account)")
 		agentC, err := client.New(impersonate(agentUser), client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
@@ -103,7 +104,7 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		Expect(agentC.Status().Patch(ctx, a.get(), client.RawPatch(k8stypes.MergePatchType, []byte(body)))).To(Succeed())
 		Expect(a.postedReview()).To(Equal("r-idle"))
 
-		Expect(kplan(reviewer, "approve", a.name).ok()).To(Equal(`Approved "Idle plan" (review r-idle): the agent leaves plan mode at its next step.` + "\n"))
+		Expect(kplan(reviewer, "approve", a.name).OK()).To(Equal(`Approved "Idle plan" (review r-idle): the agent leaves plan mode at its next step.` + "\n"))
 		Eventually(func(g Gomega) {
 			as := a.get()
 			g.Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
@@ -116,14 +117,14 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		Expect(planModes(a.events())).To(Equal([]string{`plan/mode {"active":true}`, `plan/mode {"active":false}`}))
 
 		By("the next turn's first step carries no notice")
-		a.startTurn()
-		r := a.nextStep("go")
+		a.StartTurn()
+		r := a.NextStep("go")
 		Expect(r.Active).To(BeFalse())
 		Expect(r.Notice).To(BeEmpty())
-		a.endTurn()
+		a.EndTurn()
 
 		By("plain kubectl, no plugin: active:true between turns commits plan mode at once")
-		patchActive(toggler, a.name, true).ok()
+		patchActive(toggler, a.name, true).OK()
 		Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(10 * time.Second).Should(BeTrue())
 		Expect(a.get().Status.PlanMode.Selection).To(Equal(bp(true)))
 		evs := a.events()

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/harness-dev/planmode-operator/test/framework"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -49,7 +50,7 @@ var _ = Describe("the documented permission checks", func() {
 })
 
 // answer is can-i's yes or no (it exits 1 for no), failing on anything else.
-func answer(r result) string {
+func answer(r framework.CmdResult) string {
 	GinkgoHelper()
 	out := strings.TrimSpace(r.Out)
 	Expect(out).To(BeElementOf("yes", "no"), "stderr: %s", r.Err)

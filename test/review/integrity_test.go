@@ -39,6 +39,7 @@ import (
 	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // Review integrity with real identities: each person has their own client certificate (no
@@ -77,12 +78,12 @@ func newPerson(name string, groups ...string) *person {
 
 // kplan runs `kubectl plan ARGS... -n NS` through the real kubectl with the person's own
 // kubeconfig.
-func (p *person) kplan(namespace string, args ...string) result {
+func (p *person) kplan(namespace string, args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return p.kubectl(namespace, append([]string{"plan"}, args...)...)
 }
 
-func (p *person) kubectl(namespace string, args ...string) result {
+func (p *person) kubectl(namespace string, args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return runKubectlWith(p.kubeconfig, append(args, "-n", namespace)...)
 }
@@ -143,9 +144,9 @@ func (s *rsession) startAgent() {
 	lease, err := agentsdk.StartLease(ctx, s.ident.cfg, s.ns, s.name, logr.Discard())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lease.Stop)
-	s.agent = &agent{ns: s.ns, name: s.name, c: c}
-	s.startTurn()
-	s.nextStep("plan the fix")
+	s.agent = newAgent(s.ns, s.name, c)
+	s.StartTurn()
+	s.NextStep("plan the fix")
 }
 
 // opened waits for the manager to open the review of the plan under review and returns it.
@@ -235,7 +236,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		s := newRSession(nsNoPolicy, nil)
 		Expect(s.postRaw(fmt.Sprintf(`{"id":"r1","plan":%q,"turn":0}`, planA))).To(Succeed())
 		Expect(s.opened().Revision).To(BeEquivalentTo(1))
-		read := rita.kplan(s.ns, "review", s.name).ok()
+		read := rita.kplan(s.ns, "review", s.name).OK()
 		Expect(read).To(ContainSubstring("Revision:   1 (the session's first plan)\n"))
 		Expect(read).To(ContainSubstring("Posted:     "))
 		Expect(read).To(ContainSubstring(" by " + s.ident.user + "\n"))
@@ -251,8 +252,8 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		By("the other text under a new id is the next revision; the approval of the text read binds to revision 1 and is refused")
 		Expect(s.postRaw(fmt.Sprintf(`{"id":"r2","plan":%q,"turn":0}`, swappedB))).To(Succeed())
 		Expect(s.opened().Revision).To(BeEquivalentTo(2))
-		rita.kplan(s.ns, "approve", s.name, "--revision", "1").fails(`revision 1 is not the plan under review: revision 2 ("Delete the production database", review r2) is; nothing was decided`)
-		rita.kplan(s.ns, "approve", s.name, "--plan-sha256", planmode.PlanSHA256(planA)).fails(`is not the text you read: its SHA-256 is ` + planmode.PlanSHA256(swappedB))
+		rita.kplan(s.ns, "approve", s.name, "--revision", "1").Fails(`revision 1 is not the plan under review: revision 2 ("Delete the production database", review r2) is; nothing was decided`)
+		rita.kplan(s.ns, "approve", s.name, "--plan-sha256", planmode.PlanSHA256(planA)).Fails(`is not the text you read: its SHA-256 is ` + planmode.PlanSHA256(swappedB))
 		Expect(appendVote(rita.c, s, map[string]any{"reviewID": "r2", "decision": "Approve", "planSHA256": planmode.PlanSHA256(planA)})).
 			To(MatchError(ContainSubstring(`is not the digest of the plan under review "r2"`)))
 		Expect(appendVote(rita.c, s, map[string]any{"reviewID": "r2", "decision": "Approve"})).
@@ -294,7 +295,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(s.get().Spec.ReviewVotes).To(BeEmpty())
 
 		By("rita approves: the webhook stamps her from her certificate")
-		out := rita.kplan(s.ns, "approve", s.name, "--revision", "1").ok()
+		out := rita.kplan(s.ns, "approve", s.name, "--revision", "1").OK()
 		Expect(out).To(Equal("Approved \"Fix the flake\" (review r1): the agent leaves plan mode at its next step.\n"))
 		as := s.get()
 		Expect(as.Spec.ReviewVotes).To(HaveLen(1))
@@ -334,10 +335,10 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 			And(HaveField("Active", true), HaveField("Cause", agentsv1alpha1.PlanModeChangeSelection), HaveField("By.Username", tom.name)),
 			And(HaveField("Active", false), HaveField("Cause", agentsv1alpha1.PlanModeChangeApproval), HaveField("Revision", BeEquivalentTo(1)))),
 			"the creation's plan mode on, and the approved exit appended between turns")
-		status := rita.kplan(s.ns, "status", s.name).ok()
+		status := rita.kplan(s.ns, "status", s.name).OK()
 		Expect(status).To(MatchRegexp(`Selected:\s+false \(off\) \(spec.planMode.active, by rita@example.com at \S+\)\n`))
 		Expect(status).To(MatchRegexp(`Review:\s+"Fix the flake" \(revision 1, review r1, turn 0\): Approved by rita@example.com \(`))
-		log := rita.kplan(s.ns, "log", s.name, "--store", storeURL).ok()
+		log := rita.kplan(s.ns, "log", s.name, "--store", storeURL).OK()
 		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode on \(active=true\) selected by tom@example.com\n`))
 		Expect(log).To(MatchRegexp(`plan/mode\s+plan mode off \(active=false\) by the approval of revision 1 \(completed by rita@example.com\)\n`))
 	})
@@ -360,24 +361,24 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(rs.ApprovalsRequired).To(BeEquivalentTo(2))
 
 		By("tom, who selected plan mode, may not approve his own request")
-		tom.kplan(s.ns, "approve", s.name, "--revision", "1").fails(`this decision cannot count: "tom@example.com" selected plan mode for this work (spec.planMode.selectedBy), so is its requester, ` +
+		tom.kplan(s.ns, "approve", s.name, "--revision", "1").Fails(`this decision cannot count: "tom@example.com" selected plan mode for this work (spec.planMode.selectedBy), so is its requester, ` +
 			`and ReviewPolicy team-r/default forbids approving your own request (spec.selfApproval: Forbidden): ask another approver`)
 		Expect(s.get().Spec.ReviewVotes).To(BeEmpty())
 
 		By("one approval leaves the review pending")
-		Expect(rita.kplan(s.ns, "approve", s.name, "--revision", "1").ok()).To(Equal(`Approved "Fix the flake" (review ` + rs.ID +
+		Expect(rita.kplan(s.ns, "approve", s.name, "--revision", "1").OK()).To(Equal(`Approved "Fix the flake" (review ` + rs.ID +
 			`): 1 more approval needed (ReviewPolicy team-r/default needs 2 distinct approvers); the plan stays under review until then.` + "\n"))
 		as := s.get()
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewPending))
 		Expect(as.Status.Review.Approvals).To(BeEquivalentTo(1))
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(true)), "not approved yet: plan mode stays selected")
 		Consistently(ch).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "one approval of two answers nothing")
-		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(ContainSubstring(
+		Expect(rita.kplan(s.ns, "review", s.name).OK()).To(ContainSubstring(
 			"State:      Pending, awaiting approval: 1 of 2 (ReviewPolicy team-r/default needs 2 distinct approvers); 1 more approval needed"))
-		rita.kplan(s.ns, "approve", s.name, "--revision", "1").fails(`"rita@example.com" already decided review "` + rs.ID + `"`)
+		rita.kplan(s.ns, "approve", s.name, "--revision", "1").Fails(`"rita@example.com" already decided review "` + rs.ID + `"`)
 
 		By("the second approver approves")
-		Expect(sam.kplan(s.ns, "approve", s.name, "--revision", "1").ok()).To(Equal(`Approved "Fix the flake" (review ` + rs.ID + "): the agent leaves plan mode at its next step.\n"))
+		Expect(sam.kplan(s.ns, "approve", s.name, "--revision", "1").OK()).To(Equal(`Approved "Fix the flake" (review ` + rs.ID + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res.Approved).To(BeTrue())
@@ -385,7 +386,7 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(as.Status.ReviewHistory[len(as.Status.ReviewHistory)-1].DecidedBy).To(Equal([]string{rita.name, sam.name}))
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(false)))
 		Expect(as.Spec.PlanMode.SelectedBy.Username).To(Equal(sam.name), "the approval that completed the review deselected plan mode")
-		Expect(s.nextStep().Active).To(BeFalse(), "the exit is applied at the next step boundary")
+		Expect(s.NextStep().Active).To(BeFalse(), "the exit is applied at the next step boundary")
 	})
 
 	It("counts two approvals written at the same moment from the same read", func() {
@@ -452,17 +453,17 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		s.startAgent()
 		ch := s.callExit(planA)
 		s.opened()
-		rita.kplan(s.ns, "review", s.name, "--diff", "--store", storeURL).fails("revision 1 is the session's first plan: there is no previous revision to compare it with")
-		rita.kplan(s.ns, "revise", s.name, "--feedback", "add a timeout").ok()
+		rita.kplan(s.ns, "review", s.name, "--diff", "--store", storeURL).Fails("revision 1 is the session's first plan: there is no previous revision to compare it with")
+		rita.kplan(s.ns, "revise", s.name, "--feedback", "add a timeout").OK()
 		Expect(exitErr(receive(ch).err).Code).To(Equal(agentsdk.ExitKeepPlanning))
 		ch = s.callExit(planB)
 		Eventually(func() int64 { return s.opened().Revision }).WithTimeout(10 * time.Second).Should(BeEquivalentTo(2))
-		out := rita.kplan(s.ns, "review", s.name, "--diff", "--store", storeURL).ok()
+		out := rita.kplan(s.ns, "review", s.name, "--diff", "--store", storeURL).OK()
 		Expect(out).To(MatchRegexp(`^--- revision 1 \(review \S+, KeepPlanning\)\n\+\+\+ revision 2 \(review \S+, under review\)\n`))
 		Expect(out).To(ContainSubstring("-2. Add the lock.\n+2. Add the lock with a timeout.\n+3. Run the unit tests.\n"))
-		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(ContainSubstring(
+		Expect(rita.kplan(s.ns, "review", s.name).OK()).To(ContainSubstring(
 			"Revision:   2 (after revision 1, KeepPlanning by rita@example.com: kubectl plan review " + s.name + " --diff shows what changed)"))
-		rita.kplan(s.ns, "dismiss", s.name).ok()
+		rita.kplan(s.ns, "dismiss", s.name).OK()
 		receive(ch)
 	})
 
@@ -484,12 +485,12 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 			"the Lease expired: the manager looks again when it would")
 		Expect(s.get().Status.Conditions).To(ContainElement(And(HaveField("Type", agentsv1alpha1.ConditionAwaitingReview),
 			HaveField("Message", ContainSubstring("its agent is gone (no liveness Lease renewal), so no agent waits for the decision")))))
-		Expect(rita.kplan(s.ns, "review", s.name).ok()).To(MatchRegexp(`State:\s+Pending, awaiting a decision \(kubectl plan approve\|revise\|dismiss ` + s.name +
+		Expect(rita.kplan(s.ns, "review", s.name).OK()).To(MatchRegexp(`State:\s+Pending, awaiting a decision \(kubectl plan approve\|revise\|dismiss ` + s.name +
 			`\); the agent is gone \(no liveness Lease renewal since \S+\): no agent waits for the decision\n`))
-		Expect(rita.kplan(s.ns, "status", s.name).ok()).To(MatchRegexp(`Agent:\s+gone \(no liveness Lease renewal since \S+\): no agent waits for the review\n`))
-		Expect(rita.kplan(s.ns, "list", "--awaiting-review").ok()).To(MatchRegexp(s.name + `\s+1\s+\S+\s+Fix the flake\s+a decision \(agent gone\)\n`))
+		Expect(rita.kplan(s.ns, "status", s.name).OK()).To(MatchRegexp(`Agent:\s+gone \(no liveness Lease renewal since \S+\): no agent waits for the review\n`))
+		Expect(rita.kplan(s.ns, "list", "--awaiting-review").OK()).To(MatchRegexp(s.name + `\s+1\s+\S+\s+Fix the flake\s+a decision \(agent gone\)\n`))
 		r := rita.kplan(s.ns, "dismiss", s.name, "--wait=0")
-		r.ok()
+		r.OK()
 		Expect(r.Err).To(ContainSubstring("warning: the plan's agent is gone (no liveness Lease renewal since "))
 	})
 
@@ -502,13 +503,13 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 		Expect(newer.postRaw(fmt.Sprintf(`{"id":"r1","plan":%q,"turn":0}`, planB))).To(Succeed())
 		newer.opened()
 
-		out := runKubectl("plan", "list", "--awaiting-review", "-A").ok()
+		out := runKubectl("plan", "list", "--awaiting-review", "-A").OK()
 		Expect(out).To(HavePrefix("NAMESPACE"))
 		Expect(out).To(MatchRegexp(`(?m)^NAMESPACE\s+NAME\s+REVISION\s+AGE\s+PLAN\s+WAITING FOR$`))
 		Expect(out).To(MatchRegexp(`(?m)^team-r\s+` + older.name + `\s+1\s+\S+\s+Fix the flake\s+2 more approvals needed \(0 of 2\) from anyone but tom@example.com \(the requester\)$`))
 		Expect(out).To(MatchRegexp(`(?m)^team-b\s+` + newer.name + `\s+1\s+\S+\s+Fix the flake\s+a decision$`))
 		Expect(strings.Index(out, older.name)).To(BeNumerically("<", strings.Index(out, newer.name)), "oldest first")
-		Expect(rita.kplan(nsNoPolicy, "list", "--awaiting-review").ok()).NotTo(ContainSubstring(older.name), "without -A: the namespace's alone")
+		Expect(rita.kplan(nsNoPolicy, "list", "--awaiting-review").OK()).NotTo(ContainSubstring(older.name), "without -A: the namespace's alone")
 
 		By("the metrics endpoint reports them")
 		reg := prometheus.NewRegistry()

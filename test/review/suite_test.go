@@ -3,12 +3,10 @@ package review_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,26 +65,8 @@ var (
 	kubeconfig string
 	repoRoot   string
 	// managerLog holds everything the manager (reconciler and webhooks) logged.
-	managerLog = &syncBuffer{}
+	managerLog = &framework.SyncBuffer{}
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines and the specs' reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestReview(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -215,75 +195,31 @@ func impersonate(user string) *rest.Config {
 	return c
 }
 
-type result struct {
-	Out, Err string
-	Code     int
-}
-
 // kplan runs `kubectl plan ARGS... -n team-a --as USER` through the real kubectl.
-func kplan(user string, args ...string) result {
+func kplan(user string, args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return run(user, append([]string{"plan"}, args...)...)
 }
 
 // run runs `kubectl ARGS... -n team-a --as USER`.
-func run(user string, args ...string) result {
+func run(user string, args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return runKubectl(append(args, "-n", ns, "--as", user)...)
 }
 
 // runKubectl runs `kubectl ARGS...` as given, with the suite's kubeconfig (an admin, who may
 // impersonate) and kubectl-plan on PATH.
-func runKubectl(args ...string) result {
+func runKubectl(args ...string) framework.CmdResult {
 	GinkgoHelper()
 	return runKubectlWith(kubeconfig, args...)
 }
 
 // runKubectlWith runs `kubectl ARGS...` with the credentials of kubeconfig kc.
-func runKubectlWith(kc string, args ...string) result {
+func runKubectlWith(kc string, args ...string) framework.CmdResult {
 	GinkgoHelper()
-	c, stop := context.WithTimeout(ctx, 60*time.Second)
-	defer stop()
-	cmd := exec.CommandContext(c, kubectl, args...)
-	cmd.Env = append(os.Environ(),
+	return framework.KubectlCmd{Path: kubectl, Env: append(os.Environ(),
 		"PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"KUBECONFIG="+kc,
 		"HOME="+GinkgoT().TempDir(),
-	)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		Expect(err).NotTo(HaveOccurred(), "run kubectl %v", args)
-	}
-	GinkgoWriter.Printf("$ kubectl %v\n%s%s(exit %d)\n", args, out.String(), errb.String(), code)
-	return result{Out: out.String(), Err: errb.String(), Code: code}
-}
-
-func (r result) ok() string {
-	GinkgoHelper()
-	Expect(r.Code).To(Equal(0), "stdout: %s\nstderr: %s", r.Out, r.Err)
-	return r.Out
-}
-
-// refused asserts that a plain kubectl command failed with every fragment on stderr.
-func (r result) refused(fragments ...string) {
-	GinkgoHelper()
-	Expect(r.Code).NotTo(Equal(0), "want a failure; stdout: %s", r.Out)
-	for _, f := range fragments {
-		Expect(r.Err).To(ContainSubstring(f))
-	}
-}
-
-func (r result) fails(fragments ...string) {
-	GinkgoHelper()
-	Expect(r.Code).To(Equal(1), "want exit 1; stdout: %s\nstderr: %s", r.Out, r.Err)
-	Expect(r.Err).To(HavePrefix("error: "))
-	for _, f := range fragments {
-		Expect(r.Err).To(ContainSubstring(f))
-	}
+	)}.Run(ctx, GinkgoT(), nil, args...)
 }

@@ -18,7 +18,7 @@ var _ = Describe("an approval is bound to the plan text read", func() {
 		a := inPlanMode(nil)
 		ch := a.callExit(plan)
 		id := a.postedReview()
-		read := kplan(reviewer, "review", a.name).ok()
+		read := kplan(reviewer, "review", a.name).OK()
 		m := regexp.MustCompile(`(?m)^SHA-256:\s+([0-9a-f]{64})$`).FindStringSubmatch(read)
 		Expect(m).NotTo(BeNil(), "kubectl plan review prints the plan's SHA-256:\n%s", read)
 		digest := m[1]
@@ -28,22 +28,22 @@ var _ = Describe("an approval is bound to the plan text read", func() {
 		before := a.get().ResourceVersion
 		run(agentUser, "patch", "agentsession", a.name, "--subresource=status", "--type=merge",
 			"-p", `{"status":{"agent":{"review":{"plan":"# SWAPPED plan\n\n1. drop the tests\n"}}}}`).
-			refused(`status.agent.review.plan: Forbidden: the plan under review "` + id + `" cannot change once posted: post a changed plan under a new review id`)
+			Refused(`status.agent.review.plan: Forbidden: the plan under review "` + id + `" cannot change once posted: post a changed plan under a new review id`)
 		Expect(a.get().ResourceVersion).To(Equal(before))
 
 		By("a digest of another text is refused by the plugin before anything is written")
 		kplan(reviewer, "approve", a.name, "--review-id", id, "--plan-sha256", planmode.PlanSHA256("# SWAPPED plan\n")).
-			fails(`is not the text you read: its SHA-256 is ` + digest)
+			Fails(`is not the text you read: its SHA-256 is ` + digest)
 		Expect(a.get().Spec.ReviewVotes).To(BeEmpty())
 
 		By("plain kubectl with a digest of another text is refused by the webhook")
 		run(reviewer, "patch", "agentsession", a.name, "--type=merge", "-p",
 			`{"spec":{"review":{"reviewID":"`+id+`","decision":"Approve","planSHA256":"`+planmode.PlanSHA256("# SWAPPED plan\n")+`"},"planMode":{"active":false}}}`).
-			refused(`spec.review.planSHA256: Invalid value`, `is not the digest of the plan under review "`+id+`"`)
+			Refused(`spec.review.planSHA256: Invalid value`, `is not the digest of the plan under review "`+id+`"`)
 		Expect(a.get().Spec.ReviewVotes).To(BeEmpty())
 
 		By("the reviewer approves the text read")
-		Expect(kplan(reviewer, "approve", a.name, "--review-id", id, "--plan-sha256", digest).ok()).
+		Expect(kplan(reviewer, "approve", a.name, "--review-id", id, "--plan-sha256", digest).OK()).
 			To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
