@@ -85,7 +85,7 @@ func TestReviewPageEscapesAndSanitizes(t *testing.T) {
 	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("Content-Security-Policy %q", csp)
 	}
-	if rp := w.Header().Get("Referrer-Policy"); rp != "no-referrer" {
+	if rp := w.Header().Get("Referrer-Policy"); rp != "same-origin" {
 		t.Errorf("Referrer-Policy %q: the token must not leave in a Referer", rp)
 	}
 }
