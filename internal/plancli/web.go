@@ -145,7 +145,7 @@ func (b *webBackend) Review(ctx context.Context, ns, name string) (*planweb.Revi
 	v.Open = awaitingDecision(as) != nil
 	v.Phase = string(v1alpha1.ReviewPending)
 	if rs != nil {
-		v.Revision, v.Phase = rs.Revision, string(rs.Phase)
+		v.Revision, v.Phase, v.Closed = rs.Revision, string(rs.Phase), rs.Phase != v1alpha1.ReviewPending
 		if rs.Revision > 0 {
 			v.RevisionText = revisionLine(as, rs, name)
 		}

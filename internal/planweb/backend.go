@@ -65,8 +65,9 @@ type Review struct {
 	Approvals string
 	Decisions string
 	Expires   string
-	// Open: the plan awaits a decision (the forms are shown).
-	Open bool
+	// Open: the plan awaits a decision (the forms are shown). Closed: the manager closed its
+	// review (a decision written is not yet closed: the manager applies it).
+	Open, Closed bool
 	// Diff is the unified diff from the previous revision, or DiffNote why there is none.
 	Diff     string
 	DiffNote string

@@ -20,6 +20,7 @@ type liveState struct {
 	Approvals  string `json:"approvals"`
 	Decisions  string `json:"decisions"`
 	Open       bool   `json:"open"`
+	Closed     bool   `json:"closed"`
 	// Error says why the state could not be read or watched.
 	Error string `json:"error,omitempty"`
 	// Set per page: Stale, the page shows an older plan; Message, what changed, in words.
@@ -51,7 +52,7 @@ func (s *server) runHub(h *hub, ns, name string) {
 			st.Error = err.Error()
 		} else {
 			st = liveState{PlanSHA256: rv.PlanSHA256, Revision: rv.Revision, Phase: rv.Phase, State: rv.State,
-				Approvals: rv.Approvals, Decisions: rv.Decisions, Open: rv.Open}
+				Approvals: rv.Approvals, Decisions: rv.Decisions, Open: rv.Open, Closed: rv.Closed}
 		}
 		h.publish(st)
 	}
@@ -110,8 +111,10 @@ func (st liveState) forPage(shown string) liveState {
 		} else {
 			st.Message = fmt.Sprintf("The agent posted a new plan (revision %d) since this page was loaded: the decisions here no longer apply. Reload the page to read it.", st.Revision)
 		}
-	case !st.Open:
+	case st.Closed:
 		st.Message = "This review was decided: " + st.State
+	case !st.Open:
+		st.Message = "A decision was written: " + st.State
 	}
 	return st
 }
@@ -162,18 +165,18 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, ns, name string)
 	}
 }
 
-// stopWhenDecided stops the server once the review of ns/name is no longer awaiting a decision
-// (decided by anyone, or a new plan replaced it) after it was open.
+// stopWhenDecided stops the server once the manager closed the review of ns/name (decided by
+// anyone), or a new plan replaced it, after it was open.
 func (s *server) stopWhenDecided(ns, name string) {
 	h := s.hubFor(ns, name)
 	var first string
 	for {
 		st, read, ch := h.snapshot()
 		if read && st.Error == "" {
-			if first == "" && st.Open {
+			if first == "" && st.PlanSHA256 != "" && !st.Closed {
 				first = st.PlanSHA256
 			}
-			if first != "" && (!st.Open || st.PlanSHA256 != first) {
+			if first != "" && (st.Closed || st.PlanSHA256 != first) {
 				s.stop()
 				return
 			}

@@ -241,7 +241,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request, ns, name string)
 	}
 	v.Reply = reply
 	if err == nil && s.o.Name != "" && !s.o.Keep && ns == s.o.Namespace && name == s.o.Name {
-		if rv, rerr := s.o.Backend.Review(r.Context(), ns, name); rerr == nil && (!rv.Open || rv.PlanSHA256 != d.PlanSHA256) {
+		if rv, rerr := s.o.Backend.Review(r.Context(), ns, name); rerr == nil && (rv.Closed || rv.PlanSHA256 != d.PlanSHA256) {
 			v.Stopping = true
 			// After this response: Serve's Shutdown lets it finish.
 			defer s.stop()

@@ -235,7 +235,8 @@ func newSession(namespace string) *agent {
 	name := "s-" + rand.String(6)
 	active := true
 	as := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: agentsv1alpha1.AgentSessionSpec{SessionID: namespace + "-" + name, PlanMode: agentsv1alpha1.PlanModeSpec{Active: &active}}}
+		Spec: agentsv1alpha1.AgentSessionSpec{SessionID: namespace + "-" + name, PlanMode: agentsv1alpha1.PlanModeSpec{Active: &active},
+			Agent: &agentsv1alpha1.AgentBinding{ServiceAccountName: agentSA}}}
 	Expect(k8s.Create(ctx, as)).To(Succeed())
 	c, err := agentsdk.New(ctx, agentsdk.Options{Config: impersonate("system:serviceaccount:" + namespace + ":" + agentSA), Namespace: namespace, Name: name, Store: store})
 	Expect(err).NotTo(HaveOccurred())

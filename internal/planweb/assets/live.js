@@ -20,7 +20,7 @@
     set("approvals", s.approvals);
     set("decisions", s.decisions);
     if (s.message) { say(s.message); }
-    if (s.stale || !s.open) {
+    if (s.stale || !s.open || s.closed) {
       var controls = document.querySelectorAll("form.decision button, form.decision textarea");
       for (var i = 0; i < controls.length; i++) { controls[i].disabled = true; }
     }
