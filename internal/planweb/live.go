@@ -136,7 +136,11 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, ns, name string)
 	send := func() bool {
 		st, read, ch := h.snapshot()
 		if read && (!sent || st != last) {
-			data, err := json.Marshal(st.forPage(shown))
+			out := st.forPage(shown)
+			if sent && out.Message == "" && (st.Decisions != last.Decisions || st.Approvals != last.Approvals) {
+				out.Message = "Updated: " + st.Approvals + "; decisions: " + st.Decisions
+			}
+			data, err := json.Marshal(out)
 			if err != nil {
 				return false
 			}

@@ -146,6 +146,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		}
 		Eventually(live("approvals")).WithTimeout(15 * time.Second).Should(HavePrefix("1 of 2 approvals"))
 		Eventually(live("decisions")).Should(ContainSubstring("sam@example.com Approve"))
+		Eventually(live("live")).Should(HavePrefix("Updated: 1 of 2 approvals"), "and says so")
 		screenshot(ritaTab, "webreview-live")
 
 		By("sam goes back to the review; rita's approval completes it, and sam's page says so live")
