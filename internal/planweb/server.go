@@ -135,16 +135,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(rest, "/")
+	const review = "review"
 	switch {
 	case rest == "" || rest == "inbox":
 		s.inbox(w, r)
 	case len(parts) == 2 && parts[0] == "assets":
 		s.asset(w, parts[1])
-	case len(parts) == 3 && parts[0] == "review" && r.Method == http.MethodPost:
+	case len(parts) == 3 && parts[0] == review && r.Method == http.MethodPost:
 		s.fail(w, http.StatusMethodNotAllowed, errors.New("decisions are posted to .../decide"))
-	case len(parts) == 3 && parts[0] == "review":
+	case len(parts) == 3 && parts[0] == review:
 		s.review(w, r, parts[1], parts[2])
-	case len(parts) == 4 && parts[0] == "review" && parts[3] == "decide" && r.Method == http.MethodPost:
+	case len(parts) == 4 && parts[0] == review && parts[3] == "decide" && r.Method == http.MethodPost:
 		s.decide(w, r, parts[1], parts[2])
 	case len(parts) == 3 && parts[0] == "events":
 		s.events(w, r, parts[1], parts[2])

@@ -23,7 +23,9 @@ func (f *fakeBackend) Review(_ context.Context, ns, name string) (*Review, error
 		State: "Pending, awaiting a decision", Approvals: "0 of 1 approvals", Open: true, Diff: "--- a\n+++ b\n@@ -1 +1 @@\n-old\n+new <i>\n"}, nil
 }
 
-func (f *fakeBackend) Inbox(context.Context) (*Inbox, error) { return &Inbox{Scope: "namespace ns"}, nil }
+func (f *fakeBackend) Inbox(context.Context) (*Inbox, error) {
+	return &Inbox{Scope: "namespace ns"}, nil
+}
 
 func (f *fakeBackend) Decide(_ context.Context, _, _ string, d Decision) (string, error) {
 	f.mu.Lock()

@@ -53,13 +53,13 @@ func (p *person) env() []string {
 	)
 }
 
-// kplan runs `kubectl plan ARGS... -n NAMESPACE` as p and returns its output, failing on exit
+// kplan runs `kubectl plan ARGS... -n team-w` as p and returns its output, failing on exit
 // status other than 0.
-func (p *person) kplan(namespace string, args ...string) string {
+func (p *person) kplan(args ...string) string {
 	GinkgoHelper()
 	c, stop := context.WithTimeout(ctx, 60*time.Second)
 	defer stop()
-	cmd := exec.CommandContext(c, kubectl, append(append([]string{"plan"}, args...), "-n", namespace)...)
+	cmd := exec.CommandContext(c, kubectl, append(append([]string{"plan"}, args...), "-n", ns)...)
 	cmd.Env = p.env()
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("$ kubectl plan %v (as %s)\n%s", args, p.name, out)

@@ -199,7 +199,9 @@ func setUpNamespace(n string) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 			Subjects: []rbacv1.Subject{subject}})).To(Succeed())
 	}
-	user := func(u string) rbacv1.Subject { return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u} }
+	user := func(u string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u}
+	}
 	bind("agent", "agentsession-agent-role", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: n, Name: agentSA})
 	bind("rita", "agentsession-reviewer-role", user("rita@example.com"))
 	bind("sam", "agentsession-reviewer-role", user("sam@example.com"))

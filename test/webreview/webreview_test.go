@@ -2,8 +2,8 @@ package webreview_test
 
 import (
 	"net/http"
-	"sort"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 
@@ -115,7 +115,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		raw := eval[string](t, `document.getElementById("raw-diff").textContent`)
 		Expect(raw).To(MatchRegexp(`^--- revision 1 \(review \S+, KeepPlanning\)\n\+\+\+ revision 2 \(review \S+, under review\)\n`))
 		Expect(raw).To(ContainSubstring("-2. Add the lock.\n+2. Add the lock with a timeout.\n+3. Run the unit tests.\n"))
-		Expect(raw).To(Equal(rita.kplan(ns, "review", a.name, "--diff", "--store", storeURL)), "the same diff as kubectl plan review --diff")
+		Expect(raw).To(Equal(rita.kplan("review", a.name, "--diff", "--store", storeURL)), "the same diff as kubectl plan review --diff")
 		do(t, chromedp.Evaluate[chromedp.Void](`document.querySelector("details").open = true`), chromedp.ScrollIntoView(chromedp.CSS("#diff-h")))
 		screenshot(t, "webreview-diff")
 
@@ -194,7 +194,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		Consistently(ch).WithTimeout(300 * time.Millisecond).ShouldNot(Receive())
 
 		Expect(srv.interrupt()).To(Succeed(), "Ctrl-C stops the server")
-		rita.kplan(ns, "dismiss", a.name)
+		rita.kplan("dismiss", a.name)
 		receive(ch)
 	})
 
@@ -210,7 +210,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		Expect(refused).To(ContainSubstring(`may not decide plan reviews: deciding needs verb "approve" on agentsessions/review`))
 		Expect(a.get().Spec.ReviewVotes).To(BeEmpty())
 		Expect(srv.interrupt()).To(Succeed())
-		rita.kplan(ns, "dismiss", a.name)
+		rita.kplan("dismiss", a.name)
 		receive(ch)
 	})
 })
@@ -225,7 +225,7 @@ var _ = Describe("kubectl plan inbox --web", func() {
 		t := tab()
 		open(t, srv.url, "#inbox")
 		rows := eval[[][]string](t, `[...document.querySelectorAll("#inbox tbody tr")].map(r => [...r.cells].map(c => c.textContent))`)
-		var names []string
+		names := make([]string, 0, len(rows))
 		for _, r := range rows {
 			names = append(names, r[1])
 		}
@@ -244,7 +244,7 @@ var _ = Describe("kubectl plan inbox --web", func() {
 		Expect(reply(t)).To(ContainSubstring(`Dismissed the review of "Migrate the sessions table"`))
 		receive(ch2)
 		Expect(srv.interrupt()).To(Succeed(), "the inbox serves until Ctrl-C")
-		rita.kplan(ns, "dismiss", first.name)
+		rita.kplan("dismiss", first.name)
 		receive(ch1)
 	})
 })
