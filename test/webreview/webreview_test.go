@@ -87,15 +87,14 @@ var _ = Describe("kubectl plan review --web", func() {
 		Expect(a.nextStep().Active).To(BeFalse(), "the agent's next step boundary leaves plan mode")
 	})
 
-	It("shows the diff against the previous revision, rendered and raw; Keep planning delivers the feedback", func() {
+	It("Keep planning delivers the feedback; with --keep the page says live that the agent posted revision 2; the diff, rendered and raw", func() {
 		a := newSession(ns)
 		ch := a.present(planA)
-		srv := rita.serve(ns, "review", a.name, "--store", storeURL)
+		srv := rita.serve(ns, "review", a.name, "--store", storeURL, "--keep")
 		t := tab()
 		open(t, srv.url, "#plan h1")
 		do(t, chromedp.SendKeys(chromedp.CSS("#feedback"), "add a timeout to the lock"), chromedp.Click(chromedp.CSS("#keep-planning")))
 		Expect(reply(t)).To(MatchRegexp(`Sent "Fix the flake" \(review \S+\) back with your feedback: the agent keeps planning; the session stays in plan mode\.`))
-		Expect(srv.exited()).To(Succeed())
 		ee := exitErr(receive(ch).err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitKeepPlanning))
 		Expect(ee.Message).To(Equal("The user chose to keep planning; their feedback: add a timeout to the lock"), "the model gets the feedback")
@@ -104,10 +103,16 @@ var _ = Describe("kubectl plan review --web", func() {
 		Expect(as.Spec.ReviewVotes).To(ConsistOf(And(HaveField("Decision", agentsv1alpha1.ReviewKeepPlanning), HaveField("Feedback", "add a timeout to the lock"),
 			HaveField("DecidedBy.Username", rita.name), HaveField("PlanSHA256", planmode.PlanSHA256(planA)))))
 
-		By("the agent presents revision 2")
+		By("--keep: the server stays; back on the page, the agent's revision 2 is announced live")
+		do(t, chromedp.Click(chromedp.CSS("#back")), chromedp.WaitVisible(chromedp.CSS("#plan h1")))
+		Expect(text(t, "#state")).To(HavePrefix("KeepPlanning by rita@example.com"))
+		Expect(eval[int](t, `document.querySelectorAll("form.decision").length`)).To(BeZero(), "no decision forms on a decided review")
 		ch = a.present(planB)
-		srv = rita.serve(ns, "review", a.name, "--store", storeURL)
-		open(t, srv.url, "#diff")
+		Eventually(func() string { return eval[string](t, `document.getElementById("live").textContent`) }).WithTimeout(15 * time.Second).
+			Should(HavePrefix("The agent posted a new plan (revision 2) since this page was loaded"))
+
+		By("reloaded, the page shows revision 2 and what changed")
+		do(t, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#diff")))
 		Expect(text(t, "#revision")).To(HavePrefix("2 (after revision 1, KeepPlanning by rita@example.com"))
 		Expect(eval[[]string](t, `[...document.querySelectorAll("#diff .del")].map(e => e.textContent)`)).To(Equal([]string{"-2. Add the lock."}))
 		Expect(eval[[]string](t, `[...document.querySelectorAll("#diff .add")].map(e => e.textContent)`)).
@@ -124,6 +129,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		e := receive(ch)
 		Expect(e.err).NotTo(HaveOccurred())
 		Expect(e.res.Approved).To(BeFalse())
+		Expect(srv.interrupt()).To(Succeed(), "with --keep only Ctrl-C stops it")
 	})
 
 	It("a second reviewer's decision appears live on the first reviewer's page (a policy of two approvals)", func() {
