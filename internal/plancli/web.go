@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -111,6 +112,37 @@ type webBackend struct {
 	o     *Options
 	store string
 	all   bool
+
+	// diffs caches each plan's diff by session and digest: a live update reads the session
+	// again at every change, and the previous text, read from the log store, does not change.
+	mu    sync.Mutex
+	diffs map[string][2]string
+}
+
+// diff is revisionDiff's diff of plan r and its note, from the cache when it was read before.
+func (b *webBackend) diff(ctx context.Context, o *Options, as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest) (diff, note string) {
+	key := as.Namespace + "/" + as.Name + "/" + planmode.PlanSHA256(r.Plan)
+	b.mu.Lock()
+	got, ok := b.diffs[key]
+	b.mu.Unlock()
+	if ok {
+		return got[0], got[1]
+	}
+	diff, same, err := o.revisionDiff(ctx, as, r, b.store)
+	if err != nil {
+		// Not cached: the manager may not have numbered the revision yet.
+		return "", err.Error()
+	}
+	if diff == "" {
+		note = same
+	}
+	b.mu.Lock()
+	if b.diffs == nil {
+		b.diffs = map[string][2]string{}
+	}
+	b.diffs[key] = [2]string{diff, note}
+	b.mu.Unlock()
+	return diff, note
 }
 
 // in is the plugin's options for namespace ns, writing to out and errOut.
@@ -154,15 +186,7 @@ func (b *webBackend) Review(ctx context.Context, ns, name string) (*planweb.Revi
 		}
 	}
 	v.Approvals = approvalsLine(rs)
-	diff, same, err := o.revisionDiff(ctx, as, r, b.store)
-	switch {
-	case err != nil:
-		v.DiffNote = err.Error()
-	case diff == "":
-		v.DiffNote = same
-	default:
-		v.Diff = diff
-	}
+	v.Diff, v.DiffNote = b.diff(ctx, o, as, r)
 	return v, nil
 }
 

@@ -119,3 +119,28 @@ func TestForgedDecisionsAreRefused(t *testing.T) {
 		t.Errorf("a decision without planSHA256: status %d, want 400", w.Code)
 	}
 }
+
+// What a page is told: a new plan makes it stale, a closed review is decided, a decision
+// written but not applied yet is said as such.
+func TestLiveMessages(t *testing.T) {
+	open := liveState{PlanSHA256: "a", Revision: 1, State: "Pending, awaiting a decision", Open: true}
+	if got := open.forPage("a"); got.Message != "" || got.Stale {
+		t.Errorf("unchanged: %+v", got)
+	}
+	next := liveState{PlanSHA256: "b", Revision: 2, Open: true}
+	if got := next.forPage("a"); !got.Stale || !strings.HasPrefix(got.Message, "The agent posted a new plan (revision 2)") {
+		t.Errorf("new plan: %+v", got)
+	}
+	closed := liveState{PlanSHA256: "a", State: "Approved by rita", Closed: true}
+	if got := closed.forPage("a"); got.Message != "This review was decided: Approved by rita" {
+		t.Errorf("closed: %+v", got)
+	}
+	written := liveState{PlanSHA256: "a", State: "Pending; decision Approve written, waiting for the manager"}
+	if got := written.forPage("a"); !strings.HasPrefix(got.Message, "A decision was written: ") {
+		t.Errorf("written: %+v", got)
+	}
+	gone := liveState{}
+	if got := gone.forPage("a"); !got.Stale || !strings.Contains(got.Message, "no longer under review") {
+		t.Errorf("withdrawn: %+v", got)
+	}
+}
