@@ -106,9 +106,12 @@ func (st liveState) forPage(shown string) liveState {
 		st.Message = st.Error
 	case st.PlanSHA256 != shown:
 		st.Stale = true
-		if st.PlanSHA256 == "" {
+		switch {
+		case st.PlanSHA256 == "":
 			st.Message = "The plan this page shows is no longer under review. Reload the page."
-		} else {
+		case shown == "":
+			st.Message = fmt.Sprintf("The agent presented a plan (revision %d). Reload the page to read it.", st.Revision)
+		default:
 			st.Message = fmt.Sprintf("The agent posted a new plan (revision %d) since this page was loaded: the decisions here no longer apply. Reload the page to read it.", st.Revision)
 		}
 	case st.Closed:

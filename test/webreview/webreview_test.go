@@ -132,6 +132,22 @@ var _ = Describe("kubectl plan review --web", func() {
 		Expect(srv.interrupt()).To(Succeed(), "with --keep only Ctrl-C stops it")
 	})
 
+	It("opened before the agent presents a plan, the page says when it does; a dismissal stops the server", func() {
+		a := newSession(ns)
+		srv := rita.serve(ns, "review", a.name)
+		t := tab()
+		open(t, srv.url, "#nothing")
+		Expect(text(t, "#nothing")).To(HavePrefix(`nothing under review: session "` + a.name + `" has not presented a plan`))
+		ch := a.present(planA)
+		Eventually(func() string { return eval[string](t, `document.getElementById("live").textContent`) }).WithTimeout(15 * time.Second).
+			Should(Equal("The agent presented a plan (revision 1). Reload the page to read it."))
+		do(t, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#plan h1")))
+		do(t, chromedp.Click(chromedp.CSS("#dismiss")))
+		Expect(reply(t)).To(ContainSubstring(`Dismissed the review of "Fix the flake"`))
+		Expect(srv.exited()).To(Succeed())
+		Expect(receive(ch).res.Approved).To(BeFalse())
+	})
+
 	It("a second reviewer's decision appears live on the first reviewer's page (a policy of two approvals)", func() {
 		a := newSession(nsPolicy)
 		ch := a.present(planA)
