@@ -1,6 +1,7 @@
 package planweb
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,18 +45,21 @@ func (s *server) hubFor(ns, name string) *hub {
 	return h.(*hub)
 }
 
-func (s *server) runHub(h *hub, ns, name string) {
-	refresh := func() {
-		st := liveState{}
-		rv, err := s.o.Backend.Review(s.ctx, ns, name)
-		if err != nil {
-			st.Error = err.Error()
-		} else {
-			st = liveState{PlanSHA256: rv.PlanSHA256, Revision: rv.Revision, Phase: rv.Phase, State: rv.State,
-				Approvals: rv.Approvals, Decisions: rv.Decisions, Open: rv.Open, Closed: rv.Closed}
-		}
-		h.publish(st)
+// refresh reads the session again and publishes its state.
+func (s *server) refresh(ctx context.Context, h *hub, ns, name string) {
+	st := liveState{}
+	rv, err := s.o.Backend.Review(ctx, ns, name)
+	if err != nil {
+		st.Error = err.Error()
+	} else {
+		st = liveState{PlanSHA256: rv.PlanSHA256, Revision: rv.Revision, Phase: rv.Phase, State: rv.State,
+			Approvals: rv.Approvals, Decisions: rv.Decisions, Open: rv.Open, Closed: rv.Closed}
 	}
+	h.publish(st)
+}
+
+func (s *server) runHub(h *hub, ns, name string) {
+	refresh := func() { s.refresh(s.ctx, h, ns, name) }
 	refresh()
 	for s.ctx.Err() == nil {
 		err := s.o.Backend.Watch(s.ctx, ns, name, refresh)
@@ -159,9 +163,16 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, ns, name string)
 		case <-r.Context().Done():
 			return false
 		case <-s.done:
-			// The last state first: it may be the decision that stops the server.
+			// The last state first: it may be the decision that stops the server, which the
+			// watch may not have reported yet.
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			s.refresh(rctx, h, ns, name)
+			cancel()
 			if st2, _, _ := h.snapshot(); st2 != last {
-				return true
+				data, err := json.Marshal(st2.forPage(shown))
+				if err == nil {
+					_, _ = fmt.Fprintf(w, "event: state\ndata: %s\n\n", data)
+				}
 			}
 			_, _ = fmt.Fprint(w, "event: stopped\ndata: {}\n\n")
 			fl.Flush()
