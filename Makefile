@@ -89,8 +89,17 @@ test-dsh-plugin: harness postgres ## Build the dsh plugin and run its TypeScript
 postgres: ## Make sure PostgreSQL server binaries are installed (Debian packages).
 	@hack/ensure-postgres.sh
 
+.PHONY: chromium
+chromium: ## Make sure Chromium is installed (Debian's chromium package), for test/webreview.
+	@hack/ensure-chromium.sh
+
+.PHONY: webreview-screenshots
+webreview-screenshots: envtest-assets chromium ## Re-make docs/images/webreview-*.png (test/webreview in headless Chromium, WEBREVIEW_SCREENSHOTS=docs/images).
+	WEBREVIEW_SCREENSHOTS="$(CURDIR)/docs/images" KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$$PATH" \
+		go test ./test/webreview -count=1 -timeout 10m $(TEST_FLAGS)
+
 .PHONY: test
-test: manifests generate fmt vet envtest-assets postgres harness test-dsh-plugin ## Run every test suite (unit, envtest, both log stores, the real harness, the dsh plugin, e2e).
+test: manifests generate fmt vet envtest-assets postgres chromium harness test-dsh-plugin ## Run every test suite (unit, envtest, both log stores, the real harness, the dsh plugin, kubectl plan --web in headless Chromium, e2e).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" PATH="$(ENVTEST_DIR):$(CURDIR)/bin:$$PATH" \
 		go test $(TEST_PKGS) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FLAGS)
 

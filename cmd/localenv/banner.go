@@ -90,6 +90,7 @@ func commands(o options) string {
 			{fmt.Sprintf("kubectl plan message %s %q", s, demoMessage), "plan mode on, and a turn for the message"},
 			{"kubectl plan log " + s + " -f", "the turn as it runs (Ctrl-C stops following)"},
 			{"kubectl plan review " + s + " --wait", "the plan, once the agent presents it"},
+			{"kubectl plan review " + s + " --web", "the same review in a browser (prints a local URL)"},
 			{"kubectl plan approve " + s, `or: kubectl plan revise ` + s + ` "FEEDBACK"`},
 			{"kubectl plan status " + s, ""},
 		}

@@ -27,6 +27,7 @@ func TestBannerFitsTheAgent(t *testing.T) {
 		`kubectl plan message demo "propose the next change"`,
 		"kubectl plan log demo -f",
 		"kubectl plan review demo --wait",
+		"kubectl plan review demo --web",
 		"kubectl plan approve demo",
 	}
 	for _, tc := range []struct {

@@ -28,44 +28,56 @@ func (o *Options) reviewDiff(ctx context.Context, name, storeFlag string) error 
 	if err != nil {
 		return err
 	}
+	diff, same, err := o.revisionDiff(ctx, as, r, storeFlag)
+	if err != nil {
+		return err
+	}
+	if diff == "" {
+		_, err = fmt.Fprintln(o.Streams.Out, same)
+		return err
+	}
+	_, err = fmt.Fprint(o.Streams.Out, termtext.Text(diff))
+	return err
+}
+
+// revisionDiff is the unified diff of the previous revision's text against plan r, as the
+// agent wrote them (not escaped), or, when they are the same text, a sentence saying so. The
+// error says why there is nothing to compare.
+func (o *Options) revisionDiff(ctx context.Context, as *v1alpha1.AgentSession, r *v1alpha1.PlanReviewRequest, storeFlag string) (diff, same string, err error) {
+	name := as.Name
 	rs := reviewOf(as, r)
 	switch {
 	case rs == nil || rs.Revision == 0:
-		return fmt.Errorf("the plan under review (review %s) has no revision number yet: the manager has not opened its review; try again in a moment", r.ID)
+		return "", "", fmt.Errorf("the plan under review (review %s) has no revision number yet: the manager has not opened its review; try again in a moment", r.ID)
 	case rs.Revision == 1:
-		return fmt.Errorf("revision 1 is the session's first plan: there is no previous revision to compare it with (kubectl plan review %s shows it)", name)
+		return "", "", fmt.Errorf("revision 1 is the session's first plan: there is no previous revision to compare it with (kubectl plan review %s shows it)", name)
 	}
 	prev := revisionOfHistory(as, rs.Revision-1)
 	if prev == nil {
-		return fmt.Errorf("revision %d is no longer recorded (status.reviewHistory keeps the last %d): there is nothing to compare revision %d with",
+		return "", "", fmt.Errorf("revision %d is no longer recorded (status.reviewHistory keeps the last %d): there is nothing to compare revision %d with",
 			rs.Revision-1, v1alpha1.MaxReviewHistory, rs.Revision)
 	}
 	url, err := o.storeURL(storeFlag)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	if url == "" {
-		return fmt.Errorf("--diff reads the previous revision's text from the session log: %w", noStoreError())
+		return "", "", fmt.Errorf("--diff reads the previous revision's text from the session log: %w", noStoreError())
 	}
 	text, err := planFromLog(ctx, url, as.Spec.SessionID, prev.PlanSHA256)
 	if err != nil {
-		return fmt.Errorf("the text of revision %d (review %s, SHA-256 %s): %w", prev.Revision, prev.ReviewID, prev.PlanSHA256, err)
+		return "", "", fmt.Errorf("the text of revision %d (review %s, SHA-256 %s): %w", prev.Revision, prev.ReviewID, prev.PlanSHA256, err)
 	}
-	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+	diff, err = difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(withNewline(text)), B: difflib.SplitLines(withNewline(r.Plan)),
 		FromFile: fmt.Sprintf("revision %d (review %s, %s)", prev.Revision, prev.ReviewID, prev.Phase),
 		ToFile:   fmt.Sprintf("revision %d (review %s, under review)", rs.Revision, r.ID),
 		Context:  3,
 	})
 	if err != nil {
-		return fmt.Errorf("compare the revisions: %w", err)
+		return "", "", fmt.Errorf("compare the revisions: %w", err)
 	}
-	if diff == "" {
-		_, err = fmt.Fprintf(o.Streams.Out, "revision %d is the same text as revision %d\n", rs.Revision, prev.Revision)
-		return err
-	}
-	_, err = fmt.Fprint(o.Streams.Out, termtext.Text(diff))
-	return err
+	return diff, fmt.Sprintf("revision %d is the same text as revision %d", rs.Revision, prev.Revision), nil
 }
 
 // planFromLog finds, in the session's log, the plan an exit_plan_mode call posted whose text has

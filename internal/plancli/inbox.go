@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,7 +17,41 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/termtext"
 )
 
-// The reviewer's inbox: `kubectl plan list --awaiting-review [-A]`.
+// The reviewer's inbox: `kubectl plan list --awaiting-review [-A]`, also `kubectl plan inbox
+// [-A] [--web]`.
+
+func newInboxCommand(o *Options) *cobra.Command {
+	var f webFlags
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "inbox [-A] [--web]",
+		Short: "List the plans awaiting a decision, oldest first (--web: in a browser)",
+		Long: `List the plans waiting for a decision in the namespace (every namespace with -A), oldest
+first, as kubectl plan list --awaiting-review does: the plan's title, its revision, how long it
+has waited (by the manager's clock), and what it waits for (a decision, or more approvals under
+the namespace's ReviewPolicy).
+
+With --web the list is a page: one click opens the review of a plan (as kubectl plan review
+SESSION --web shows it), with its decisions.` + webHelp + `
+
+Needs "list" on agentsessions.agents.harness.dev.`,
+		Example: `  kubectl plan inbox
+  kubectl plan inbox -A --web`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWebFlags(cmd, f); err != nil {
+				return err
+			}
+			if f.web {
+				return o.serveWeb(cmd.Context(), f, "", "", all)
+			}
+			return o.inbox(cmd.Context(), all)
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the plans of every namespace")
+	addWebFlags(cmd, &f, "the inbox")
+	return cmd
+}
 
 // awaitingItem is one plan waiting for a decision.
 type awaitingItem struct {

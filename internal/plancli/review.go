@@ -60,13 +60,27 @@ Without --wait it fails when the session has presented no plan. With --wait it w
 that awaits a decision (up to 10m, or --wait=DURATION), then prints it: send a message, and
 kubectl plan review SESSION --wait shows the plan once the agent presents it.
 
-Needs "get" on agentsessions.agents.harness.dev.`,
+With --web the review opens in a browser: the plan rendered from Markdown (sanitized: no
+script, no remote content), its facts, the diff against the previous revision (read as --diff
+reads it), and Approve, Keep planning (with feedback) and Dismiss, each bound to the plan's
+SHA-256 and answered with the same texts and refusals as kubectl plan approve|revise|dismiss.
+The page updates live when the agent posts a new plan or someone decides. The server stops once
+the review is decided (--keep: it stays, for the next revision).` + webHelp + `
+
+Needs "get" on agentsessions.agents.harness.dev (and "watch" for --web's live updates).`,
 		Example: `  kubectl plan review demo
+  kubectl plan review demo --web
   kubectl plan review demo --wait
   kubectl plan review demo --diff
   kubectl plan review demo --wait=30s --raw > plan.md`,
 		Args: exactSession("review SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkWebFlags(cmd, f.webFlags); err != nil {
+				return err
+			}
+			if f.web {
+				return o.serveWeb(cmd.Context(), f.webFlags, args[0], f.store, false)
+			}
 			if f.diff {
 				return o.reviewDiff(cmd.Context(), args[0], f.store)
 			}
@@ -75,11 +89,14 @@ Needs "get" on agentsessions.agents.harness.dev.`,
 	}
 	cmd.Flags().BoolVar(&f.raw, "raw", false, "Print only the plan text")
 	cmd.Flags().BoolVar(&f.diff, "diff", false, "Print what changed since the previous revision (reads the session log)")
-	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL for --diff (default: $"+StoreEnv+", then the kubeconfig context's)")
 	cmd.Flags().DurationVar(&f.wait, "wait", 0, "Wait up to this long for a plan that awaits a decision (--wait alone: 10m)")
 	cmd.Flags().Lookup("wait").NoOptDefVal = defaultReviewWait.String()
-	cmd.MarkFlagsMutuallyExclusive("raw", "diff")
+	addWebFlags(cmd, &f.webFlags, "the review")
+	cmd.Flags().BoolVar(&f.keep, "keep", false, "With --web, keep serving after the review is decided")
+	cmd.Flags().StringVar(&f.store, "store", "", "Session-log store URL for --diff and --web's diff (default: $"+StoreEnv+", then the kubeconfig context's)")
+	cmd.MarkFlagsMutuallyExclusive("raw", "diff", "web")
 	cmd.MarkFlagsMutuallyExclusive("wait", "diff")
+	cmd.MarkFlagsMutuallyExclusive("wait", "web")
 	return cmd
 }
 
@@ -87,6 +104,7 @@ type reviewFlags struct {
 	raw, diff bool
 	store     string
 	wait      time.Duration
+	webFlags
 }
 
 // defaultReviewWait is how long review --wait waits for a plan when given no duration.

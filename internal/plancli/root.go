@@ -61,7 +61,9 @@ Command shapes (SESSION is the AgentSession's metadata.name; tab completion offe
                                           review, Ready
   kubectl plan log SESSION [-f] [--tail N] the plan-relevant events of the session log
   kubectl plan use-store URL              record the log store in the kubeconfig context
-  kubectl plan review SESSION [--wait]    the plan under review (--wait: until one is presented)
+  kubectl plan review SESSION [--wait]    the plan under review (--wait: until one is presented;
+                                          --web: in a browser, with its diff and decisions)
+  kubectl plan inbox [-A] [--web]         the plans awaiting a decision, oldest first
   kubectl plan approve SESSION            approve it (the agent leaves plan mode at its next step;
                                           the same write sets spec.planMode.active=false)
   kubectl plan revise SESSION [FEEDBACK...]
@@ -147,6 +149,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newOnCommand(o), newOffCommand(o), newMessageCommand(o),
 		newListCommand(o), newStatusCommand(o), newLogCommand(o), newUseStoreCommand(o),
 		newReviewCommand(o), newApproveCommand(o), newReviseCommand(o), newDismissCommand(o),
+		newInboxCommand(o),
 	)
 	for _, c := range root.Commands() {
 		if c.ValidArgsFunction == nil && strings.Contains(c.Use, "SESSION") {
