@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -24,8 +23,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
-	"github.com/harness-dev/planmode-operator/pkg/harness"
-	"github.com/harness-dev/planmode-operator/pkg/refagent"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // person is a user with their own client certificate and kubeconfig (an envtest user).
@@ -57,14 +55,8 @@ func (p *person) env() []string {
 // status other than 0.
 func (p *person) kplan(args ...string) string {
 	GinkgoHelper()
-	c, stop := context.WithTimeout(ctx, 60*time.Second)
-	defer stop()
-	cmd := exec.CommandContext(c, kubectl, append(append([]string{"plan"}, args...), "-n", ns)...)
-	cmd.Env = p.env()
-	out, err := cmd.CombinedOutput()
-	GinkgoWriter.Printf("$ kubectl plan %v (as %s)\n%s", args, p.name, out)
-	Expect(err).NotTo(HaveOccurred(), "kubectl plan %v: %s", args, out)
-	return string(out)
+	k := framework.KubectlCmd{Path: kubectl, Env: p.env()}
+	return k.Run(ctx, GinkgoT(), nil, append(append([]string{"plan"}, args...), "-n", ns)...).OK()
 }
 
 // webServer is a running `kubectl plan ... --web`.
@@ -72,7 +64,7 @@ type webServer struct {
 	url  string
 	cmd  *exec.Cmd
 	done chan error
-	out  *syncBuffer
+	out  *framework.SyncBuffer
 }
 
 var servingLine = regexp.MustCompile(`(?m)^Serving .* at (http://127\.0\.0\.1:\d+/\S+)$`)
@@ -83,7 +75,7 @@ func (p *person) serve(namespace string, args ...string) *webServer {
 	GinkgoHelper()
 	cmd := exec.CommandContext(ctx, kubectl, append(append([]string{"plan"}, args...), "--web", "--no-open", "-n", namespace)...)
 	cmd.Env = p.env()
-	s := &webServer{cmd: cmd, done: make(chan error, 1), out: &syncBuffer{}}
+	s := &webServer{cmd: cmd, done: make(chan error, 1), out: &framework.SyncBuffer{}}
 	cmd.Stderr = s.out
 	stdout, err := cmd.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -128,23 +120,6 @@ func (s *webServer) interrupt() error {
 // origin is the server's "http://127.0.0.1:PORT"; prefix its URL up to the token.
 func (s *webServer) origin() string {
 	return s.url[:strings.Index(s.url[len("http://"):], "/")+len("http://")]
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // tab opens a new tab of the suite's browser, closed after the spec.
@@ -222,10 +197,8 @@ func screenshot(t context.Context, name string) {
 
 // agent drives one session through the real SDK, as the namespace's agent service account.
 type agent struct {
-	ns, name   string
-	c          *agentsdk.Client
-	turn, step int64
-	stepOpen   bool
+	*framework.StepAgent
+	ns, name string
 }
 
 // newSession creates a session in plan mode (committed by the manager between turns) and
@@ -241,12 +214,10 @@ func newSession(namespace string) *agent {
 	c, err := agentsdk.New(ctx, agentsdk.Options{Config: impersonate("system:serviceaccount:" + namespace + ":" + agentSA), Namespace: namespace, Name: name, Store: store})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(c.Close)
-	a := &agent{ns: namespace, name: name, c: c}
+	a := &agent{StepAgent: framework.NewStepAgent(ctx, GinkgoT(), c), ns: namespace, name: name}
 	Eventually(func() bool { return a.get().Status.PlanMode.Active }).WithTimeout(20 * time.Second).Should(BeTrue())
-	t, err := c.StartTurn(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	a.turn = t
-	Expect(a.nextStep("plan the fix").Active).To(BeTrue())
+	a.StartTurn()
+	Expect(a.NextStep("plan the fix").Active).To(BeTrue())
 	return a
 }
 
@@ -255,24 +226,6 @@ func (a *agent) get() *agentsv1alpha1.AgentSession {
 	as := &agentsv1alpha1.AgentSession{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: a.ns, Name: a.name}, as)).To(Succeed())
 	return as
-}
-
-// nextStep ends the open step, runs the step boundary and starts the next step.
-func (a *agent) nextStep(input ...string) agentsdk.Result {
-	GinkgoHelper()
-	if a.stepOpen {
-		Expect(a.c.EndStep(ctx, a.turn, a.step)).To(Succeed())
-	}
-	res, err := a.c.Boundary(ctx, a.turn, a.step+1, 20*time.Second)
-	Expect(err).NotTo(HaveOccurred())
-	msgs := make([]harness.Event, 0, len(input))
-	for _, in := range input {
-		msgs = append(msgs, agentsdk.UserText(in))
-	}
-	hdr := refagent.Header(res, harness.LLMCallConfig{Provider: "reference", Model: "scripted"}, refagent.DefaultSystem)
-	Expect(a.c.StartStep(ctx, res, agentsdk.StepInput{Messages: msgs, Header: &hdr})).To(Succeed())
-	a.step, a.stepOpen = a.step+1, true
-	return res
 }
 
 type exit struct {
@@ -286,14 +239,14 @@ type exit struct {
 func (a *agent) present(plan string) <-chan exit {
 	GinkgoHelper()
 	ch := make(chan exit, 1)
-	turn, step := a.turn, a.step
+	turn, step := a.Turn, a.Step
 	go func() {
 		defer GinkgoRecover()
-		res, err := a.c.ExitPlanMode(ctx, plan, 60*time.Second)
+		res, err := a.Client.ExitPlanMode(ctx, plan, 60*time.Second)
 		args, _ := json.Marshal(map[string]string{"plan": plan})
 		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err)
 		if evErr == nil {
-			_, evErr = a.c.Append(ctx, evs...)
+			_, evErr = a.Client.Append(ctx, evs...)
 		}
 		Expect(evErr).NotTo(HaveOccurred())
 		ch <- exit{res, err}

@@ -84,7 +84,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		as := a.get()
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
 		Expect(as.Status.ReviewHistory).To(ContainElement(HaveField("DecidedBy", ConsistOf(rita.name))))
-		Expect(a.nextStep().Active).To(BeFalse(), "the agent's next step boundary leaves plan mode")
+		Expect(a.NextStep().Active).To(BeFalse(), "the agent's next step boundary leaves plan mode")
 	})
 
 	It("Keep planning delivers the feedback; with --keep the page says live that the agent posted revision 2; the diff, rendered and raw", func() {
