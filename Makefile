@@ -36,9 +36,13 @@ help: ## Display this help.
 
 ##@ Development
 
+# The packages that carry kubebuilder markers, named: "./..." would also read the Go sources that
+# hack/modbuild.sh unpacks under bin/ (Flux's controllers and their RBAC markers).
+MARKER_PATHS ?= ./api/...;./controllers/...;./webhooks/...
+
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook manifests with controller-gen.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="$(MARKER_PATHS)" output:crd:artifacts:config=config/crd/bases
 	go run ./hack/crddescriptions config/crd/bases/*.yaml
 
 .PHONY: generate
