@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -125,29 +123,16 @@ var _ = BeforeSuite(func() {
 // installRBAC loads every ClusterRole in config/rbac (as written, not kustomized) and binds the
 // test identities the way config/rbac's bindings and a platform team would.
 func installRBAC() {
-	files, err := filepath.Glob(filepath.Join(repoRoot, "config", "rbac", "*.yaml"))
+	roles, err := framework.ClusterRoles()
 	Expect(err).NotTo(HaveOccurred())
-	roles := map[string]bool{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		Expect(err).NotTo(HaveOccurred())
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var role rbacv1.ClusterRole
-			if err := dec.Decode(&role); err != nil {
-				break
-			}
-			if role.Kind != "ClusterRole" {
-				continue
-			}
-			role.ResourceVersion = ""
-			Expect(adminC.Create(suiteCtx, &role)).To(Succeed(), "ClusterRole %s from %s", role.Name, f)
-			roles[role.Name] = true
-		}
+	created := map[string]bool{}
+	for _, role := range roles {
+		Expect(adminC.Create(suiteCtx, &role)).To(Succeed(), "ClusterRole %s from config/rbac", role.Name)
+		created[role.Name] = true
 	}
 	for _, r := range []string{"manager-role", "agentsession-agent-role", "agentsession-viewer-role",
 		"agentsession-editor-role", "agentsession-reviewer-role", "planmodeconfig-viewer-role"} {
-		Expect(roles).To(HaveKey(r), "config/rbac must define ClusterRole %s", r)
+		Expect(created).To(HaveKey(r), "config/rbac must define ClusterRole %s", r)
 	}
 	bind := func(name, role string, subject rbacv1.Subject, ns string) {
 		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}

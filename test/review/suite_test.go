@@ -1,7 +1,6 @@
 package review_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -16,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -153,22 +151,10 @@ const planSection = "You are in plan mode. Stay in plan mode until exit_plan_mod
 
 // installRBAC loads the ClusterRoles of config/rbac as written and binds the test identities.
 func installRBAC() {
-	files, err := filepath.Glob(filepath.Join(repoRoot, "config", "rbac", "*.yaml"))
+	roles, err := framework.ClusterRoles()
 	Expect(err).NotTo(HaveOccurred())
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		Expect(err).NotTo(HaveOccurred())
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var role rbacv1.ClusterRole
-			if err := dec.Decode(&role); err != nil {
-				break
-			}
-			if role.Kind != "ClusterRole" {
-				continue
-			}
-			Expect(k8s.Create(ctx, &role)).To(Succeed(), "ClusterRole %s from %s", role.Name, f)
-		}
+	for _, role := range roles {
+		Expect(k8s.Create(ctx, &role)).To(Succeed(), "ClusterRole %s from config/rbac", role.Name)
 	}
 	bind := func(name, role string, subject rbacv1.Subject, namespace string) {
 		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}

@@ -1,9 +1,7 @@
 package webreview_test
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -168,22 +165,10 @@ const planSection = "You are in plan mode. Stay in plan mode until exit_plan_mod
 
 // installRoles loads the ClusterRoles of config/rbac as written and binds the manager.
 func installRoles() {
-	files, err := filepath.Glob(filepath.Join(repoRoot, "config", "rbac", "*.yaml"))
+	roles, err := framework.ClusterRoles()
 	Expect(err).NotTo(HaveOccurred())
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		Expect(err).NotTo(HaveOccurred())
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var role rbacv1.ClusterRole
-			if err := dec.Decode(&role); err != nil {
-				break
-			}
-			if role.Kind != "ClusterRole" {
-				continue
-			}
-			Expect(k8s.Create(ctx, &role)).To(Succeed(), "ClusterRole %s from %s", role.Name, f)
-		}
+	for _, role := range roles {
+		Expect(k8s.Create(ctx, &role)).To(Succeed(), "ClusterRole %s from config/rbac", role.Name)
 	}
 	Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "manager"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "manager-role"},
