@@ -1,10 +1,10 @@
 // Package framework is the test support every envtest suite and benchmark shares: one builder of
 // the envtest control plane (the module's CRDs, the webhook configurations where a suite serves
 // them, one error naming the fix when the control-plane binaries are not set up), and the paths
-// suites need from the module, a buffer for a child process's output, the real harness's name
-// for a project's session directory, the kubectl runner the kubectl plan suites assert on
-// (KubectlCmd, CmdResult), the agent they drive sessions with step by step (StepAgent) and
-// config/rbac's ClusterRoles as written (ClusterRoles). Its subpackages hold a throwaway PostgreSQL server
+// suites need from the module, a buffer for a child process's output, the real harness's name for
+// a project's session directory, the kubectl runner the kubectl plan suites assert on (KubectlCmd,
+// CmdResult), the agent they drive sessions with step by step (StepAgent) and config/rbac's
+// ClusterRoles as written (ClusterRoles). Its subpackages hold a throwaway PostgreSQL server
 // (pgtest), an API-request counter (apicount) and the benchmark's floor controller (floor).
 //
 // It is test-support code: no production binary imports it.
