@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
@@ -80,4 +81,35 @@ func (a *StepAgent) EndTurn() {
 	if err := a.Client.EndTurn(a.ctx, a.Turn, harness.TurnCompleted); err != nil {
 		a.t.Fatalf("end turn %d: %v", a.Turn, err)
 	}
+}
+
+// ExitTimeout bounds a CallExit's wait for the review's outcome.
+const ExitTimeout = time.Minute
+
+// ExitCall is one exit_plan_mode call's outcome. Logged is the error of recording the call in
+// the session log (nil: recorded); a suite checks it where it receives the call.
+type ExitCall struct {
+	Result agentsdk.ExitResult
+	Err    error
+	Logged error
+}
+
+// CallExit starts exit_plan_mode with plan in the open step. When it returns, the call is
+// recorded in the log as agents record it, the plan as its arguments (kubectl plan review
+// --diff reads it there), and its outcome arrives on the channel.
+func (a *StepAgent) CallExit(plan string) <-chan ExitCall {
+	ch := make(chan ExitCall, 1)
+	turn, step := a.Turn, a.Step
+	go func() {
+		res, err := a.Client.ExitPlanMode(a.ctx, plan, ExitTimeout)
+		args, logged := json.Marshal(map[string]string{"plan": plan})
+		if logged == nil {
+			var evs []harness.Event
+			if evs, logged = agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err); logged == nil {
+				_, logged = a.Client.Append(a.ctx, evs...)
+			}
+		}
+		ch <- ExitCall{Result: res, Err: err, Logged: logged}
+	}()
+	return ch
 }

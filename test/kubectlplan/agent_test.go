@@ -73,23 +73,6 @@ func (a *agent) serve() {
 	})
 }
 
-// callExit starts exit_plan_mode in the open step; its tool call and result are logged once the
-// review is decided, as the agents do.
-func (a *agent) callExit(plan string) <-chan error {
-	ch := make(chan error, 1)
-	turn, step := a.Turn, a.Step
-	go func() {
-		defer GinkgoRecover()
-		res, err := a.Client.ExitPlanMode(ctx, plan, time.Minute)
-		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), `{"plan":"…"}`, res, err)
-		if evErr == nil {
-			_, evErr = a.Client.Append(ctx, evs...)
-		}
-		ch <- evErr
-	}()
-	return ch
-}
-
 // events reads the session's log.
 func (a *agent) events() []harness.Event {
 	GinkgoHelper()

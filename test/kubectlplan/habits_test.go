@@ -57,13 +57,13 @@ var _ = Describe("the kubectl habits", func() {
 
 		a.StartTurn()
 		a.NextStep()
-		exited := a.callExit("# Fix the flake\n\n1. Add the lock.\n")
+		exited := a.CallExit("# Fix the flake\n\n1. Add the lock.\n")
 		Eventually(review.done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
 		Expect(review.out.String()).To(ContainSubstring("Plan:       Fix the flake\n"))
 		Eventually(follow.out.String).Should(MatchRegexp(`review\s+"Fix the flake" \(review \S+, turn 1\) awaits a decision: kubectl plan review ` + a.name))
 
 		Expect(kplan("revise", a.name, "cover", "the", "rollback").OK()).To(ContainSubstring(`Sent "Fix the flake"`))
-		Eventually(exited).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
+		Eventually(exited).WithTimeout(30 * time.Second).Should(Receive(HaveField("Logged", BeNil())))
 		Eventually(follow.out.String).Should(ContainSubstring(harness.KeepPlanningText("cover the rollback")[:40]))
 		a.EndTurn()
 		Eventually(follow.out.String).Should(MatchRegexp(`turn/end\s+turn 1 \(completed\)`))

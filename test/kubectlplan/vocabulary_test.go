@@ -51,16 +51,16 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 		Expect(kplan("on", reviewing.name).OK()).To(ContainSubstring("Plan mode on."))
 		reviewing.StartTurn()
 		reviewing.NextStep()
-		exited := reviewing.callExit("# Tidy the README\n\n1. Fix the heading.\n")
+		exited := reviewing.CallExit("# Tidy the README\n\n1. Fix the heading.\n")
 		Expect(kplan("review", reviewing.name, "--wait=30s").OK()).To(ContainSubstring("Tidy the README"))
 		revised := newSession("v-revised")
 		Expect(kplan("on", revised.name).OK()).To(ContainSubstring("Plan mode on."))
 		revised.StartTurn()
 		revised.NextStep()
-		sentBack := revised.callExit("# First draft\n")
+		sentBack := revised.CallExit("# First draft\n")
 		kplan("review", revised.name, "--wait=30s").OK()
 		Expect(kplan("revise", revised.name, "more", "detail").OK()).To(ContainSubstring("back with your feedback"))
-		Eventually(sentBack).Should(Receive(BeNil()))
+		Eventually(sentBack).Should(Receive(HaveField("Logged", BeNil())))
 
 		want := map[string][]string{
 			fresh.name:     {fresh.name, "false", "", "", "", "True"},
@@ -111,7 +111,7 @@ var _ = Describe("one vocabulary for the plan state, the pending plan mode and t
 		reviewingNow := reviewing.get()
 		review := reviewingNow.Status.Agent.Review
 		Expect(kplan("approve", reviewing.name, "--plan-sha256", planmode.PlanSHA256(review.Plan)).OK()).To(ContainSubstring("Approved"))
-		Eventually(exited).Should(Receive(BeNil()))
+		Eventually(exited).Should(Receive(HaveField("Logged", BeNil())))
 		reviewing.EndTurn()
 		revised.EndTurn()
 		entering.EndTurn()

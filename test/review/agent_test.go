@@ -1,7 +1,6 @@
 package review_test
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -51,32 +50,6 @@ func (a *agent) get() *agentsv1alpha1.AgentSession {
 	return as
 }
 
-// exit is one exit_plan_mode call running in the background.
-type exit struct {
-	res agentsdk.ExitResult
-	err error
-}
-
-// callExit starts exit_plan_mode in the open step; the result arrives on the channel and is
-// recorded in the log as the tool call (the plan its arguments) and its result.
-func (a *agent) callExit(plan string) <-chan exit {
-	ch := make(chan exit, 1)
-	turn, step := a.Turn, a.Step
-	go func() {
-		defer GinkgoRecover()
-		res, err := a.Client.ExitPlanMode(ctx, plan, 60*time.Second)
-		// The plan as the call's arguments, as agents record it (kubectl plan review --diff reads it).
-		args, _ := json.Marshal(map[string]string{"plan": plan})
-		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err)
-		if evErr == nil {
-			_, evErr = a.Client.Append(ctx, evs...)
-		}
-		Expect(evErr).NotTo(HaveOccurred())
-		ch <- exit{res, err}
-	}()
-	return ch
-}
-
 // postedReview waits until the agent's review request is visible, and returns its id.
 func (a *agent) postedReview() string {
 	GinkgoHelper()
@@ -93,10 +66,12 @@ func (a *agent) postedReview() string {
 	return id
 }
 
-func receive(ch <-chan exit) exit {
+// receive waits for an exit_plan_mode call's outcome, recorded in the log.
+func receive(ch <-chan framework.ExitCall) framework.ExitCall {
 	GinkgoHelper()
-	var e exit
+	var e framework.ExitCall
 	Eventually(ch).WithTimeout(30 * time.Second).Should(Receive(&e))
+	Expect(e.Logged).NotTo(HaveOccurred(), "record the exit_plan_mode call in the log")
 	return e
 }
 

@@ -42,7 +42,7 @@ func patchActive(user, name string, active bool) framework.CmdResult {
 var _ = Describe("approving a plan deselects plan mode, so plain kubectl can select it again", func() {
 	It("approve: one silent plan/mode{false} at the next boundary, spec and selection false; then a plain patch of active:true enters plan mode again", func() {
 		a := inPlanMode(nil)
-		ch := a.callExit(plan)
+		ch := a.CallExit(plan)
 		id := a.postedReview()
 
 		By("a raw approval that names no digest is refused and changes nothing")
@@ -58,8 +58,8 @@ var _ = Describe("approving a plan deselects plan mode, so plain kubectl can sel
 		By("kubectl plan approve appends the vote; the webhook deselects plan mode in the same write")
 		Expect(kplan(reviewer, "approve", a.name).OK()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
-		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res.Approved).To(BeTrue())
+		Expect(e.Err).NotTo(HaveOccurred())
+		Expect(e.Result.Approved).To(BeTrue())
 		as := a.get()
 		Expect(as.Spec.PlanMode.Active).To(Equal(bp(false)))
 		Expect(as.Status.ObservedGeneration).To(Equal(as.Generation))

@@ -68,7 +68,7 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		Expect(r.Section).To(Equal(planSection))
 
 		By("the agent presents its plan")
-		ch := a.callExit(plan)
+		ch := a.CallExit(plan)
 		id := a.postedReview()
 		out := kplan(viewer, "review", a.name).OK()
 		Expect(out).To(HavePrefix("Plan:       Fix the flake\nRevision:   1 (the session's first plan)\nReview ID:  " + id + "\nTurn:       1\n"))
@@ -86,8 +86,8 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		By("the reviewer approves")
 		Expect(kplan(reviewer, "approve", a.name, "--review-id", id).OK()).To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
-		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: harness.ExitApprovedText}))
+		Expect(e.Err).NotTo(HaveOccurred())
+		Expect(e.Result).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: harness.ExitApprovedText}))
 
 		as := a.get()
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
@@ -130,15 +130,15 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 	It("keep planning: the feedback comes back verbatim, without feedback the generic text; a stale review id is refused; Approve with feedback is not consent", func() {
 		a := inPlanMode(nil)
 
-		ch := a.callExit("# Plan A\n")
+		ch := a.CallExit("# Plan A\n")
 		id1 := a.postedReview()
 		Expect(kplan(reviewer, "revise", a.name, "--feedback", "consider the resume path").OK()).To(Equal(
 			`Sent "Plan A" (review ` + id1 + ") back with your feedback: the agent keeps planning; the session stays in plan mode.\n"))
-		ee := exitErr(receive(ch).err)
+		ee := exitErr(receive(ch).Err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitKeepPlanning))
 		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; their feedback: consider the resume path"))
 
-		ch = a.callExit("# Plan B\n")
+		ch = a.CallExit("# Plan B\n")
 		id2 := a.postedReview()
 		Expect(id2).NotTo(Equal(id1))
 		kplan(reviewer, "approve", a.name, "--review-id", id1).Fails(`stale review id "` + id1 + `": the plan under review is now "Plan B" (review ` + id2 + `)`)
@@ -146,17 +146,17 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve"}}}`, id1)).
 			Refused(fmt.Sprintf("the plan under review is %q (status.agent.review.id): a decision must quote that id", id2))
 		Expect(kplan(reviewer, "revise", a.name).OK()).To(Equal(`Sent "Plan B" (review ` + id2 + ") back: the agent keeps planning; the session stays in plan mode.\n"))
-		ee = exitErr(receive(ch).err)
+		ee = exitErr(receive(ch).Err)
 		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; revise the plan and present it again."))
 
 		By("Approve carrying feedback is feedback, not consent")
-		ch = a.callExit("# Plan C\n")
+		ch = a.CallExit("# Plan C\n")
 		id3 := a.postedReview()
 		patched := run(reviewer, "patch", "agentsession", a.name, "--type", "merge", "-p",
 			fmt.Sprintf(`{"spec":{"review":{"reviewID":%q,"decision":"Approve","feedback":"but rename it","planSHA256":null}}}`, id3))
 		patched.OK()
 		Expect(patched.Err).To(ContainSubstring("Warning: spec.review.feedback with decision Approve is not consent: the manager reads it as KeepPlanning"))
-		ee = exitErr(receive(ch).err)
+		ee = exitErr(receive(ch).Err)
 		Expect(ee.ResultText()).To(Equal("Error: The user chose to keep planning; their feedback: but rename it"))
 		as := a.get()
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewKeptPlanning))
@@ -170,13 +170,13 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 
 	It("dismiss: {approved: false}, the turn concludes and plan mode stays on", func() {
 		a := inPlanMode(nil)
-		ch := a.callExit(plan)
+		ch := a.CallExit(plan)
 		id := a.postedReview()
 		Expect(kplan(reviewer, "dismiss", a.name).OK()).To(Equal(
 			`Dismissed the review of "Fix the flake" (review ` + id + "): the agent stops its turn; the session stays in plan mode until you run kubectl plan off " + a.name + ".\n"))
 		e := receive(ch)
-		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: harness.ExitErrDismissed}))
+		Expect(e.Err).NotTo(HaveOccurred())
+		Expect(e.Result).To(Equal(agentsdk.ExitResult{Approved: false, ConcludeTurn: true, ReviewID: id, Text: harness.ExitErrDismissed}))
 		a.EndTurn() // the agent concludes its turn
 
 		as := a.get()
@@ -196,14 +196,14 @@ var _ = Describe("plan review through kubectl plan, the manager and the agent SD
 		a := inPlanMode(func(s *agentsv1alpha1.AgentSessionSpec) {
 			s.ReviewTimeout = &metav1.Duration{Duration: 5 * time.Second}
 		})
-		ch := a.callExit(plan)
+		ch := a.CallExit(plan)
 		id := a.postedReview()
 		as := a.get()
 		Expect(as.Status.Review.ExpiresAt).NotTo(BeNil())
 		Expect(as.Status.Review.ExpiresAt.Time).To(Equal(as.Status.Review.OpenedAt.Add(5*time.Second)), "counted from when the manager opened it")
 		Expect(kplan(viewer, "review", a.name).OK()).To(MatchRegexp(`Expires:\s+\d{4}-`))
 
-		ee := exitErr(receive(ch).err)
+		ee := exitErr(receive(ch).Err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitExpired))
 		Expect(ee.ReviewID).To(Equal(id))
 		Expect(ee.Message).To(Equal(controllers.ReviewExpiredText(5 * time.Second)))

@@ -16,7 +16,7 @@ import (
 var _ = Describe("an approval is bound to the plan text read", func() {
 	It("refuses the agent's swap under the same review id, and approves the digest the reviewer read", func() {
 		a := inPlanMode(nil)
-		ch := a.callExit(plan)
+		ch := a.CallExit(plan)
 		id := a.postedReview()
 		read := kplan(reviewer, "review", a.name).OK()
 		m := regexp.MustCompile(`(?m)^SHA-256:\s+([0-9a-f]{64})$`).FindStringSubmatch(read)
@@ -46,8 +46,8 @@ var _ = Describe("an approval is bound to the plan text read", func() {
 		Expect(kplan(reviewer, "approve", a.name, "--review-id", id, "--plan-sha256", digest).OK()).
 			To(Equal(`Approved "Fix the flake" (review ` + id + "): the agent leaves plan mode at its next step.\n"))
 		e := receive(ch)
-		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res.Text).To(Equal(harness.ExitApprovedText))
+		Expect(e.Err).NotTo(HaveOccurred())
+		Expect(e.Result.Text).To(Equal(harness.ExitApprovedText))
 		as := a.get()
 		Expect(as.Spec.ReviewVotes).To(HaveLen(1))
 		Expect(as.Spec.ReviewVotes[0].PlanSHA256).To(Equal(digest))

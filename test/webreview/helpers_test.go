@@ -3,7 +3,6 @@ package webreview_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -228,29 +227,11 @@ func (a *agent) get() *agentsv1alpha1.AgentSession {
 	return as
 }
 
-type exit struct {
-	res agentsdk.ExitResult
-	err error
-}
-
-// present calls exit_plan_mode with plan in the background, records the call in the log as
-// agents do (kubectl plan review --diff reads it there), and waits for the manager to open the
-// review.
-func (a *agent) present(plan string) <-chan exit {
+// present calls exit_plan_mode with plan in the background and waits for the manager to open
+// the review.
+func (a *agent) present(plan string) <-chan framework.ExitCall {
 	GinkgoHelper()
-	ch := make(chan exit, 1)
-	turn, step := a.Turn, a.Step
-	go func() {
-		defer GinkgoRecover()
-		res, err := a.Client.ExitPlanMode(ctx, plan, 60*time.Second)
-		args, _ := json.Marshal(map[string]string{"plan": plan})
-		evs, evErr := agentsdk.ExitToolEvents(turn, step, agentsdk.NewID(), string(args), res, err)
-		if evErr == nil {
-			_, evErr = a.Client.Append(ctx, evs...)
-		}
-		Expect(evErr).NotTo(HaveOccurred())
-		ch <- exit{res, err}
-	}()
+	ch := a.CallExit(plan)
 	Eventually(func(g Gomega) {
 		as := a.get()
 		g.Expect(as.Status.Agent).NotTo(BeNil())
@@ -263,10 +244,12 @@ func (a *agent) present(plan string) <-chan exit {
 	return ch
 }
 
-func receive(ch <-chan exit) exit {
+// receive waits for an exit_plan_mode call's outcome, recorded in the log.
+func receive(ch <-chan framework.ExitCall) framework.ExitCall {
 	GinkgoHelper()
-	var e exit
+	var e framework.ExitCall
 	Eventually(ch).WithTimeout(30 * time.Second).Should(Receive(&e))
+	Expect(e.Logged).NotTo(HaveOccurred(), "record the exit_plan_mode call in the log")
 	return e
 }
 

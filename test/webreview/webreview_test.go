@@ -79,8 +79,8 @@ var _ = Describe("kubectl plan review --web", func() {
 		Expect(srv.exited()).To(Succeed(), "the server stops once the review is decided")
 
 		e := receive(ch)
-		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: harness.ExitApprovedText}))
+		Expect(e.Err).NotTo(HaveOccurred())
+		Expect(e.Result).To(Equal(agentsdk.ExitResult{Approved: true, ReviewID: id, Text: harness.ExitApprovedText}))
 		as := a.get()
 		Expect(as.Status.Review.Phase).To(Equal(agentsv1alpha1.ReviewApproved))
 		Expect(as.Status.ReviewHistory).To(ContainElement(HaveField("DecidedBy", ConsistOf(rita.name))))
@@ -95,7 +95,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		open(t, srv.url, "#plan h1")
 		do(t, chromedp.SendKeys(chromedp.CSS("#feedback"), "add a timeout to the lock"), chromedp.Click(chromedp.CSS("#keep-planning")))
 		Expect(reply(t)).To(MatchRegexp(`Sent "Fix the flake" \(review \S+\) back with your feedback: the agent keeps planning; the session stays in plan mode\.`))
-		ee := exitErr(receive(ch).err)
+		ee := exitErr(receive(ch).Err)
 		Expect(ee.Code).To(Equal(agentsdk.ExitKeepPlanning))
 		Expect(ee.Message).To(Equal("The user chose to keep planning; their feedback: add a timeout to the lock"), "the model gets the feedback")
 		as := a.get()
@@ -127,8 +127,8 @@ var _ = Describe("kubectl plan review --web", func() {
 		do(t, chromedp.Click(chromedp.CSS("#dismiss")))
 		Expect(reply(t)).To(ContainSubstring(`Dismissed the review of "Fix the flake"`))
 		e := receive(ch)
-		Expect(e.err).NotTo(HaveOccurred())
-		Expect(e.res.Approved).To(BeFalse())
+		Expect(e.Err).NotTo(HaveOccurred())
+		Expect(e.Result.Approved).To(BeFalse())
 		Expect(srv.interrupt()).To(Succeed(), "with --keep only Ctrl-C stops it")
 	})
 
@@ -145,7 +145,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		do(t, chromedp.Click(chromedp.CSS("#dismiss")))
 		Expect(reply(t)).To(ContainSubstring(`Dismissed the review of "Fix the flake"`))
 		Expect(srv.exited()).To(Succeed())
-		Expect(receive(ch).res.Approved).To(BeFalse())
+		Expect(receive(ch).Result.Approved).To(BeFalse())
 	})
 
 	It("a second reviewer's decision appears live on the first reviewer's page (a policy of two approvals)", func() {
@@ -180,7 +180,7 @@ var _ = Describe("kubectl plan review --web", func() {
 		Expect(eval[bool](samTab, `document.getElementById("approve").disabled`)).To(BeTrue(), "no decision on a decided review")
 		Expect(ritaSrv.exited()).To(Succeed())
 		Expect(samSrv.exited()).To(Succeed(), "sam's server stops too: the review is decided")
-		Expect(receive(ch).res.Approved).To(BeTrue())
+		Expect(receive(ch).Result.Approved).To(BeTrue())
 	})
 
 	It("refuses a forged POST without the token or from another Origin (403, nothing decided); Ctrl-C stops the server", func() {
