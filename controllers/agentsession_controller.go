@@ -40,6 +40,9 @@ const (
 	// staleRequeue is how soon a reconcile whose write was stale runs again, from the newer
 	// object.
 	staleRequeue = 5 * time.Millisecond
+	// DefaultPendingStatusDelay is cmd/manager's --pending-status-delay: a toggle made during
+	// a step shorter than this is answered at the step's end with no pending write.
+	DefaultPendingStatusDelay = 30 * time.Second
 )
 
 // AgentSessionReconciler projects each session's log into status.planMode, commits selections
@@ -68,10 +71,16 @@ type AgentSessionReconciler struct {
 	// last write (status_patcher.go). SetupWithManager defaults it to the manager's API reader;
 	// nil trusts the cache (tests that drive compute alone).
 	APIReader client.Reader
+	// PendingStatusDelay is how long the pending status of a user's selection made during a
+	// turn is held for the agent's step-boundary report, whose answer then carries the commit
+	// (pending_deferral.go). Zero writes it at once.
+	PendingStatusDelay time.Duration
 
 	statusOnce sync.Once
 	status     statusPatcher
 	claims     logClaims // phase_owner.go
+	pending    pendingDeferrals
+	backlog    backlog
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -86,6 +95,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.backlog.workers = int64(opts.MaxConcurrentReconciles)
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
 	}
@@ -124,11 +134,13 @@ func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client
 // Reconcile reads the session, computes its status in phases (appending plan/mode only where
 // the protocol says so), writes the status once, and then emits the transition Events.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.backlog.start()()
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.patcher().forget(req.NamespacedName)
 			r.claims.forget(req.NamespacedName)
+			r.pending.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -139,6 +151,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	sc, err := r.compute(ctx, &s)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if wait := r.holdPending(sc); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// Events go out after the status write: the acknowledgement the agent waits for must not
 	// queue behind them at the API server.
@@ -173,10 +188,24 @@ func (r *AgentSessionReconciler) patchStatus(ctx context.Context, sc *sessionSco
 		}
 		return ctrl.Result{}, fmt.Errorf("patch status of AgentSession %s: %w", key, err)
 	}
+	r.pending.forget(key)
 	pm := sc.status.PlanMode
 	logf.FromContext(ctx).V(1).Info("status written", "active", pm.Active, "pending", pm.Pending, "nextSeq", pm.NextSeq)
 	r.observe(sc.session, sc.session.Status, sc.status)
 	return ctrl.Result{}, nil
+}
+
+// holdPending is how long the reconcile's write may still be held (pending_deferral.go): zero
+// when it is not a held pending write or its time is up.
+func (r *AgentSessionReconciler) holdPending(sc *sessionScope) time.Duration {
+	if !sc.changed || !sc.holdable || r.PendingStatusDelay <= 0 {
+		return 0
+	}
+	wait := r.pending.hold(sc.session, *sc.planMode.Selection, sc.tail.Turn, r.now().Time, r.PendingStatusDelay)
+	if wait > 0 {
+		r.observeHeld(sc.session)
+	}
+	return wait
 }
 
 func (r *AgentSessionReconciler) maxBackoff() time.Duration {

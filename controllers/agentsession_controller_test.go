@@ -22,6 +22,7 @@ var _ = Describe("AgentSession reconciler", func() {
 			crashSafetySpecs(fx)
 			scaleSpecs(fx)
 			conditionsSpecs(fx)
+			heldPendingSpecs(fx)
 		})
 	}
 })

@@ -162,6 +162,8 @@ type testManager struct {
 type managerOptions struct {
 	leaderElectionID string
 	storeID          func() string // AgentSessionReconciler.StoreID
+	// pendingStatusDelay is AgentSessionReconciler.PendingStatusDelay (zero: written at once).
+	pendingStatusDelay time.Duration
 }
 
 func startManager(ns string, store sessionlog.Store, o managerOptions) *testManager {
@@ -181,11 +183,12 @@ func startManager(ns string, store sessionlog.Store, o managerOptions) *testMana
 		},
 		Setup: func(mgr ctrl.Manager) error {
 			tm.r = &AgentSessionReconciler{
-				Client:          mgr.GetClient(),
-				Store:           tm.store,
-				Recorder:        mgr.GetEventRecorder(FieldManager),
-				MaxStoreBackoff: 500 * time.Millisecond,
-				StoreID:         o.storeID,
+				Client:             mgr.GetClient(),
+				Store:              tm.store,
+				Recorder:           mgr.GetEventRecorder(FieldManager),
+				MaxStoreBackoff:    500 * time.Millisecond,
+				StoreID:            o.storeID,
+				PendingStatusDelay: o.pendingStatusDelay,
 			}
 			return tm.r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})
 		},

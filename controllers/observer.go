@@ -9,10 +9,19 @@ import (
 // write succeeded, so a reconcile that loses a conflict and recomputes is never counted twice.
 type StatusObserver interface {
 	ObserveStatus(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus)
+	// ObserveHeld is told that a selection of s waits for the agent's boundary with its
+	// pending write held (pending_deferral.go).
+	ObserveHeld(s *agentsv1alpha1.AgentSession)
 }
 
 func (r *AgentSessionReconciler) observe(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus) {
 	if r.Metrics != nil {
 		r.Metrics.ObserveStatus(s, before, after)
+	}
+}
+
+func (r *AgentSessionReconciler) observeHeld(s *agentsv1alpha1.AgentSession) {
+	if r.Metrics != nil {
+		r.Metrics.ObserveHeld(s)
 	}
 }

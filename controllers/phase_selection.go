@@ -21,7 +21,13 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 	if !sel && sc.approvalExits() {
 		return ctrl.Result{}, nil // the review records it as the approved exit: silent, at the next boundary
 	}
-	d := planmode.Set(sc.state(), sel)
+	st := sc.state()
+	if t, held := sc.r.pending.madeInTurn(sc.session, sel); held && (!st.TurnOpen || sc.tail.Turn != t) {
+		// Made in turn t, which ended before the held write: as in the harness, it waits for a
+		// step boundary of a later turn.
+		st.TurnOpen, sc.madeInTurn = true, t
+	}
+	d := planmode.Set(st, sel)
 	if d.Append != nil && *d.Append && sc.entryWaitsForConfig() {
 		// Between turns with no guidance to render: the entry waits for the config (Ready says
 		// so: ConfigMissing).
@@ -33,6 +39,7 @@ func (sc *sessionScope) applySelection(ctx context.Context) (ctrl.Result, error)
 		return ctrl.Result{}, nil
 	case planmode.Queued:
 		sc.setPending(d.Pending)
+		sc.holdable = sc.tail.TurnOpen && sc.madeInTurn == 0 && d.Pending.Narrate
 		return ctrl.Result{}, nil
 	case planmode.Cancelled:
 		sc.setPending(d.Pending)

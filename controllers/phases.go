@@ -117,6 +117,7 @@ func (sc *sessionScope) finish(res ctrl.Result, failures []*failure) {
 	}
 	sc.status, sc.result = status, res
 	sc.changed = writeDue(*old, status)
+	sc.holdable = sc.holdable && len(failures) == 0 && onlyPendingDiffers(*old, status)
 }
 
 // outcome is what the reconcile returns once the status is written: the phases' requeue, or

@@ -30,6 +30,12 @@ type sessionScope struct {
 	events          []event
 	// rules are the namespace's ReviewPolicy rules, read once per reconcile (phase_review.go).
 	rules *reviewpolicy.Rules
+	// madeInTurn is the turn a held selection was made in when that turn has ended since
+	// (pending_deferral.go); zero otherwise.
+	madeInTurn int64
+	// holdable: the only write due is taking on a user's selection made in the open turn,
+	// which may be held for the agent's report (pending_deferral.go). Set by finish.
+	holdable bool
 
 	// Set by finish: the status to write, whether it differs from the stored one, the failure
 	// that ended the phases, and when to look again.
@@ -66,6 +72,9 @@ func (sc *sessionScope) setPending(p *planmode.Pending) {
 	sc.planMode.QueuedInTurn = 0
 	if sc.tail.TurnOpen {
 		sc.planMode.QueuedInTurn = sc.tail.Turn
+	}
+	if sc.madeInTurn != 0 {
+		sc.planMode.QueuedInTurn = sc.madeInTurn
 	}
 	sc.planMode.PendingSource = agentsv1alpha1.PendingSourceUser
 	if !p.Narrate {

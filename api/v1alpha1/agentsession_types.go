@@ -313,7 +313,10 @@ type PlanModeStatus struct {
 	Active bool `json:"active"`
 
 	// Pending is true while a selection that differs from the committed state awaits the
-	// agent's next step boundary.
+	// agent's next step boundary. A selection made during a turn is written here only when the
+	// agent's report does not come within the manager's --pending-status-delay; until then
+	// status.observedGeneration lags metadata.generation and the agent asks at its boundary
+	// because spec.planMode.active differs from selection.
 	// +optional
 	Pending bool `json:"pending"`
 
@@ -453,9 +456,9 @@ type BoundaryAck struct {
 
 // AgentReport is the agent pod's own part of the status.
 type AgentReport struct {
-	// Boundary is the step boundary the agent is waiting at. The agent writes it only when it
-	// sees a pending selection (or an owed notice), and waits for status.planMode.lastBoundary
-	// to answer it.
+	// Boundary is the step boundary the agent is waiting at. The agent writes it only when a
+	// selection waits (pending, or in spec and not yet taken on by the status) or a plan/mode
+	// is not yet covered by the status, and waits for status.planMode.lastBoundary to answer it.
 	// +optional
 	Boundary *StepBoundary `json:"boundary,omitempty"`
 

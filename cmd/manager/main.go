@@ -51,6 +51,7 @@ type options struct {
 	leaderElectionNamespace string
 	events                  string
 	maxStoreBackoff         time.Duration
+	pendingStatusDelay      time.Duration
 	logStoreTimeout         time.Duration
 	concurrency             int
 	shutdownTimeout         time.Duration
@@ -85,6 +86,8 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
+	fs.DurationVar(&o.pendingStatusDelay, "pending-status-delay", controllers.DefaultPendingStatusDelay,
+		"How long a selection made during a turn waits for the agent's next step boundary before it is written as pending (the answer then carries the commit); 0 writes it at once.")
 	fs.DurationVar(&o.logStoreTimeout, "log-store-timeout", sessionlog.DefaultCallTimeout,
 		"Deadline of each log-store call: a hung store fails the call (LogStoreUnavailable on the session, a failed boundary answer) instead of blocking a worker.")
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
@@ -219,16 +222,18 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, store sessionlog.Sto
 		return nil, err
 	}
 	r := &controllers.AgentSessionReconciler{
-		Client:          mgr.GetClient(),
-		Store:           planmetrics.InstrumentStore(store, rec),
-		StoreID:         probe.StoreID,
-		StoreChanged:    probe.changed,
-		Metrics:         rec,
-		MaxStoreBackoff: o.maxStoreBackoff,
+		Client:             mgr.GetClient(),
+		Store:              planmetrics.InstrumentStore(store, rec),
+		StoreID:            probe.StoreID,
+		StoreChanged:       probe.changed,
+		Metrics:            rec,
+		MaxStoreBackoff:    o.maxStoreBackoff,
+		PendingStatusDelay: o.pendingStatusDelay,
 	}
 	stopEvents = func() {}
 	if o.events == "on" {
-		sink, stop, err := eventsink.Start(ctx, mgr, controllers.FieldManager, ctrl.Log.WithName("events"))
+		// Events wait while every worker is busy (a storm), behind the status writes.
+		sink, stop, err := eventsink.Start(ctx, mgr, controllers.FieldManager, ctrl.Log.WithName("events"), eventsink.Options{HoldWhile: r.Behind})
 		if err != nil {
 			return nil, err
 		}
@@ -320,6 +325,9 @@ func checkOptions(o *options) error {
 	}
 	if o.logStoreTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("--log-store-timeout is %s; use a positive duration such as 15s", o.logStoreTimeout))
+	}
+	if o.pendingStatusDelay < 0 {
+		errs = append(errs, fmt.Sprintf("--pending-status-delay is %s; use 0 (write at once) or a positive duration such as 30s", o.pendingStatusDelay))
 	}
 	if o.maxStoreBackoff <= 0 {
 		errs = append(errs, fmt.Sprintf("--max-store-backoff is %s; use a positive duration such as 30s", o.maxStoreBackoff))

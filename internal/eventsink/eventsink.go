@@ -58,6 +58,11 @@ type Options struct {
 	// DrainFor bounds how long Run keeps writing queued Events once its context ends (default
 	// 5 s); the writes then get one attempt each.
 	DrainFor time.Duration
+	// HoldWhile, when set, holds Event writes while it reports true (the manager's workers are
+	// all busy: a storm), each for at most HoldFor (default 1 minute) after it was recorded,
+	// so that Events do not compete with the status writes that answer agents and users.
+	HoldWhile func() bool
+	HoldFor   time.Duration
 }
 
 func (o *Options) defaults() {
@@ -76,7 +81,11 @@ func (o *Options) defaults() {
 	def(&o.FinishAfter, 6*time.Minute)
 	def(&o.RefreshEvery, 30*time.Minute)
 	def(&o.DrainFor, 5*time.Second)
+	def(&o.HoldFor, time.Minute)
 }
+
+// holdPoll is how often a held writer looks again.
+const holdPoll = 50 * time.Millisecond
 
 // Reasons an Event is dropped (label "reason" of planmode_events_dropped_total).
 const (
@@ -124,6 +133,8 @@ func (e *entry) dueWrite() bool { return e.written == 0 || (e.count >= 2 && e.wr
 type job struct {
 	k key
 	e *entry
+	// queuedAt is when the write was queued (Unix nanoseconds).
+	queuedAt int64
 }
 
 // keyHash stands for a key in Sink.onces: a 128-bit hash of its fields (a collision is as
@@ -304,7 +315,7 @@ func truncate(note string) string {
 // push queues a write of e; s.mu is held.
 func (s *Sink) push(k key, e *entry) {
 	e.queued = true
-	s.queue = append(s.queue, job{k, e})
+	s.queue = append(s.queue, job{k: k, e: e, queuedAt: s.now().UnixNano()})
 	s.work.Signal()
 }
 
@@ -394,6 +405,14 @@ func (s *Sink) writer(ctx context.Context) {
 			s.mu.Unlock()
 			return
 		}
+		if s.held(s.queue[0]) {
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(holdPoll):
+			}
+			continue
+		}
 		j := s.queue[0]
 		s.queue[0] = job{}
 		s.queue = s.queue[1:]
@@ -422,6 +441,12 @@ func (s *Sink) writer(ctx context.Context) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// held reports that the write of j waits (Options.HoldWhile); s.mu is held.
+func (s *Sink) held(j job) bool {
+	return s.opts.HoldWhile != nil && !s.draining &&
+		time.Duration(s.now().UnixNano()-j.queuedAt) < s.opts.HoldFor && s.opts.HoldWhile()
 }
 
 // wrote records that the API server took j's Event at count; s.mu is held. An Event not

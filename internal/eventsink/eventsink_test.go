@@ -163,6 +163,25 @@ var _ = Describe("Sink", func() {
 		Expect(ev.Series).To(BeNil())
 	})
 
+	It("holds Event writes while HoldWhile says the manager is behind, each at most HoldFor", func() {
+		g := &gate{}
+		var behind sync.Mutex
+		busy := true
+		s, _ := newSink(g, Options{HoldWhile: func() bool { behind.Lock(); defer behind.Unlock(); return busy }, HoldFor: 3 * time.Second})
+		first := object()
+		s.Eventf(first, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "committed")
+		Consistently(func() int { _, _, n := g.stats(); return n }).WithTimeout(time.Second).Should(BeZero(), "held while behind")
+		Eventually(eventsFor(first)).WithTimeout(wait).Should(HaveLen(1), "written once HoldFor has passed, still behind")
+
+		second := object()
+		s.Eventf(second, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "committed")
+		Consistently(eventsFor(second)).WithTimeout(time.Second).Should(BeEmpty())
+		behind.Lock()
+		busy = false
+		behind.Unlock()
+		Eventually(eventsFor(second)).WithTimeout(2*time.Second).Should(HaveLen(1), "written as soon as the manager is not behind")
+	})
+
 	It("joins repeats into a series: count 2 at once, later counts when the series ends, then forgets it", func() {
 		g := &gate{}
 		s, _ := newSink(g, Options{FinishAfter: 2 * time.Second})

@@ -254,7 +254,9 @@ func (r *Recorder) observeSelection(b, a agentsv1alpha1.PlanModeStatus, newAck b
 	switch {
 	case a.Active != b.Active && !newAck:
 		r.selections.WithLabelValues(SelectionCommitted).Inc()
-	case a.Pending:
+	case a.Pending, a.Active != b.Active:
+		// Pending, or taken on and committed by the answer to the agent's boundary report
+		// (its pending write held): queued for a boundary either way.
 		r.selections.WithLabelValues(SelectionQueued).Inc()
 	case b.Pending:
 		r.selections.WithLabelValues(SelectionCancelled).Inc()
@@ -376,12 +378,29 @@ func (r *Recorder) pendingStart(uid types.UID, before agentsv1alpha1.AgentSessio
 	return time.Time{}, false
 }
 
+// ObserveHeld records that a selection of s waits for the agent's next step boundary while the
+// reconciler holds its pending write (controllers/pending_deferral.go): it waits from its first
+// sight, as a written one waits from its write.
+func (r *Recorder) ObserveHeld(s *agentsv1alpha1.AgentSession) {
+	if r == nil || s == nil {
+		return
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.pendingSince[s.UID]; !ok {
+		r.pendingSince[s.UID] = now
+	}
+}
+
 func (r *Recorder) trackPending(uid types.UID, was, is bool, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case is && !was:
-		r.pendingSince[uid] = now
+		if _, held := r.pendingSince[uid]; !held { // a held selection waits from its first sight
+			r.pendingSince[uid] = now
+		}
 	case !is:
 		delete(r.pendingSince, uid)
 	}

@@ -145,6 +145,38 @@ func TestQueuedThenCommittedAtBoundary(t *testing.T) {
 	}
 }
 
+// A selection made during a turn whose pending write the reconciler held is taken on and
+// committed by the answer to the agent's report: it is counted as queued, and as pending from
+// its first sight.
+func TestHeldThenCommittedAtBoundary(t *testing.T) {
+	r, clk := newRecorder(t)
+	s := session("held")
+	idle := agentsv1alpha1.AgentSessionStatus{ObservedGeneration: 1, PlanMode: agentsv1alpha1.PlanModeStatus{NextSeq: 5, TurnOpen: true}}
+	r.ObserveHeld(s)
+	clk.t = clk.t.Add(2 * time.Second)
+	r.ObserveHeld(s) // a second reconcile while held keeps the first sight
+	clk.t = clk.t.Add(time.Second)
+	committed := *idle.DeepCopy()
+	committed.ObservedGeneration = 2
+	committed.PlanMode.Active, committed.PlanMode.Selection, committed.PlanMode.NextSeq = true, ptr(true), 9
+	committed.PlanMode.LastTransitionTime = ptr(metav1.NewTime(clk.t))
+	committed.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 8, Result: agentsv1alpha1.BoundaryAdmitted, Active: true, NextSeq: 9}
+	r.ObserveStatus(s, idle, committed)
+	if got := count(t, r.selections.WithLabelValues(SelectionQueued)); got != 1 {
+		t.Fatalf("selections{queued} = %v, want 1", got)
+	}
+	if got := count(t, r.selections.WithLabelValues(SelectionNoop)); got != 0 {
+		t.Fatalf("selections{noop} = %v, want 0", got)
+	}
+	if got := count(t, r.transitions.WithLabelValues(CauseUserAtBoundary, "true")); got != 1 {
+		t.Fatalf("transitions{user_at_boundary} = %v, want 1", got)
+	}
+	n, sum := histCount(t, r.pendingToCommit, "planmode_pending_to_commit_seconds")
+	if n != 1 || sum != 3 {
+		t.Fatalf("pending_to_commit: %d samples, sum %v; want 1 sample of 3s", n, sum)
+	}
+}
+
 // A manager restarted while a selection was pending has no in-memory start: the Ready
 // condition's lastTransitionTime stands in.
 func TestPendingStartAfterRestart(t *testing.T) {

@@ -56,34 +56,38 @@ Needs "get" on agentsessions.agents.harness.dev.`,
 
 // StatusView is the structured form of `kubectl plan status`.
 type StatusView struct {
-	Session         string                      `json:"session"`
-	Namespace       string                      `json:"namespace"`
-	SessionID       string                      `json:"sessionID"`
-	PlanMode        bool                        `json:"planMode"`
-	Pending         *bool                       `json:"pending,omitempty"`
-	PendingSource   v1alpha1.PendingSource      `json:"pendingSource,omitempty"`
-	Selected        *bool                       `json:"selected,omitempty"`
-	TurnOpen        bool                        `json:"turnOpen"`
-	NextSeq         int64                       `json:"nextSeq"`
-	Config          *v1alpha1.ConfigInForce     `json:"config,omitempty"`
-	ConfigRef       string                      `json:"configRef"`
-	LastTransition  *time.Time                  `json:"lastTransition,omitempty"`
-	Notice          *v1alpha1.OwedNotice        `json:"notice,omitempty"`
-	LastBoundary    *v1alpha1.BoundaryAck       `json:"lastBoundary,omitempty"`
-	Review          *v1alpha1.PlanReviewRequest `json:"review,omitempty"`
-	ReviewDecision  *v1alpha1.ReviewDecision    `json:"reviewDecision,omitempty"`
-	ReviewStatus    *v1alpha1.ReviewStatus      `json:"reviewStatus,omitempty"`
-	ReviewTimeout   string                      `json:"reviewTimeout,omitempty"`
-	Ready           string                      `json:"ready,omitempty"`
-	ReadyReason     string                      `json:"readyReason,omitempty"`
-	ReadyMessage    string                      `json:"readyMessage,omitempty"`
-	SelectedBy      *v1alpha1.Actor             `json:"selectedBy,omitempty"`
-	SelectedAt      *time.Time                  `json:"selectedAt,omitempty"`
-	Changes         []v1alpha1.PlanModeChange   `json:"planModeChanges,omitempty"`
-	ReviewHistory   []v1alpha1.ReviewRevision   `json:"reviewHistory,omitempty"`
-	LastMessage     *v1alpha1.SteerMessage      `json:"lastMessage,omitempty"` // the queue's last (spec.steerQueue)
-	LastDelivered   bool                        `json:"lastMessageDelivered,omitempty"`
-	ObservedCurrent bool                        `json:"observedCurrent"`
+	Session       string                 `json:"session"`
+	Namespace     string                 `json:"namespace"`
+	SessionID     string                 `json:"sessionID"`
+	PlanMode      bool                   `json:"planMode"`
+	Pending       *bool                  `json:"pending,omitempty"`
+	PendingSource v1alpha1.PendingSource `json:"pendingSource,omitempty"`
+	// PendingUnwritten: Pending is the user's selection, which the manager has not taken on
+	// yet (during a turn it writes it only at the agent's next step boundary, or once
+	// --pending-status-delay has passed).
+	PendingUnwritten bool                        `json:"pendingUnwritten,omitempty"`
+	Selected         *bool                       `json:"selected,omitempty"`
+	TurnOpen         bool                        `json:"turnOpen"`
+	NextSeq          int64                       `json:"nextSeq"`
+	Config           *v1alpha1.ConfigInForce     `json:"config,omitempty"`
+	ConfigRef        string                      `json:"configRef"`
+	LastTransition   *time.Time                  `json:"lastTransition,omitempty"`
+	Notice           *v1alpha1.OwedNotice        `json:"notice,omitempty"`
+	LastBoundary     *v1alpha1.BoundaryAck       `json:"lastBoundary,omitempty"`
+	Review           *v1alpha1.PlanReviewRequest `json:"review,omitempty"`
+	ReviewDecision   *v1alpha1.ReviewDecision    `json:"reviewDecision,omitempty"`
+	ReviewStatus     *v1alpha1.ReviewStatus      `json:"reviewStatus,omitempty"`
+	ReviewTimeout    string                      `json:"reviewTimeout,omitempty"`
+	Ready            string                      `json:"ready,omitempty"`
+	ReadyReason      string                      `json:"readyReason,omitempty"`
+	ReadyMessage     string                      `json:"readyMessage,omitempty"`
+	SelectedBy       *v1alpha1.Actor             `json:"selectedBy,omitempty"`
+	SelectedAt       *time.Time                  `json:"selectedAt,omitempty"`
+	Changes          []v1alpha1.PlanModeChange   `json:"planModeChanges,omitempty"`
+	ReviewHistory    []v1alpha1.ReviewRevision   `json:"reviewHistory,omitempty"`
+	LastMessage      *v1alpha1.SteerMessage      `json:"lastMessage,omitempty"` // the queue's last (spec.steerQueue)
+	LastDelivered    bool                        `json:"lastMessageDelivered,omitempty"`
+	ObservedCurrent  bool                        `json:"observedCurrent"`
 	// Live is the log's tail read from the store (--store), when given.
 	Live *LiveTail `json:"live,omitempty"`
 }
@@ -118,6 +122,9 @@ func viewOf(as *v1alpha1.AgentSession) StatusView {
 	if pm.PendingActive != nil {
 		p := *pm.PendingActive
 		v.Pending, v.PendingSource = &p, pm.PendingSource
+	} else if x := as.Spec.PlanMode.Active; x != nil && *x != pm.Active && (pm.Selection == nil || *pm.Selection != *x) {
+		p := *x
+		v.Pending, v.PendingSource, v.PendingUnwritten = &p, v1alpha1.PendingSourceUser, true
 	}
 	if as.Spec.PlanMode.ConfigRef != nil {
 		v.ConfigRef = as.Spec.PlanMode.ConfigRef.Name
@@ -178,22 +185,30 @@ func (o *Options) status(ctx context.Context, name, output, storeURL string) err
 	return printStatus(o.Streams.Out, v, time.Now())
 }
 
+// pendingText is the Pending line of the status.
+func pendingText(v StatusView) string {
+	switch {
+	case v.Pending == nil:
+		return noneWord + " (nothing waits for the agent's next step boundary)"
+	case *v.Pending == v.PlanMode:
+		return inWords(*v.Pending) + ", which the log has already: nothing changes at the next step boundary (a cancelled selection it clears)"
+	case v.PendingSource == v1alpha1.PendingSourceExit:
+		return inWords(*v.Pending) + " at the agent's next step boundary (an approved plan's exit, not narrated)"
+	case v.PendingUnwritten && v.TurnOpen:
+		return inWords(*v.Pending) + " at the agent's next step boundary (selected during the turn; the manager writes it when the agent reaches it)"
+	case v.PendingUnwritten:
+		return inWords(*v.Pending) + ", selected and not yet taken on by the manager"
+	}
+	return inWords(*v.Pending) + " at the agent's next step boundary"
+}
+
 // printStatus prints the status for a person, one fact a line.
 func printStatus(out io.Writer, v StatusView, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, f string, a ...any) { fmt.Fprintf(w, "%s:\t%s\n", k, fmt.Sprintf(f, a...)) }
 	row("Session", "%s (namespace %s, session ID %s)", v.Session, v.Namespace, v.SessionID)
 	row("Plan mode", "%s, committed in the session log", inWords(v.PlanMode))
-	switch {
-	case v.Pending == nil:
-		row("Pending", "%s (nothing waits for the agent's next step boundary)", noneWord)
-	case *v.Pending == v.PlanMode:
-		row("Pending", "%s, which the log has already: nothing changes at the next step boundary (a cancelled selection it clears)", inWords(*v.Pending))
-	case v.PendingSource == v1alpha1.PendingSourceExit:
-		row("Pending", "%s at the agent's next step boundary (an approved plan's exit, not narrated)", inWords(*v.Pending))
-	default:
-		row("Pending", "%s at the agent's next step boundary", inWords(*v.Pending))
-	}
+	row("Pending", "%s", pendingText(v))
 	if v.Selected == nil {
 		row("Selected", "%s (no selection: the session follows its log)", noneWord)
 	} else {

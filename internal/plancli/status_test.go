@@ -295,3 +295,29 @@ func TestStatusStructuredOutput(t *testing.T) {
 		t.Errorf("status of a missing session: %v", err)
 	}
 }
+
+// A selection made during a turn that the manager has not written yet (it holds that write for
+// the agent's boundary) shows as pending, not as nothing waiting.
+func TestPrintStatusUnwrittenSelection(t *testing.T) {
+	as := session("demo")
+	as.Generation = 4
+	as.Spec.PlanMode.Active = bp(true)
+	as.Status = v1alpha1.AgentSessionStatus{ObservedGeneration: 3,
+		PlanMode: v1alpha1.PlanModeStatus{Selection: bp(false), TurnOpen: true, NextSeq: 9}}
+	v := viewOf(as)
+	if v.Pending == nil || !*v.Pending || !v.PendingUnwritten || v.PendingSource != v1alpha1.PendingSourceUser {
+		t.Fatalf("pending %v unwritten %v source %q, want true, true, User", v.Pending, v.PendingUnwritten, v.PendingSource)
+	}
+	var out bytes.Buffer
+	if err := printStatus(&out, v, changed); err != nil {
+		t.Fatal(err)
+	}
+	if want := "true (on) at the agent's next step boundary (selected during the turn; the manager writes it when the agent reaches it)"; !strings.Contains(out.String(), want) {
+		t.Errorf("status has no %q:\n%s", want, out.String())
+	}
+	// Taken on and committed: nothing waits.
+	as.Status.ObservedGeneration, as.Status.PlanMode.Selection, as.Status.PlanMode.Active = 4, bp(true), true
+	if v := viewOf(as); v.Pending != nil {
+		t.Errorf("pending %v after the commit, want none", *v.Pending)
+	}
+}

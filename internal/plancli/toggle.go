@@ -24,6 +24,11 @@ import (
 // DefaultWait is how long a toggle waits for the manager to take the selection on.
 const DefaultWait = 10 * time.Second
 
+// heldGrace is how long a toggle made during a turn waits for a write from the manager, which
+// holds its pending write for the agent's next step boundary: a manager that found the turn
+// ended commits at once, well within it.
+const heldGrace = 2 * time.Second
+
 const waitHelp = `
 
 How the reply is chosen: the plugin makes the decision the manager makes (applied now, waiting
@@ -31,8 +36,11 @@ for the next step boundary, cancelled, or no change) from the session's status a
 when the log's store is known, the log's tail, before writing; then (unless --wait=0) it waits
 for the manager to take the selection on, reads the outcome from the status it writes, and,
 with the log, where the plan/mode event landed (between turns: committed now; at a step
-boundary: applied there). If the manager does not answer within --wait, the predicted reply is
-printed with a warning on stderr.`
+boundary: applied there). A selection made during a turn waits for the agent's next step
+boundary, and the manager writes nothing for it until then: unless the manager decides
+otherwise within 2 seconds (the turn ended meanwhile), the reply is the prediction, refined by
+the log. If the manager does not answer within --wait, the predicted reply is printed with a
+warning on stderr.`
 
 func addWaitFlag(cmd *cobra.Command, d *time.Duration) {
 	cmd.Flags().DurationVar(d, "wait", DefaultWait, "How long to wait for the manager to take the selection on (0: reply from the status read before writing)")
@@ -219,8 +227,20 @@ func (o *Options) whatHappened(ctx context.Context, name string, x bool, w writt
 	}
 	begin := time.Now()
 	observed := w.predicted == planmode.Noop // nothing for the manager to decide
+	// A selection made during a turn waits for the agent's next step boundary, and the manager
+	// writes nothing for it until the agent reaches it (or its hold runs out,
+	// --pending-status-delay): a write within the grace is a different decision (the turn
+	// ended meanwhile), and none means the prediction stands.
+	held := w.predicted == planmode.Queued && w.before.TurnOpen
 	if !observed {
-		got, seen, ok := o.observe(ctx, name, x, w)
+		wait := o.wait
+		if held {
+			wait = min(wait, heldGrace)
+		}
+		got, seen, ok := o.observe(ctx, name, x, w, wait)
+		if !ok && held {
+			ok, got = true, h
+		}
 		if !ok {
 			fmt.Fprintf(o.Streams.ErrOut,
 				"warning: the manager has not taken the selection on within %s; the reply below is predicted from the state read before the write (check with: kubectl plan status %s)\n",
@@ -228,9 +248,11 @@ func (o *Options) whatHappened(ctx context.Context, name string, x bool, w writt
 			return h
 		}
 		observed, h = true, got
-		h.turnOpen = seen.Status.PlanMode.TurnOpen
-		if c := apimeta.FindStatusCondition(seen.Status.Conditions, v1alpha1.ConditionReady); x && !w.warned && c != nil && c.Reason == v1alpha1.ReasonConfigMissing {
-			fmt.Fprintf(o.Streams.ErrOut, "warning: %s\n", c.Message)
+		if seen != nil {
+			h.turnOpen = seen.Status.PlanMode.TurnOpen
+			if c := apimeta.FindStatusCondition(seen.Status.Conditions, v1alpha1.ConditionReady); x && !w.warned && c != nil && c.Reason == v1alpha1.ReasonConfigMissing {
+				fmt.Fprintf(o.Streams.ErrOut, "warning: %s\n", c.Message)
+			}
 		}
 	}
 	if lv != nil {
@@ -398,9 +420,9 @@ func queueMessage(as *v1alpha1.AgentSession, m v1alpha1.SteerMessage) ([]v1alpha
 // observe waits for the manager to take selection x on (status.observedGeneration reaches the
 // write and status.planMode.selection is x) and reads which set() outcome it had. The decision
 // only differs from the prediction in whether a turn was open, which the status may not show.
-func (o *Options) observe(ctx context.Context, name string, x bool, w written) (happened, *v1alpha1.AgentSession, bool) {
+func (o *Options) observe(ctx context.Context, name string, x bool, w written, within time.Duration) (happened, *v1alpha1.AgentSession, bool) {
 	var seen *v1alpha1.AgentSession
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.wait, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		as, err := o.get(ctx, name)
 		if err != nil {
 			return false, err

@@ -229,7 +229,7 @@ func TestObserve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCLI(t, tc.as)
 			c.wait = time.Second
-			got, seen, ok := c.observe(ctx, "demo", true, written{before: tc.before, predicted: planmode.Noop, gen: 5, ack: oldAck})
+			got, seen, ok := c.observe(ctx, "demo", true, written{before: tc.before, predicted: planmode.Noop, gen: 5, ack: oldAck}, c.wait)
 			if !ok || seen == nil || got.outcome != tc.want {
 				t.Errorf("outcome %q (ok %v), want %q", got.outcome, ok, tc.want)
 			}
@@ -238,7 +238,7 @@ func TestObserve(t *testing.T) {
 	// Not taken on within --wait (the manager has not seen the write's generation).
 	c := newCLI(t, taken(func(*v1alpha1.PlanModeStatus) {}))
 	c.wait = 100 * time.Millisecond
-	if _, _, ok := c.observe(ctx, "demo", true, written{gen: 6}); ok {
+	if _, _, ok := c.observe(ctx, "demo", true, written{gen: 6}, c.wait); ok {
 		t.Error("observed a selection the manager has not taken on")
 	}
 }

@@ -175,11 +175,11 @@ func report(w io.Writer, o opts, results map[string]map[int]*result) error {
 			"<= 1.5x", func(floor, v float64) bool { return v <= 1.5*floor })
 		row("ack latency p99", col(func(r *result) float64 { return float64(percentile(r.latencies, 0.99)) }), msf, "", nil)
 		row("acked boundaries (samples)", col(func(r *result) float64 { return float64(len(r.latencies)) }), count, "", nil)
-		row("API writes / toggle, during a turn, Events included", perToggle(writes.total), num, "", nil)
+		row("API writes / toggle, during a turn, Events included", perToggle(writes.total), num, "<= 3", atMost(3))
 		row("  writes but Events", perToggle(writes.butEvents), num, "<= 3", atMost(3))
 		row("    of which the agent's", perToggle(func(w writes) int64 { return w.agent }), num, "", nil)
 		row("  Event writes", perToggle(func(w writes) int64 { return w.events }), num, "", nil)
-		row("API writes / toggle, between turns, Events included", perBetween(writes.total), num, "", nil)
+		row("API writes / toggle, between turns, Events included", perBetween(writes.total), num, "<= 2", atMost(2))
 		row("  writes but Events", perBetween(writes.butEvents), num, "<= 1", atMost(1))
 		row("  Event writes", perBetween(func(w writes) int64 { return w.events }), num, "", nil)
 		row("API writes / step, nothing pending, Events included",

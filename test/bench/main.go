@@ -238,6 +238,9 @@ type side struct {
 	ready func(s *v1alpha1.AgentSession) bool
 	// committed reports whether a between-turns toggle to want has been applied.
 	committed func(s *v1alpha1.AgentSession, t harness.Tail, want bool) bool
+	// awaits reports whether a toggle to want made during a turn waits for the agent's next
+	// step boundary as far as the agent's watch shows.
+	awaits func(s *v1alpha1.AgentSession, want bool) bool
 }
 
 type bench struct {
@@ -541,11 +544,9 @@ func (b *bench) measureInTurnToggles(ctx context.Context, runs []*sideRun) error
 			if err := b.toggle(ctx, rn.ns, ss.name, want); err != nil {
 				return err
 			}
-			// The controller has marked it pending and the agent's watch has seen it.
+			// The agent's watch shows the selection waiting for its next boundary.
 			wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
-			err = ss.agent.WaitFor(wctx, func(s *v1alpha1.AgentSession) bool {
-				return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
-			})
+			err = ss.agent.WaitFor(wctx, func(s *v1alpha1.AgentSession) bool { return rn.side.awaits(s, want) })
 			cancel()
 			if err != nil {
 				return err

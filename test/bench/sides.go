@@ -30,6 +30,11 @@ func sides() []side {
 				sel := s.Status.PlanMode.Selection
 				return sel != nil && *sel == want
 			},
+			// It marks the selection pending at once, and its count of writes assumes it did
+			// before the boundary.
+			awaits: func(s *v1alpha1.AgentSession, want bool) bool {
+				return s.Status.PlanMode.Pending && selected(s, want)
+			},
 		},
 	}
 	switch managerEvents {
@@ -49,10 +54,10 @@ func managerSide(name string, events bool) side {
 	return side{
 		name: name,
 		start: func(ctx context.Context, mgr ctrl.Manager, store sessionlog.Store) (func(), error) {
-			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store}
+			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, PendingStatusDelay: controllers.DefaultPendingStatusDelay}
 			stop := func() {}
 			if events {
-				sink, stopSink, err := eventsink.Start(ctx, mgr, controllers.FieldManager, logr.Discard())
+				sink, stopSink, err := eventsink.Start(ctx, mgr, controllers.FieldManager, logr.Discard(), eventsink.Options{HoldWhile: r.Behind})
 				if err != nil {
 					return nil, err
 				}
@@ -70,7 +75,18 @@ func managerSide(name string, events bool) side {
 		committed: func(s *v1alpha1.AgentSession, t harness.Tail, want bool) bool {
 			return t.Active == want && s.Status.PlanMode.Active == want && !s.Status.PlanMode.Pending
 		},
+		// The agent asks when the status has not taken the selection on (it holds that write
+		// for the agent's report, as cmd/manager does by default) or marks it pending.
+		awaits: func(s *v1alpha1.AgentSession, want bool) bool {
+			sel := s.Status.PlanMode.Selection
+			return selected(s, want) && (s.Status.PlanMode.Pending || sel == nil || *sel != want)
+		},
 	}
+}
+
+// selected: the session's spec selects want.
+func selected(s *v1alpha1.AgentSession, want bool) bool {
+	return s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
 }
 
 // workers is the MaxConcurrentReconciles both sides get (-workers); cmd/manager's default.

@@ -409,7 +409,8 @@ func (ph *pendingPhase) startAgents() error {
 	return err
 }
 
-// toggle flips the session's selection and waits until the manager has marked it pending.
+// toggle flips the session's selection and waits until the bench's watch shows it waiting for
+// the agent's next boundary.
 func (ph *pendingPhase) toggle(name string) (bool, error) {
 	want := !ph.active[name]
 	obj := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: pendingNS, Name: name}}
@@ -417,8 +418,16 @@ func (ph *pendingPhase) toggle(name string) (bool, error) {
 		return want, err
 	}
 	return want, ph.aw.waitFor(name, pendingWait, "the selection pending", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
-		return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
+		return awaitsBoundary(s, want)
 	})
+}
+
+// awaitsBoundary: the selection want waits for the agent's next boundary: pending, or not yet
+// taken on while the manager holds its pending write for the agent's report
+// (--pending-status-delay); either way the agent asks there.
+func awaitsBoundary(s *agentsv1alpha1.AgentSession, want bool) bool {
+	pm, x := s.Status.PlanMode, s.Spec.PlanMode.Active
+	return x != nil && *x == want && (pm.Pending || pm.Selection == nil || *pm.Selection != want)
 }
 
 // answered waits for the bench's watch to show the i-th answer of the session, Admitted with
@@ -483,9 +492,7 @@ func (ph *pendingPhase) sdkBoundary(i int) error {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ph.ctx, pendingWait)
-	err = ph.sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool {
-		return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
-	})
+	err = ph.sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool { return awaitsBoundary(s, want) })
 	cancel()
 	if err != nil {
 		return err

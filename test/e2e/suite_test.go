@@ -202,6 +202,9 @@ func startManagerEnv(name, storeURL string, events bool, env []string, extra ...
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), "--metrics-secure=false", // loopback; the secure default has its own spec
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
 		"--webhook-port=-1", "--events=" + ev, "--max-store-backoff=1s",
+		// The pending write of a selection made during a turn is held 1s, not 30s: the specs
+		// watch the pending state while the agent waits (the hold has its specs in controllers).
+		"--pending-status-delay=1s",
 		"--graceful-shutdown-timeout=2s"}, extra...)
 	m.proc = startProc(name, append([]string{"PLANMODE_LOG_STORE=" + storeURL}, env...), filepath.Join(binDir, "manager"), args...)
 	Eventually(func() (int, error) {

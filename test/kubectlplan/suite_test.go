@@ -76,8 +76,10 @@ var _ = BeforeSuite(func() {
 	localenv = exec.Command(filepath.Join(bin, "localenv"), "--dir", stateDir, "--assets", assets, "--bin", bin, "--no-agent",
 		"--crd-dir", filepath.Join(repo, "config/crd/bases"), "--webhook-dir", filepath.Join(repo, "config/webhook"), "--ready-timeout", "3m",
 		// One agent identity (make run's demo agent's) drives every session of this suite, so
-		// the manager runs with binding off, as an explicit choice (docs/admission.md).
-		"--manager-args", "--webhook-require-agent-binding=false")
+		// the manager runs with binding off, as an explicit choice (docs/admission.md). Its
+		// pending write of a selection made during a turn is held 1s, not 30s: the specs read
+		// the pending state through kubectl while the agent waits.
+		"--manager-args", "--webhook-require-agent-binding=false --pending-status-delay=1s")
 	localenv.Env = append(os.Environ(), "KUBECONFIG=", "PLANMODE_LOG_STORE=")
 	localenv.Stdout, localenv.Stderr = &envOut, &envOut
 	Expect(localenv.Start()).To(Succeed())

@@ -599,13 +599,28 @@ func (sr *stormRun) selectDuringTurns(ctx context.Context) error {
 		want := !a.active
 		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 		defer cancel()
-		return a.c.WaitFor(wctx, func(s *v1alpha1.AgentSession) bool {
-			return s.Status.PlanMode.Pending && s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
-		})
+		return a.c.WaitFor(wctx, awaitsBoundary(sr.side, want))
 	}); err != nil {
 		return fmt.Errorf("selections not pending: %w", err)
 	}
 	return nil
+}
+
+// awaitsBoundary: a toggle to want made during a turn waits for the agent's next boundary, as
+// far as the agent's watch shows. The floor marks it pending at once (its writes are counted
+// with that write made); the manager holds that write for the agent's report
+// (--pending-status-delay), and the agent asks because the status has not taken it on.
+func awaitsBoundary(side string, want bool) func(*v1alpha1.AgentSession) bool {
+	return func(s *v1alpha1.AgentSession) bool {
+		pm, x := s.Status.PlanMode, s.Spec.PlanMode.Active
+		if x == nil || *x != want {
+			return false
+		}
+		if side == sideFloor {
+			return pm.Pending
+		}
+		return pm.Pending || pm.Selection == nil || *pm.Selection != want
+	}
 }
 
 // releaseBoundaries holds every agent at its boundary, releases them all at once and measures
