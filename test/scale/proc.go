@@ -34,6 +34,7 @@ type proc struct {
 	done      chan struct{}
 	exitErr   error
 	startedAt time.Time
+	ready     time.Duration // start -> /readyz answered OK
 }
 
 type procOpts struct {
@@ -128,6 +129,7 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				p.ready = time.Since(p.startedAt)
 				return p, nil
 			}
 		}

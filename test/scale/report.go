@@ -331,6 +331,7 @@ func (r *report) printIdle(t table) {
 			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s\t\t\t\t\t\n", n, what)
 			ratio := func(a, b float64) *bool { return met(a > 0 && b/a <= takeOnRatio+1e-9) }
 			t.row("start -> every session taken on", float64(f.dur), float64(m.dur), sec, fmt.Sprintf("<= %.1fx", takeOnRatio), ratio(float64(f.dur), float64(m.dur)))
+			t.row("  of which start -> ready (/readyz)", float64(f.ready), float64(m.ready), sec, "", nil)
 			t.row("  reconciles by then", f.reconciles, m.reconciles, num, "", nil)
 			if i == 0 {
 				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "", nil)

@@ -138,6 +138,7 @@ func rowsWritten(a, b storeSnap) (int64, bool) {
 // takeOnRun is one start of a side's process on n idle sessions.
 type takeOnRun struct {
 	dur        time.Duration // start -> every session taken on
+	ready      time.Duration // start -> /readyz
 	reconciles float64       // the process's reconciles by then
 	api        writes        // the process's API writes from its start until quiet
 	storeRows  int64         // rows the process wrote to the log store (the store's own count)
@@ -200,6 +201,7 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 		if err != nil {
 			return nil, err
 		}
+		run.ready = p.ready
 		if run.dur, run.reconciles, err = b.takenOn(ctx, p, side, ns, n); err != nil {
 			p.stop()
 			return nil, err
