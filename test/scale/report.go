@@ -11,7 +11,7 @@ import (
 
 type report struct {
 	storm      map[string]map[string][]*stormResult // store -> side -> runs
-	idle       map[int]map[string]*idleResult // sessions -> side
+	idle       map[int]map[string]*idleResult       // sessions -> side
 	appends    []appendResult
 	tail       []tailResult
 	webhook    *webhookResult
