@@ -67,6 +67,9 @@ type sqliteStore struct {
 	// the manager's storm profile.
 	tailR, tailW, insertEvent, updateTail *sql.Stmt
 
+	// claims batches the owner claims that write (owner.go).
+	claims claimGroup
+
 	// noHeaderTable: a file opened read-only that no binary keeping header fields has
 	// written (header.go).
 	noHeaderTable bool
