@@ -64,7 +64,7 @@ func (b *bench) takenOn(ctx context.Context, p *proc, side, ns string, n int) (t
 		select {
 		case <-ctx.Done():
 			return 0, 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
