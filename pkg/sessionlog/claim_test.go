@@ -97,12 +97,12 @@ func TestPostgresClaimOfAnOwnedLogWritesNothing(t *testing.T) {
 func TestClaimGroupWritesQueuedClaimsInOneTurn(t *testing.T) {
 	var g claimGroup
 	var batches []int
-	write := func(_ context.Context, b []*claimReq) error {
+	write := func(ctx context.Context, b []*claimReq) error {
 		batches = append(batches, len(b))
 		for _, r := range b {
 			r.got = r.owner
 		}
-		return nil
+		return ctx.Err()
 	}
 	g.writer.Lock() // a turn in progress
 	done := make(chan bool, 3)
