@@ -368,7 +368,13 @@ func (s *postgresStore) ClaimOwner(ctx context.Context, sessionID string, owner 
 }
 
 func (s *sqliteStore) OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error) {
-	o, err := scanOwner(s.r.QueryRowContext(ctx, sqliteReadOwner, sessionID))
+	var row *sql.Row
+	if s.ownerR != nil {
+		row = s.ownerR.QueryRowContext(ctx, sessionID)
+	} else {
+		row = s.r.QueryRowContext(ctx, sqliteReadOwner, sessionID)
+	}
+	o, err := scanOwner(row)
 	if err != nil {
 		return Owner{}, false, fmt.Errorf("read the owner of session %q: %w", sessionID, err)
 	}

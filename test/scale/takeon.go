@@ -202,6 +202,15 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 			return nil, err
 		}
 		run.ready = p.ready
+		var cpuProfile chan error
+		if side == sideManager && b.o.profileDir != "" {
+			// The take-on's CPU: as long as it lasts at 20 writes/s, at most 30 s.
+			cpuProfile = make(chan error, 1)
+			secs := min(30, max(2, n/500))
+			go func() {
+				cpuProfile <- p.profile(b.o.profileDir, fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-takeon-%d-%d.pprof", n, i))
+			}()
+		}
 		if run.dur, run.reconciles, err = b.takenOn(ctx, p, side, ns, n); err != nil {
 			p.stop()
 			return nil, err
@@ -211,6 +220,12 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 		if run.api, err = b.since(ctx, w0, noAgents); err != nil {
 			p.stop()
 			return nil, err
+		}
+		if cpuProfile != nil {
+			if err := <-cpuProfile; err != nil {
+				p.stop()
+				return nil, err
+			}
 		}
 		run.fp = p.idleFootprint(5 * time.Second)
 		if side == sideManager {
