@@ -333,6 +333,7 @@ func (r *report) printIdle(t table) {
 			t.row("start -> every session taken on", float64(f.dur), float64(m.dur), sec, fmt.Sprintf("<= %.1fx", takeOnRatio), ratio(float64(f.dur), float64(m.dur)))
 			t.row("  of which start -> ready (/readyz)", float64(f.ready), float64(m.ready), sec, "", nil)
 			t.row("  reconciles by then", f.reconciles, m.reconciles, num, "", nil)
+			t.row("  CPU used by then (the process's, from its start; load-independent)", float64(f.cpu), float64(m.cpu), sec, "", nil)
 			if i == 0 {
 				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "", nil)
 				t.row("  log store rows written (the store's count)", f.storeWrites(), m.storeWrites(), num, "", nil)

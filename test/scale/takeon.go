@@ -139,6 +139,7 @@ func rowsWritten(a, b storeSnap) (int64, bool) {
 type takeOnRun struct {
 	dur        time.Duration // start -> every session taken on
 	ready      time.Duration // start -> /readyz
+	cpu        time.Duration // the process's CPU time from its start until every session was taken on (read just after)
 	reconciles float64       // the process's reconciles by then
 	api        writes        // the process's API writes from its start until quiet
 	storeRows  int64         // rows the process wrote to the log store (the store's own count)
@@ -215,6 +216,7 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 			p.stop()
 			return nil, err
 		}
+		run.cpu = p.cpu()
 		logPhase("  %s, %d sessions, %s: every session taken on after %s (%.0f reconciles)", side, n, []string{"first start", "restart"}[i], run.dur.Round(time.Millisecond), run.reconciles)
 		b.quiesce(ctx)
 		if run.api, err = b.since(ctx, w0, noAgents); err != nil {
