@@ -165,8 +165,7 @@ type idleResult struct {
 
 // idle measures the side's process with n idle sessions of its own (created for it, deleted
 // afterwards): a first start on a fresh SQLite store, then, after a graceful stop, a restart
-// on the same store and sessions. Each start: time to take every session on (takenOn), the
-// API and store writes until quiet, then RSS and CPU once the process has settled.
+// on the same store and sessions (start).
 func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, error) {
 	ns, _, err := b.createSessions(ctx, "idle-"+side, n, nil)
 	if err != nil {
@@ -179,7 +178,6 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 		return nil, err
 	}
 	r := &idleResult{n: n}
-	noAgents := apicount.New()
 	var sc *storeCounter
 	defer func() {
 		if sc != nil {
@@ -187,71 +185,76 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 		}
 	}()
 	for i, run := range []*takeOnRun{&r.first, &r.restart} {
-		w0, err := b.snapWrites(ctx, noAgents)
-		if err != nil {
+		if err := b.start(ctx, side, url, ns, n, i, &sc, run); err != nil {
 			return nil, err
 		}
-		var s0 storeSnap // the first start's store is empty
-		mark := time.Now()
-		if sc != nil {
-			if s0, err = sc.snap(ctx, mark); err != nil {
-				return nil, err
-			}
-		}
-		p, err := b.startProc(ctx, procOpts{side: side, store: url})
-		if err != nil {
-			return nil, err
-		}
-		run.ready = p.ready
-		var cpuProfile chan error
-		if side == sideManager && b.o.profileDir != "" {
-			// The take-on's CPU: as long as it lasts at 20 writes/s, at most 30 s.
-			cpuProfile = make(chan error, 1)
-			secs := min(30, max(2, n/500))
-			go func() {
-				cpuProfile <- p.profile(b.o.profileDir, fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-takeon-%d-%d.pprof", n, i))
-			}()
-		}
-		if run.dur, run.reconciles, err = b.takenOn(ctx, p, side, ns, n); err != nil {
-			p.stop()
-			return nil, err
-		}
-		run.cpu = p.cpu()
-		logPhase("  %s, %d sessions, %s: every session taken on after %s (%.0f reconciles)", side, n, []string{"first start", "restart"}[i], run.dur.Round(time.Millisecond), run.reconciles)
-		b.quiesce(ctx)
-		if run.api, err = b.since(ctx, w0, noAgents); err != nil {
-			p.stop()
-			return nil, err
-		}
-		if cpuProfile != nil {
-			if err := <-cpuProfile; err != nil {
-				p.stop()
-				return nil, err
-			}
-		}
-		run.fp = p.idleFootprint(5 * time.Second)
-		if side == sideManager {
-			if err := p.profile(b.o.profileDir, "heap?gc=1", fmt.Sprintf("heap-idle-%d-%d.pprof", n, i)); err != nil {
-				p.stop()
-				return nil, err
-			}
-		}
-		if sc == nil {
-			if sc, err = openStoreCounter(ctx, strings.TrimPrefix(url, "sqlite://")); err != nil {
-				p.stop()
-				return nil, err
-			}
-		}
-		s1, err := sc.snap(ctx, mark)
-		if err != nil {
-			p.stop()
-			return nil, err
-		}
-		run.storeRows, run.storeDirty = rowsWritten(s0, s1)
-		if i == 0 {
-			run.storeDirty = false // no earlier reading on this connection
-		}
-		p.stop()
 	}
 	return r, nil
+}
+
+// start is the i-th start (0 first, 1 restart) of the side's process on the n sessions of ns
+// and the store at url: time to take every session on (takenOn), the API and store writes
+// until quiet, then RSS and CPU once the process has settled; it stops the process
+// gracefully. *sc counts the store, opened once the store exists.
+func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **storeCounter, run *takeOnRun) error {
+	noAgents := apicount.New()
+	w0, err := b.snapWrites(ctx, noAgents)
+	if err != nil {
+		return err
+	}
+	var s0 storeSnap // the first start's store is empty
+	mark := time.Now()
+	if *sc != nil {
+		if s0, err = (*sc).snap(ctx, mark); err != nil {
+			return err
+		}
+	}
+	p, err := b.startProc(ctx, procOpts{side: side, store: url})
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	run.ready = p.ready
+	cpuProfile := make(chan error, 1)
+	if side == sideManager && b.o.profileDir != "" {
+		// The take-on's CPU: as long as it lasts at 500 sessions/s, 2 to 30 s.
+		secs := min(30, max(2, n/500))
+		go func() {
+			cpuProfile <- p.profile(b.o.profileDir, fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-takeon-%d-%d.pprof", n, i))
+		}()
+	} else {
+		cpuProfile <- nil
+	}
+	if run.dur, run.reconciles, err = b.takenOn(ctx, p, side, ns, n); err != nil {
+		return err
+	}
+	run.cpu = p.cpu()
+	logPhase("  %s, %d sessions, %s: every session taken on after %s (%.0f reconciles)", side, n, []string{"first start", "restart"}[i], run.dur.Round(time.Millisecond), run.reconciles)
+	b.quiesce(ctx)
+	if run.api, err = b.since(ctx, w0, noAgents); err != nil {
+		return err
+	}
+	if err := <-cpuProfile; err != nil {
+		return err
+	}
+	run.fp = p.idleFootprint(5 * time.Second)
+	if side == sideManager {
+		if err := p.profile(b.o.profileDir, "heap?gc=1", fmt.Sprintf("heap-idle-%d-%d.pprof", n, i)); err != nil {
+			return err
+		}
+	}
+	if *sc == nil {
+		if *sc, err = openStoreCounter(ctx, strings.TrimPrefix(url, "sqlite://")); err != nil {
+			return err
+		}
+	}
+	s1, err := (*sc).snap(ctx, mark)
+	if err != nil {
+		return err
+	}
+	run.storeRows, run.storeDirty = rowsWritten(s0, s1)
+	if i == 0 {
+		run.storeDirty = false // no earlier reading on this connection
+	}
+	return nil
 }
