@@ -126,10 +126,10 @@ bench-dsh: envtest-assets harness dsh-plugin ## dsh plugin benchmark: per-step t
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/dshbench $(DSH_BENCH_FLAGS)
 
 # make bench-scale: storms with SESSIONS sessions (SESSIONS=10000 for the large run), idle
-# footprint with IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof",
+# phase (start-up, restart, footprint) at each of IDLE_SESSIONS; SCALE_FLAGS are passed on (e.g. "-runs 3 -profile-dir bin/pprof",
 # or "-phases all" to add the two-shard storms).
 SESSIONS ?= 1000
-IDLE_SESSIONS ?= 10000
+IDLE_SESSIONS ?= 1000,10000
 SCALE_FLAGS ?=
 
 .PHONY: bench-scale

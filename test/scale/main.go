@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +69,8 @@ func init() {
 
 type opts struct {
 	sessions     int
-	idleSessions int
+	idleSessions int   // the events phase's sessions: the largest of -idle-sessions
+	idleSizes    []int // the idle phase's session counts
 	stores       []string
 	runs         int
 	phases       map[string]bool
@@ -175,7 +177,7 @@ func parseFlags() (opts, error) {
 		"processes measured, in their order of the odd runs (even runs reverse it); ratios are manager/floor")
 	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
-	flag.IntVar(&o.idleSessions, "idle-sessions", 10000, "sessions of the idle footprint phase")
+	idleSizes := flag.String("idle-sessions", "1000,10000", "session counts of the idle phase (start-up, restart and footprint; comma-separated); the events phase uses the largest")
 	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
@@ -198,6 +200,14 @@ func parseFlags() (opts, error) {
 		"Event writers of the events phase (comma-separated): recorder (controller-runtime's, which cmd/manager runs) and sink (internal/eventsink)")
 	flag.Parse()
 	o.eventWriters = splitList(*eventWriters)
+	for _, f := range splitList(*idleSizes) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return opts{}, fmt.Errorf("-idle-sessions: %q is not a session count", f)
+		}
+		o.idleSizes = append(o.idleSizes, n)
+		o.idleSessions = max(o.idleSessions, n)
+	}
 	o.stores = splitList(*stores)
 	o.sides = splitList(*sides)
 	o.procEnv = splitList(*procEnv)
@@ -263,8 +273,8 @@ func newBench(ctx context.Context, o opts, env *envtest.Environment, cfg *rest.C
 
 // printHeader prints what the run measures and on what.
 func printHeader(o opts, assets string) {
-	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %d), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
-		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
+	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %s), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
+		o.sessions, joinInts(o.idleSizes), strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
 	if o.apf {
@@ -280,7 +290,7 @@ func printHeader(o opts, assets string) {
 // runPhases runs the phases -phases selects, in a fixed order, into one report.
 func (b *bench) runPhases(ctx context.Context) (*report, error) {
 	o := b.o
-	rep := &report{idle: map[string]*idleResult{}}
+	rep := &report{idle: map[int]map[string]*idleResult{}}
 	if o.phases["storm"] {
 		if err := b.runStorms(ctx, rep); err != nil {
 			return nil, err
@@ -292,13 +302,16 @@ func (b *bench) runPhases(ctx context.Context) (*report, error) {
 		}
 	}
 	if o.phases["idle"] {
-		for _, side := range o.sides {
-			logPhase("idle footprint: %s, %d sessions", side, o.idleSessions)
-			r, err := b.idle(ctx, side, o.idleSessions)
-			if err != nil {
-				return nil, fmt.Errorf("idle footprint (%s): %w", side, err)
+		for _, n := range o.idleSizes {
+			rep.idle[n] = map[string]*idleResult{}
+			for _, side := range o.sides {
+				logPhase("idle: %s, %d sessions: first start, restart, footprint", side, n)
+				r, err := b.idle(ctx, side, n)
+				if err != nil {
+					return nil, fmt.Errorf("idle (%s, %d sessions): %w", side, n, err)
+				}
+				rep.idle[n][side] = r
 			}
-			rep.idle[side] = r
 		}
 	}
 	if o.phases["events"] {
@@ -426,6 +439,14 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func contains(l []string, s string) bool {

@@ -25,65 +25,6 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
-// idleResult is a side's footprint with many idle sessions (no agents).
-type idleResult struct {
-	n      int
-	takeOn time.Duration
-	fp     footprint
-}
-
-// idleSessions are created once and shared by both sides (floor first).
-var idleNS string
-
-// idle measures the process with n idle sessions: time to take every session on after start,
-// then RSS and CPU once it has settled.
-func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, error) {
-	if idleNS == "" {
-		ns, _, err := b.createSessions(ctx, "idle", n, nil)
-		if err != nil {
-			return nil, err
-		}
-		idleNS = ns
-	}
-	url, err := b.storeURL(ctx, "sqlite")
-	if err != nil {
-		return nil, err
-	}
-	p, err := b.startProc(ctx, procOpts{side: side, store: url})
-	if err != nil {
-		return nil, err
-	}
-	defer p.stop()
-	r := &idleResult{n: n}
-	if side == sideManager {
-		ok := taken(side)
-		// Taking a session on is one status write: allow for 20 writes/s at least.
-		deadline := time.Now().Add(max(b.o.timeout, time.Duration(n/20)*time.Second))
-		for {
-			done, err := b.countSessions(ctx, idleNS, ok)
-			if err != nil {
-				return nil, err
-			}
-			if done >= n {
-				break
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("%d of %d sessions taken on after %s", done, n, b.o.timeout)
-			}
-			time.Sleep(time.Second)
-		}
-	}
-	r.takeOn = time.Since(p.startedAt)
-	b.quiesce(ctx)
-	r.fp = p.idleFootprint(5 * time.Second)
-	if side == sideManager {
-		if err := p.profile(b.o.profileDir, "heap?gc=1", fmt.Sprintf("heap-idle-%d.pprof", n)); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
 func (b *bench) countSessions(ctx context.Context, ns string, ok func(*v1alpha1.AgentSession) bool) (int, error) {
 	n, cont := 0, ""
 	for {

@@ -30,9 +30,11 @@ type proc struct {
 	logPath   string
 	probe     string // host:port of /readyz
 	pprof     string // host:port of /debug/pprof ("" when off)
+	metrics   string // host:port of /metrics (plain HTTP, loopback)
 	done      chan struct{}
 	exitErr   error
 	startedAt time.Time
+	ready     time.Duration // start -> /readyz answered OK
 }
 
 type procOpts struct {
@@ -78,12 +80,20 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 	if o.shard != "" {
 		args = append(args, "--shard-selector="+o.shard)
 	}
+	// Both sides serve /metrics on loopback, plain HTTP: the bench reads each process's own
+	// controller-runtime counters (takenOn).
+	mp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p.metrics = fmt.Sprintf("127.0.0.1:%d", mp)
+	args = append(args, "--metrics-bind-address="+p.metrics)
 	if o.side == sideFloor {
 		args = append(args, "--status-shape="+b.o.floorShape)
 	}
 	if o.side == sideManager {
 		// As deployed (events on, default pending poll), no leader election (one replica).
-		args = append(args, "--metrics-bind-address=0", "--graceful-shutdown-timeout=5s")
+		args = append(args, "--metrics-secure=false", "--graceful-shutdown-timeout=5s")
 		if len(o.webhook) == 0 {
 			args = append(args, "--webhook-port=-1")
 		}
@@ -119,6 +129,7 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				p.ready = time.Since(p.startedAt)
 				return p, nil
 			}
 		}
@@ -157,6 +168,65 @@ func (p *proc) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// scrape reads the process's /metrics: every sample by its name with its labels as printed
+// (name{k="v",...}).
+func (p *proc) scrape(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read %s's /metrics: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read %s's /metrics: %s", p.name, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(l[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[l[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// sumMetric is the sum of the samples of metric name whose labels include every one of want
+// (such as `controller="floor"`).
+func sumMetric(m map[string]float64, name string, want ...string) float64 {
+	var t float64
+	for k, v := range m {
+		n, labels, _ := strings.Cut(k, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			if !strings.Contains(labels, w) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			t += v
+		}
+	}
+	return t
 }
 
 // rssBytes is VmRSS of the process.

@@ -11,7 +11,7 @@ import (
 
 type report struct {
 	storm      map[string]map[string][]*stormResult // store -> side -> runs
-	idle       map[string]*idleResult
+	idle       map[int]map[string]*idleResult       // sessions -> side
 	appends    []appendResult
 	tail       []tailResult
 	webhook    *webhookResult
@@ -299,25 +299,64 @@ func (r *report) printShards(t table) {
 	t.row("all shards: API writes / idle step, Events included", med(fl, per(idleStep, writes.total, perIdleStep)), v, num, "0", met(v == 0))
 }
 
-// printIdle prints the idle footprint phase.
+// The start-up and idle-memory targets of issue #39.
+const (
+	takeOnRatio = 1.2 // start -> every session taken on, first start and restart, at each size
+	idleRSSSize = 10000
+	rssRatio    = 1.0 // settled and peak RSS at idleRSSSize sessions
+)
+
+func peakToSettled(f footprint) float64 {
+	if f.rssEnd == 0 {
+		return 0
+	}
+	return float64(f.hwm) / float64(f.rssEnd)
+}
+
+// printIdle prints the idle phase, per session count: the first start and the restart.
 func (r *report) printIdle(t table) {
-	fl, mg := r.idle[sideFloor], r.idle[sideManager]
-	if fl == nil || mg == nil {
-		return
+	sizes := make([]int, 0, len(r.idle))
+	for n := range r.idle {
+		sizes = append(sizes, n)
 	}
-	fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log)\t\t\t\t\t\n", mg.n)
-	t.row("start -> every session taken on", float64(fl.takeOn), float64(mg.takeOn), sec, "", nil)
-	t.row("RSS settled (VmRSS)", float64(fl.fp.rssEnd), float64(mg.fp.rssEnd), mib, "< 64MiB", met(mg.n < 10000 || mg.fp.rssEnd < 64<<20))
-	t.row("  of which anonymous (RssAnon)", float64(fl.fp.anonEnd), float64(mg.fp.anonEnd), mib, "", nil)
-	t.row("RSS peak since start (VmHWM)", float64(fl.fp.hwm), float64(mg.fp.hwm), mib, "", nil)
-	peakToSettled := func(f footprint) float64 {
-		if f.rssEnd == 0 {
-			return 0
+	slices.Sort(sizes)
+	for _, n := range sizes {
+		fl, mg := r.idle[n][sideFloor], r.idle[n][sideManager]
+		if fl == nil || mg == nil {
+			continue
 		}
-		return float64(f.hwm) / float64(f.rssEnd)
+		for i, what := range []string{"first start (fresh sessions, fresh store)", "restart (graceful stop, same store and sessions)"} {
+			f, m := fl.first, mg.first
+			if i == 1 {
+				f, m = fl.restart, mg.restart
+			}
+			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s\t\t\t\t\t\n", n, what)
+			ratio := func(a, b float64) *bool { return met(a > 0 && b/a <= takeOnRatio+1e-9) }
+			t.row("start -> every session taken on", float64(f.dur), float64(m.dur), sec, fmt.Sprintf("<= %.1fx", takeOnRatio), ratio(float64(f.dur), float64(m.dur)))
+			t.row("  of which start -> ready (/readyz)", float64(f.ready), float64(m.ready), sec, "", nil)
+			t.row("  reconciles by then", f.reconciles, m.reconciles, num, "", nil)
+			t.row("  CPU used by then (the process's, from its start; load-independent)", float64(f.cpu), float64(m.cpu), sec, "", nil)
+			if i == 0 {
+				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "", nil)
+				t.row("  log store rows written (the store's count)", f.storeWrites(), m.storeWrites(), num, "", nil)
+			} else {
+				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "0", met(m.api.total() == 0))
+				t.row("  log store writes (the store's count)", f.storeWrites(), m.storeWrites(), num, "0", met(m.storeWrites() == 0))
+			}
+			var settled, peak *bool
+			target := ""
+			if n >= idleRSSSize {
+				target = fmt.Sprintf("<= %.1fx", rssRatio)
+				settled = met(float64(m.fp.rssEnd) <= rssRatio*float64(f.fp.rssEnd))
+				peak = met(float64(m.fp.hwm) <= rssRatio*float64(f.fp.hwm))
+			}
+			t.row("RSS settled (VmRSS)", float64(f.fp.rssEnd), float64(m.fp.rssEnd), mib, target, settled)
+			t.row("  of which anonymous (RssAnon)", float64(f.fp.anonEnd), float64(m.fp.anonEnd), mib, "", nil)
+			t.row("RSS peak since start (VmHWM)", float64(f.fp.hwm), float64(m.fp.hwm), mib, target, peak)
+			t.row("  peak / settled", peakToSettled(f.fp), peakToSettled(m.fp), func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
+			t.row("CPU (cores), idle", f.fp.cores(), m.fp.cores(), core, "", nil)
+		}
 	}
-	t.row("  peak / settled", peakToSettled(fl.fp), peakToSettled(mg.fp), func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
-	t.row("CPU (cores), idle", fl.fp.cores(), mg.fp.cores(), core, "", nil)
 }
 
 // printLogStore prints the log store's appends and Tail cost, which have no floor process.

@@ -106,25 +106,36 @@ func TestEventsCountAsWrites(t *testing.T) {
 	}
 }
 
-// The idle footprint prints the peak RSS since start (VmHWM) beside the settled RSS, for both
-// sides, with the ratio between them and each side's peak over settled.
-func TestIdleFootprintPrintsPeakBesideSettled(t *testing.T) {
-	rep := &report{idle: map[string]*idleResult{
-		"floor":   {n: 10000, fp: footprint{rssEnd: 40 << 20, hwm: 50 << 20}},
-		"manager": {n: 10000, fp: footprint{rssEnd: 60 << 20, hwm: 90 << 20}},
-	}}
+// The idle phase prints, per session count, the first start and the restart: the take-on
+// time against its 1.2x target, the restart's API and store writes against 0, and at 10,000
+// sessions the settled and peak RSS (VmHWM) against 1.0x the floor's.
+func TestIdlePrintsStartUpAndRestart(t *testing.T) {
+	run := func(dur time.Duration, api, store float64, rss, hwm int64) takeOnRun {
+		return takeOnRun{dur: dur, reconciles: 10000, api: writes{status: api}, storeRows: int64(store), fp: footprint{rssEnd: rss, hwm: hwm}}
+	}
+	rep := &report{idle: map[int]map[string]*idleResult{10000: {
+		"floor":   {n: 10000, first: run(10*time.Second, 10000, 0, 40<<20, 50<<20), restart: run(2*time.Second, 0, 0, 40<<20, 50<<20)},
+		"manager": {n: 10000, first: run(11*time.Second, 10000, 10000, 60<<20, 90<<20), restart: run(3*time.Second, 0, 0, 40<<20, 45<<20)},
+	}}}
 	var out bytes.Buffer
 	rep.print(&out, opts{})
-	lines := map[string]bool{}
+	got := map[string]int{}
 	for _, l := range strings.Split(out.String(), "\n") {
-		lines[strings.Join(strings.Fields(l), " ")] = true
+		got[strings.Join(strings.Fields(l), " ")]++
 	}
 	for _, want := range []string{
-		"RSS settled (VmRSS) 40.0MiB 60.0MiB 1.50x < 64MiB ok",
-		"RSS peak since start (VmHWM) 50.0MiB 90.0MiB 1.80x",
+		"start -> every session taken on 10s 11s 1.10x <= 1.2x ok",
+		"start -> every session taken on 2s 3s 1.50x <= 1.2x MISS",
+		"log store rows written (the store's count) 0.00 10000.00 -",
+		"API writes (status, Events included) 0.00 0.00 - 0 ok",
+		"log store writes (the store's count) 0.00 0.00 - 0 ok",
+		"RSS settled (VmRSS) 40.0MiB 60.0MiB 1.50x <= 1.0x MISS",
+		"RSS peak since start (VmHWM) 50.0MiB 90.0MiB 1.80x <= 1.0x MISS",
+		"RSS settled (VmRSS) 40.0MiB 40.0MiB 1.00x <= 1.0x ok",
+		"RSS peak since start (VmHWM) 50.0MiB 45.0MiB 0.90x <= 1.0x ok",
 		"peak / settled 1.25x 1.50x 1.20x",
 	} {
-		if !lines[want] {
+		if got[want] == 0 {
 			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
 		}
 	}

@@ -267,7 +267,9 @@ func (b *bench) deleteSessions(ctx context.Context, ns string) error {
 
 func taken(side string) func(*v1alpha1.AgentSession) bool {
 	if side == sideFloor {
-		return func(*v1alpha1.AgentSession) bool { return true } // it writes nothing up front
+		// It observes every generation (floormgr --observe-generation), a new session's first
+		// one included.
+		return func(s *v1alpha1.AgentSession) bool { return s.Status.ObservedGeneration == s.Generation }
 	}
 	return func(s *v1alpha1.AgentSession) bool {
 		return s.Status.PlanMode.Config != nil && s.Status.ObservedGeneration == s.Generation

@@ -48,6 +48,12 @@ type Reconciler struct {
 	// reads. Its object is then as large as the manager's, so a comparison against it shows
 	// what plan mode's work costs apart from the size of the object every write handles.
 	ManagerShape bool
+	// ObserveGeneration makes the floor write status.observedGeneration for every generation
+	// of the spec it has seen, a new session's first one included: the least any controller
+	// does for an API whose status promises observedGeneration, and so the floor's own
+	// "taken on" (test/scale's start-up figures). A generation that comes with a new selection
+	// is observed in the same write, so the storms' write counts are those without it.
+	ObserveGeneration bool
 }
 
 // SetupWithManager registers the controller.
@@ -81,7 +87,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	unanswered := b != nil && (pm.LastBoundary == nil || pm.LastBoundary.Turn != b.Turn ||
 		pm.LastBoundary.Step != b.Step || pm.LastBoundary.Seq != b.Seq)
-	if !newSelection && !unanswered {
+	unobserved := r.ObserveGeneration && s.Status.ObservedGeneration != s.Generation
+	if !newSelection && !unanswered && !unobserved {
 		return ctrl.Result{}, nil
 	}
 	t, err := r.Store.Tail(ctx, s.Spec.SessionID)
@@ -101,6 +108,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	status := map[string]any{"planMode": st}
+	if r.ObserveGeneration {
+		status["observedGeneration"] = s.Generation
+	}
 	if r.ManagerShape {
 		r.padToManagerShape(&s, t, status, unanswered)
 	}

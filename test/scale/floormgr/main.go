@@ -42,6 +42,8 @@ func run() error {
 	shard := flag.String("shard-selector", "", "label selector of the AgentSessions handled (as cmd/manager)")
 	probe := flag.String("health-probe-bind-address", "0", "address of /healthz and /readyz")
 	pprof := flag.String("pprof-bind-address", "0", "address of net/http/pprof")
+	metrics := flag.String("metrics-bind-address", "0", "address of /metrics (plain HTTP; '0' disables it)")
+	observe := flag.Bool("observe-generation", true, "write status.observedGeneration for each generation seen, a new session's first included (floor.Reconciler.ObserveGeneration)")
 	shape := flag.String("status-shape", "echo", "echo: the floor's own fields only; manager: also what the manager stores (floor.Reconciler.ManagerShape)")
 	flag.Parse()
 	if *shape != "echo" && *shape != "manager" {
@@ -76,7 +78,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                metricsserver.Options{BindAddress: *metrics},
 		HealthProbeBindAddress: *probe,
 		PprofBindAddress:       *pprof,
 		Cache:                  copts,
@@ -85,7 +87,7 @@ func run() error {
 		return err
 	}
 	r := &floor.Reconciler{Client: mgr.GetClient(), Store: store, Options: controller.Options{MaxConcurrentReconciles: *workers},
-		ManagerShape: *shape == "manager"}
+		ManagerShape: *shape == "manager", ObserveGeneration: *observe}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
