@@ -277,8 +277,12 @@ func newBench(ctx context.Context, o opts, env *envtest.Environment, cfg *rest.C
 
 // printHeader prints what the run measures and on what.
 func printHeader(o opts, assets string) {
-	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %d), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
-		o.sessions, o.idleSessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
+	sessions := fmt.Sprintf("%d sessions (idle phase %d)", o.sessions, o.idleSessions)
+	if len(o.phases) == 1 && o.phases["shards"] {
+		sessions = fmt.Sprintf("%d shards x %d sessions", o.shards, o.shardSessions)
+	}
+	fmt.Printf("planmode scale benchmark: %s, stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
+		sessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
 	if o.phases["shards"] && o.shards > 1 {
