@@ -398,7 +398,11 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if err != nil {
 		return nil, err
 	}
-	store, err := sessionlog.Open(ctx, url)
+	// The agents' log store: one for all of them, where each agent pod has its own. Its calls
+	// queue for the pool's connections behind every other agent's, so they are bounded by the
+	// storm's wait rather than the store's 15 s hang detector (20,000 agents' step/end appends
+	// at once outlast it on two cores).
+	store, err := sessionlog.Open(ctx, url, sessionlog.CallTimeout(b.o.waitFor(n)))
 	if err != nil {
 		return nil, err
 	}
