@@ -136,6 +136,18 @@ SCALE_FLAGS ?=
 bench-scale: envtest-assets postgres ## Scale benchmark: manager and floor processes side by side (boundary/toggle storms, API writes, RSS/CPU, log stores, webhooks).
 	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/scale -sessions $(SESSIONS) -idle-sessions $(IDLE_SESSIONS) $(SCALE_FLAGS)
 
+# make bench-shards: the shards phase alone, SHARDS manager processes with --shard-selector,
+# SHARD_SESSIONS sessions each, on one PostgreSQL log, beside as many floor processes; the
+# sides run in turn. 4 x 5,000 takes 30 minutes or more on two cores; SHARD_FLAGS are passed on
+# (e.g. "-runs 3", or "-timeout 30m").
+SHARDS ?= 4
+SHARD_SESSIONS ?= 5000
+SHARD_FLAGS ?=
+
+.PHONY: bench-shards
+bench-shards: envtest-assets postgres ## Sharded scale benchmark: SHARDS (4) managers x SHARD_SESSIONS (5,000) sessions on one PostgreSQL beside as many floors (per-shard storms, API server CPU per session, RSS).
+	KUBEBUILDER_ASSETS="$(ENVTEST_DIR)" go run ./test/scale -phases shards -stores postgres -shards $(SHARDS) -shard-sessions $(SHARD_SESSIONS) $(SHARD_FLAGS)
+
 BENCH_COUNT ?= 5
 BENCH_TIME ?= 1s
 

@@ -27,12 +27,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +81,9 @@ type opts struct {
 	procEnv      []string // extra environment of both processes
 	managerArgs  []string // extra flags of the manager process
 	shards       int
-	timeout      time.Duration
+	// shardSessions is the sessions of each shard in the shards phase (0: -sessions / -shards).
+	shardSessions int
+	timeout       time.Duration
 	// agentWatchTimeout is the agents' agentsdk.Options.WatchTimeout.
 	agentWatchTimeout time.Duration
 	profileDir        string
@@ -148,7 +152,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres")) {
+	if o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres")) || (o.phases["shards"] && o.stores[0] == "postgres") {
 		pg, err := pgtest.Start(ctx)
 		if err != nil {
 			return fmt.Errorf("start a throwaway PostgreSQL (make postgres): %w", err)
@@ -175,12 +179,13 @@ func parseFlags() (opts, error) {
 	phases := flag.String("phases", "storm,idle,webhook,log,tail", "phases to run (comma-separated): storm, shards, idle, events, webhook, log, tail, or all")
 	sides := flag.String("sides", sideFloor+","+sideManager,
 		"processes measured, in their order of the odd runs (even runs reverse it); ratios are manager/floor")
-	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each)")
+	flag.IntVar(&o.shards, "shards", 2, "manager processes of the shards phase (one --shard-selector each), beside as many floor processes")
+	flag.IntVar(&o.shardSessions, "shard-sessions", 0, "sessions of each shard in the shards phase (0: -sessions divided among the -shards); its log is the first of -stores")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
 	idleSizes := flag.String("idle-sessions", "1000,10000", "session counts of the idle phase (start-up, restart and footprint; comma-separated); the events phase uses the largest")
 	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
-	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait; a storm's waits allow at least 60ms per session of the storm (20 minutes at 20,000)")
 	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute,
 		"the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. "+
 			"Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; "+
@@ -224,6 +229,15 @@ func parseFlags() (opts, error) {
 	}
 	if o.agentWatchTimeout != 0 && o.agentWatchTimeout < agentsdk.MinWatchTimeout {
 		return opts{}, fmt.Errorf("-agent-watch-timeout is %s; use 0 (client-go's 5 to 10 minutes) or at least 5m", o.agentWatchTimeout)
+	}
+	if o.shards < 1 || o.shardSessions < 0 {
+		return opts{}, fmt.Errorf("-shards is %d and -shard-sessions %d; use at least 1 and 0", o.shards, o.shardSessions)
+	}
+	if o.shardSessions == 0 {
+		o.shardSessions = max(1, o.sessions/o.shards)
+	}
+	if len(o.stores) == 0 {
+		return opts{}, errors.New("-stores is empty")
 	}
 	if o.floorShape != shapeEcho && o.floorShape != shapeManager {
 		return opts{}, fmt.Errorf("-floor-shape is %q; use echo or manager", o.floorShape)
@@ -273,10 +287,18 @@ func newBench(ctx context.Context, o opts, env *envtest.Environment, cfg *rest.C
 
 // printHeader prints what the run measures and on what.
 func printHeader(o opts, assets string) {
-	fmt.Printf("planmode scale benchmark: %d sessions (idle phase %s), stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
-		o.sessions, joinInts(o.idleSizes), strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
+	sessions := fmt.Sprintf("%d sessions (idle phase %s)", o.sessions, joinInts(o.idleSizes))
+	if len(o.phases) == 1 && o.phases["shards"] {
+		sessions = fmt.Sprintf("%d shards x %d sessions", o.shards, o.shardSessions)
+	}
+	fmt.Printf("planmode scale benchmark: %s, stores %s, runs %d, envtest %s, GOMAXPROCS %d, nproc %d, %s\n",
+		sessions, strings.Join(o.stores, ","), o.runs, filepath.Base(assets),
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
 	fmt.Printf("machine: %s\n", machine())
+	if o.phases["shards"] && o.shards > 1 {
+		fmt.Printf("shards phase: %d shards x %d sessions (%d in all) per side, %s log, waits bounded by %s\n",
+			o.shards, o.shardSessions, o.shards*o.shardSessions, o.stores[0], o.waitFor(o.shards*o.shardSessions))
+	}
 	if o.apf {
 		fmt.Println("identities: ordinary users (-apf): API Priority and Fairness queues the processes', agents' and user's requests")
 	} else {
@@ -371,22 +393,55 @@ func (b *bench) runStorms(ctx context.Context, rep *report) error {
 	return nil
 }
 
-// runShards runs the storms with -shards processes per side on the first store, -runs times.
+// runShards runs the storms with -shards processes per side, -shard-sessions each, on the first
+// store, -runs times. The sides run in turn: the first side's agents are closed, its
+// processes stopped and its sessions deleted, and this process's memory handed back, before
+// the second side's sessions are created.
 func (b *bench) runShards(ctx context.Context, rep *report) error {
 	o := b.o
 	st := o.stores[0]
 	rep.shardStore = st
+	n := o.shards * o.shardSessions
 	for run := 1; run <= o.runs; run++ {
 		for _, side := range o.sidesOf(run) {
-			logPhase("run %d/%d: shards: %d %s processes, %s, %d sessions", run, o.runs, o.shards, side, st, o.sessions)
-			r, err := b.storms(ctx, side, st, o.sessions, o.shards)
+			logPhase("run %d/%d: shards: %d %s processes, %s, %d sessions each (%d in all; waits bounded by %s)",
+				run, o.runs, o.shards, side, st, o.shardSessions, n, o.waitFor(n))
+			r, err := b.storms(ctx, side, st, n, o.shards)
 			if err != nil {
 				return fmt.Errorf("shards (%s, %s): %w", side, st, err)
 			}
+			r.benchAfter = releaseMemory()
+			logPhase("  %s: agents closed, processes stopped, sessions deleted; this process now: %s", side, r.benchAfter)
 			rep.addShards(side, r)
 		}
 	}
 	return nil
+}
+
+// stormWait is the time a storm's waits allow per session, beyond -timeout: 20,000 sessions
+// toggled at once on two cores take minutes, and a 10,000-session storm needed -timeout 10m.
+const stormWait = 60 * time.Millisecond
+
+// waitFor is the bound of every wait of a storm of n sessions.
+func (o opts) waitFor(n int) time.Duration { return max(o.timeout, time.Duration(n)*stormWait) }
+
+// memStat is this process's memory after a GC: heap and stacks in use, RSS and its peak.
+type memStat struct {
+	heap, rss, hwm int64
+	goroutines     int
+}
+
+func (m memStat) String() string {
+	return fmt.Sprintf("heap and stacks %s, RSS %s (peak since start %s), %d goroutines", mib(float64(m.heap)), mib(float64(m.rss)), mib(float64(m.hwm)), m.goroutines)
+}
+
+// releaseMemory collects this process's garbage, hands the free heap back to the OS and
+// reports what is left: after a side's storms, the agents' memory is released before the
+// next side starts its own.
+func releaseMemory() memStat {
+	debug.FreeOSMemory()
+	h, g := heapInUse()
+	return memStat{heap: int64(h), goroutines: g, rss: procStatus(os.Getpid(), "VmRSS:"), hwm: procStatus(os.Getpid(), "VmHWM:")}
 }
 
 // sidesOf is the order of the sides in run (from 1): they take turns going first, run by run,

@@ -236,8 +236,11 @@ func (p *proc) rssBytes() int64 { return p.status("VmRSS:") }
 // data, which the kernel maps in by fault-around and can drop at any time).
 func (p *proc) anonBytes() int64 { return p.status("RssAnon:") }
 
-func (p *proc) status(field string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+func (p *proc) status(field string) int64 { return procStatus(p.cmd.Process.Pid, field) }
+
+// procStatus is a field of /proc/<pid>/status, in bytes.
+func procStatus(pid int, field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}

@@ -263,9 +263,10 @@ func (r *report) printShards(t table) {
 	if len(fl) == 0 || len(mg) == 0 {
 		return
 	}
-	fmt.Fprintf(t.tw, "-- %d shards on one control plane, %d sessions in all, %s log (floor: %d floor processes with the same selectors; median of %d run(s))\t\t\t\t\t\n",
-		mg[0].shardCnt, mg[0].n, r.shardStore, fl[0].shardCnt, len(mg))
-	for k := 0; k < mg[0].shardCnt; k++ {
+	shards := mg[0].shardCnt
+	fmt.Fprintf(t.tw, "-- %d shards on one control plane, %d sessions each, %d in all, %s log (floor: %d floor processes with the same selectors; median of %d run(s))\t\t\t\t\t\n",
+		shards, mg[0].n/max(1, shards), mg[0].n, r.shardStore, fl[0].shardCnt, len(mg))
+	for k := 0; k < shards; k++ {
 		name := fmt.Sprintf("shard %s: ", shardName(k))
 		ack := func(q float64) func(*stormResult) float64 {
 			return func(s *stormResult) float64 { return float64(percentile(s.shardAcks(k), q)) }
@@ -278,25 +279,46 @@ func (r *report) printShards(t table) {
 		fc, mc := med(fl, conv), med(mg, conv)
 		t.row(name+"toggle storm committed", fc, mc, sec, "<= 1.2x", met(mc <= 1.2*fc))
 		rssIdle := func(s *stormResult) float64 { return float64(s.shardFP[k][0].rssEnd) }
-		t.row(name+"RSS idle", med(fl, rssIdle), med(mg, rssIdle), mib, "", nil)
+		t.row(name+"RSS settled, idle before the storms", med(fl, rssIdle), med(mg, rssIdle), mib, "", nil)
+		rssAfter := func(s *stormResult) float64 { return float64(s.shardFP[k][3].rssEnd) }
+		t.row(name+"RSS settled after the storms", med(fl, rssAfter), med(mg, rssAfter), mib, "", nil)
 		rssPeak := func(s *stormResult) float64 { return float64(max(s.shardFP[k][1].rssPeak, s.shardFP[k][2].rssPeak)) }
-		t.row(name+"RSS peak, storms", med(fl, rssPeak), med(mg, rssPeak), mib, "", nil)
+		t.row(name+"RSS peak, storms (sampled)", med(fl, rssPeak), med(mg, rssPeak), mib, "", nil)
+		hwm := func(s *stormResult) float64 {
+			var m int64
+			for _, fp := range s.shardFP[k] {
+				m = max(m, fp.hwm)
+			}
+			return float64(m)
+		}
+		t.row(name+"RSS peak since start (VmHWM)", med(fl, hwm), med(mg, hwm), mib, "", nil)
 		cores := func(which int) func(*stormResult) float64 {
 			return func(s *stormResult) float64 { return s.shardFP[k][which].cores() }
 		}
 		t.row(name+"CPU (cores), boundary storm", med(fl, cores(1)), med(mg, cores(1)), core, "", nil)
 		t.row(name+"CPU (cores), toggle storm", med(fl, cores(2)), med(mg, cores(2)), core, "", nil)
 	}
-	t.row("all shards: API writes / in-turn toggle, Events included",
-		med(fl, per(inTurn, writes.total, perSession)), med(mg, per(inTurn, writes.total, perSession)), num, "", nil)
+	cmp := func(label string, f func(*stormResult) float64, format func(float64) string) {
+		t.row("all shards: "+label, med(fl, f), med(mg, f), format, "", nil)
+	}
+	cmp("boundary storm: release -> last ack", func(s *stormResult) float64 { return float64(s.ackWall) }, sec)
+	cmp("toggle storm: every status committed", toggleTime, sec)
+	cmp("API server CPU / session, boundary storm", func(s *stormResult) float64 { return float64(s.apiCPUBoundary) / float64(s.n) }, msf)
+	cmp("API server CPU / session, toggle storm", func(s *stormResult) float64 { return float64(s.apiCPUToggle) / float64(s.n) }, msf)
+	cmp("API writes / in-turn toggle, Events included", per(inTurn, writes.total, perSession), num)
 	v := med(mg, per(inTurn, writes.butEvents, perSession))
 	t.row("all shards: writes but Events / in-turn toggle", med(fl, per(inTurn, writes.butEvents, perSession)), v, num, "<= 3", met(v <= 3+1e-9))
-	t.row("all shards: API writes / idle toggle, Events included",
-		med(fl, per(idleToggle, writes.total, perSession)), med(mg, per(idleToggle, writes.total, perSession)), num, "", nil)
+	cmp("API writes / idle toggle, Events included", per(idleToggle, writes.total, perSession), num)
 	v = med(mg, per(idleToggle, writes.butEvents, perSession))
 	t.row("all shards: writes but Events / idle toggle", med(fl, per(idleToggle, writes.butEvents, perSession)), v, num, "<= 1", met(v <= 1+1e-9))
 	v = med(mg, per(idleStep, writes.total, perIdleStep))
 	t.row("all shards: API writes / idle step, Events included", med(fl, per(idleStep, writes.total, perIdleStep)), v, num, "0", met(v == 0))
+	conflicts := func(w writes) float64 { return w.conflicts }
+	refused := func(w writes) float64 { return w.refused }
+	v = med(mg, per(inTurn, conflicts, perRun)) + med(mg, per(idleToggle, conflicts, perRun))
+	t.row("all shards: writes refused with 409, in-turn and idle toggles", med(fl, per(inTurn, conflicts, perRun))+med(fl, per(idleToggle, conflicts, perRun)), v, num, "0", met(v == 0))
+	cmp("429 refused (not in the writes) / in-turn toggle", per(inTurn, refused, perSession), num)
+	cmp("429 refused (not in the writes) / idle toggle", per(idleToggle, refused, perSession), num)
 }
 
 // The start-up and idle-memory targets of issue #39.
@@ -405,6 +427,13 @@ func (r *report) printRuns(w io.Writer, o opts) {
 		raw(st, r.storm[st])
 	}
 	raw("shards "+r.shardStore, r.sharded)
+	for _, side := range []string{sideFloor, sideManager} {
+		for i, s := range r.sharded[side] {
+			if s.benchAfter.rss > 0 {
+				fmt.Fprintf(w, "shards %s/%s run %d: this process once the side's agents were closed: %s\n", r.shardStore, side, i+1, s.benchAfter)
+			}
+		}
+	}
 	for _, st := range o.stores {
 		if fl, mg := r.storm[st][sideFloor], r.storm[st][sideManager]; len(fl) > 1 && len(fl) == len(mg) {
 			fmt.Fprintf(w, "%s, run by run (manager/floor of the same run): %s\n", st, pairRatios(fl, mg))

@@ -15,7 +15,7 @@ func shardRun(ackA, doneB time.Duration) *stormResult {
 		n: 4, shardCnt: 2, shardOf: []int{0, 1, 0, 1},
 		ackLat:     []time.Duration{ackA, time.Second, ackA, time.Second},
 		doneAt:     []time.Duration{time.Second, doneB, time.Second, doneB},
-		shardFP:    make([][3]footprint, 2),
+		shardFP:    make([][4]footprint, 2),
 		idleToggle: writes{status: 4},
 		idleSteps:  4,
 	}
@@ -38,7 +38,7 @@ func TestShardFiguresAreMediansOverRuns(t *testing.T) {
 		lines[strings.Join(strings.Fields(l), " ")] = true
 	}
 	for _, want := range []string{
-		"-- 2 shards on one control plane, 4 sessions in all, sqlite log (floor: 2 floor processes with the same selectors; median of 3 run(s))",
+		"-- 2 shards on one control plane, 2 sessions each, 4 in all, sqlite log (floor: 2 floor processes with the same selectors; median of 3 run(s))",
 		"shard a: ack latency p50 2000.00ms 3000.00ms 1.50x <= 1.2x MISS",
 		"shard b: ack latency p50 1000.00ms 1000.00ms 1.00x <= 1.2x ok",
 		"shard b: toggle storm committed 1s 1.2s 1.20x <= 1.2x ok",

@@ -52,8 +52,10 @@ type stormResult struct {
 	// With shards > 1: per shard (process) k, the figures of its sessions and its process.
 	shardOf  []int           // agent -> shard
 	doneAt   []time.Duration // agent -> toggle storm: when its status showed the commit
-	shardFP  [][3]footprint  // shard -> idle, boundary storm, toggle storm
+	shardFP  [][4]footprint  // shard -> idle, boundary storm, toggle storm, settled after the storms
 	shardCnt int
+	// benchAfter is this process's memory once the side's agents are closed (shards phase).
+	benchAfter memStat
 }
 
 // writes of a phase: the manager's (AgentSession status and anything else but Events), its
@@ -245,11 +247,11 @@ func (b *bench) createSessions(ctx context.Context, prefix string, n int, labels
 
 // deleteSessions removes every AgentSession of ns (envtest runs no namespace controller) and
 // waits until they are gone, so the next process starts on an empty cluster.
-func (b *bench) deleteSessions(ctx context.Context, ns string) error {
+func (b *bench) deleteSessions(ctx context.Context, ns string, timeout time.Duration) error {
 	if err := b.user.DeleteAllOf(ctx, &v1alpha1.AgentSession{}, client.InNamespace(ns)); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(b.o.timeout)
+	deadline := time.Now().Add(timeout)
 	for {
 		var l v1alpha1.AgentSessionList
 		if err := b.user.List(ctx, &l, client.InNamespace(ns), client.Limit(1)); err != nil {
@@ -259,7 +261,7 @@ func (b *bench) deleteSessions(ctx context.Context, ns string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("AgentSessions of %s not deleted after %s", ns, b.o.timeout)
+			return fmt.Errorf("AgentSessions of %s not deleted after %s", ns, timeout)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -295,9 +297,9 @@ var model = harness.LLMCallConfig{Provider: "reference", Model: "bench-scale"}
 
 // step runs one step as the reference agent does (as test/bench). With lat set the boundary
 // must ask the manager and its duration is stored.
-func (b *bench) step(ctx context.Context, a *agent, step int64, lat *time.Duration) error {
+func (sr *stormRun) step(ctx context.Context, a *agent, step int64, lat *time.Duration) error {
 	start := time.Now()
-	res, err := a.c.Boundary(ctx, a.turn, step, b.o.timeout)
+	res, err := a.c.Boundary(ctx, a.turn, step, sr.timeout)
 	d := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("%s: boundary turn %d step %d: %w", a.name, a.turn, step, err)
@@ -321,17 +323,17 @@ func (b *bench) step(ctx context.Context, a *agent, step int64, lat *time.Durati
 	return a.c.EndStep(ctx, a.turn, step)
 }
 
-func (b *bench) toggle(ctx context.Context, ns string, a *agent, want bool) error {
+func (sr *stormRun) toggle(ctx context.Context, a *agent, want bool) error {
 	obj := &v1alpha1.AgentSession{}
-	obj.Namespace, obj.Name = ns, a.name
+	obj.Namespace, obj.Name = sr.ns, a.name
 	body := fmt.Sprintf(`{"spec":{"planMode":{"active":%t}}}`, want)
 	// With 10,000 sessions toggled at once, many patches wait past the API server's 60 s
 	// request timeout (504) or their connection's TLS handshake times out. A merge patch of one
 	// value can be sent again, as a user's script would, until the benchmark's timeout.
-	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
 	defer cancel()
 	return apiretry.Until(ctx, 100*time.Millisecond, 5*time.Second, func() error {
-		return b.user.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body)))
+		return sr.b.user.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(body)))
 	}, nil)
 }
 
@@ -387,6 +389,7 @@ type stormRun struct {
 	procs         []*proc // one per shard
 	agentCount    *apicount.Counter
 	r             *stormResult
+	timeout       time.Duration // bound of each wait: -timeout, or more for a large storm (opts.waitFor)
 }
 
 // storms runs the boundary storm and the toggle storm with n sessions against one side; with
@@ -397,13 +400,17 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if err != nil {
 		return nil, err
 	}
-	store, err := sessionlog.Open(ctx, url)
+	// The agents' log store: one for all of them, where each agent pod has its own. Its calls
+	// queue for the pool's connections behind every other agent's, so they are bounded by the
+	// storm's wait rather than the store's 15 s hang detector (20,000 agents' step/end appends
+	// at once outlast it on two cores).
+	store, err := sessionlog.Open(ctx, url, sessionlog.CallTimeout(b.o.waitFor(n)))
 	if err != nil {
 		return nil, err
 	}
 	defer store.Close()
-	sr := &stormRun{b: b, side: side, backend: backend, n: n, store: store, agentCount: apicount.New(),
-		r: &stormResult{n: n, shardCnt: shards, shardOf: make([]int, n), doneAt: make([]time.Duration, n), shardFP: make([][3]footprint, shards)}}
+	sr := &stormRun{b: b, side: side, backend: backend, n: n, store: store, agentCount: apicount.New(), timeout: b.o.waitFor(n),
+		r: &stormResult{n: n, shardCnt: shards, shardOf: make([]int, n), doneAt: make([]time.Duration, n), shardFP: make([][4]footprint, shards)}}
 	var labels func(int) map[string]string
 	if shards > 1 {
 		labels = func(i int) map[string]string { return map[string]string{ShardLabel: shardName(i % shards)} }
@@ -414,7 +421,7 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if sr.ns, sr.agents, err = b.createSessions(ctx, "storm-"+side, n, labels); err != nil {
 		return nil, err
 	}
-	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), sr.ns) }()
+	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), sr.ns, sr.timeout) }()
 	sr.procs = make([]*proc, shards)
 	for k := range sr.procs {
 		po := procOpts{side: side, store: url}
@@ -430,11 +437,15 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	}
 	logPhase("  %s: %d sessions created, %d process(es) ready", side, n, shards)
 	defer func() {
-		for _, a := range sr.agents {
-			if a.c != nil {
-				a.c.Close()
+		// Every agent's watches stop here, before the processes stop and the sessions go, so
+		// that none of them re-lists and nothing of this side is left running into the next.
+		_ = parallel(len(sr.agents), 64, func(i int) error {
+			if c := sr.agents[i].c; c != nil {
+				c.Close()
+				sr.agents[i].c = nil
 			}
-		}
+			return nil
+		})
 	}()
 	if err := sr.startAgents(ctx); err != nil {
 		return nil, err
@@ -455,7 +466,25 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	if err := sr.stepsAfterToggles(ctx); err != nil {
 		return nil, err
 	}
+	if shards > 1 {
+		sr.settle()
+	}
 	return sr.r, nil
+}
+
+// settle measures every process once the storms are over and its CPU has settled: RSS then,
+// and its peak since start (VmHWM). The processes settle at once, side by side.
+func (sr *stormRun) settle() {
+	sr.b.quiesce(context.Background())
+	var wg sync.WaitGroup
+	for k, pk := range sr.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sr.r.shardFP[k][3] = pk.idleFootprint(3 * time.Second)
+		}()
+	}
+	wg.Wait()
 }
 
 // sampleAll starts sampling every process's footprint.
@@ -483,7 +512,7 @@ func (sr *stormRun) startAgents(ctx context.Context) error {
 	agentCfg := sr.agentCount.Wrap(b.agentCfg)
 	agentMem0, agentG0 := heapInUse()
 	if err := parallel(n, 64, func(i int) error {
-		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: sr.ns, Name: agents[i].name, Store: sr.store, SyncTimeout: b.o.timeout,
+		c, err := agentsdk.New(ctx, agentsdk.Options{Config: agentCfg, Namespace: sr.ns, Name: agents[i].name, Store: sr.store, SyncTimeout: sr.timeout,
 			WatchTimeout: b.o.agentWatchTimeout})
 		agents[i].c = c
 		return err
@@ -491,7 +520,7 @@ func (sr *stormRun) startAgents(ctx context.Context) error {
 		return fmt.Errorf("start agents: %w", err)
 	}
 	if err := parallel(n, 0, func(i int) error {
-		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		wctx, cancel := context.WithTimeout(ctx, sr.timeout)
 		defer cancel()
 		return agents[i].c.WaitFor(wctx, taken(sr.side))
 	}); err != nil {
@@ -525,7 +554,7 @@ func (sr *stormRun) idleSteps(ctx context.Context) error {
 			return err
 		}
 		a.turn = t
-		return b.step(ctx, a, 1, nil)
+		return sr.step(ctx, a, 1, nil)
 	}); err != nil {
 		return fmt.Errorf("idle steps: %w", err)
 	}
@@ -587,19 +616,19 @@ func (sr *stormRun) boundaryStorm(ctx context.Context) error {
 // selectDuringTurns toggles every session during its open turn and waits until every agent
 // sees its selection pending.
 func (sr *stormRun) selectDuringTurns(ctx context.Context) error {
-	b, agents := sr.b, sr.agents
+	agents := sr.agents
 	// All n toggles at once, as in the storms: the first burst of n concurrent requests grows
 	// this process's shared HTTP/2 connection pool (n watches already fill its connections'
 	// streams), and Go's transport then dials and TLS-handshakes many connections at once,
 	// keeping a few. Done here, unmeasured, that growth (handshakes the API server pays for)
 	// no longer lands in the run's first measured storm.
-	if err := parallel(sr.n, 0, func(i int) error { return b.toggle(ctx, sr.ns, agents[i], !agents[i].active) }); err != nil {
+	if err := parallel(sr.n, 0, func(i int) error { return sr.toggle(ctx, agents[i], !agents[i].active) }); err != nil {
 		return err
 	}
 	if err := parallel(sr.n, 0, func(i int) error {
 		a := agents[i]
 		want := !a.active
-		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		wctx, cancel := context.WithTimeout(ctx, sr.timeout)
 		defer cancel()
 		return a.c.WaitFor(wctx, awaitsBoundary(sr.side, want))
 	}); err != nil {
@@ -642,7 +671,7 @@ func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
 			ready.Done()
 			<-release
 			a := agents[i]
-			if err := b.step(ctx, a, 2, &r.ackLat[i]); err != nil {
+			if err := sr.step(ctx, a, 2, &r.ackLat[i]); err != nil {
 				return err
 			}
 			a.active = !a.active
@@ -726,16 +755,16 @@ func (sr *stormRun) toggleStorm(ctx context.Context) error {
 // toggleAll toggles every session at once and waits until every status shows the toggle
 // committed; it records when each did, and the last of them as the storm's length.
 func (sr *stormRun) toggleAll(ctx context.Context) error {
-	b, r, agents := sr.b, sr.r, sr.agents
+	r, agents := sr.r, sr.agents
 	t0 := time.Now()
 	var conv atomic.Int64
 	if err := parallel(sr.n, 0, func(i int) error {
 		a := agents[i]
 		want := !a.active
-		if err := b.toggle(ctx, sr.ns, a, want); err != nil {
+		if err := sr.toggle(ctx, a, want); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+		wctx, cancel := context.WithTimeout(ctx, sr.timeout)
 		defer cancel()
 		if err := a.c.WaitFor(wctx, committed(sr.side, want)); err != nil {
 			return fmt.Errorf("%s: toggle to %v not committed: %w", a.name, want, err)
@@ -771,7 +800,7 @@ func (sr *stormRun) stepsAfterToggles(ctx context.Context) error {
 			return err
 		}
 		a.turn = t
-		if err := b.step(ctx, a, 1, nil); err != nil {
+		if err := sr.step(ctx, a, 1, nil); err != nil {
 			return err
 		}
 		return a.c.EndTurn(ctx, t, harness.TurnCompleted)
