@@ -109,6 +109,12 @@ const (
 	sideManager = "manager"
 )
 
+// The log stores of -stores.
+const (
+	storeSQLite   = "sqlite"
+	storePostgres = "postgres"
+)
+
 // The values of -floor-shape, the floor process's --status-shape.
 const (
 	shapeEcho    = "echo"    // the floor's own fields only
@@ -152,7 +158,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if o.phases["log"] || (o.phases["storm"] && contains(o.stores, "postgres")) || (o.phases["shards"] && o.stores[0] == "postgres") {
+	if o.phases["log"] || (o.phases["storm"] && contains(o.stores, storePostgres)) || (o.phases["shards"] && o.stores[0] == storePostgres) {
 		pg, err := pgtest.Start(ctx)
 		if err != nil {
 			return fmt.Errorf("start a throwaway PostgreSQL (make postgres): %w", err)
@@ -346,7 +352,7 @@ func (b *bench) runPhases(ctx context.Context) (*report, error) {
 		}
 	}
 	if o.phases["log"] {
-		for _, st := range []string{"sqlite", "postgres"} {
+		for _, st := range []string{storeSQLite, storePostgres} {
 			logPhase("log store appends: %s, %d concurrent sessions", st, o.sessions)
 			r, err := b.appends(ctx, st, o.sessions)
 			if err != nil {

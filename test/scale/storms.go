@@ -206,9 +206,9 @@ type agent struct {
 func (b *bench) storeURL(ctx context.Context, backend string) (string, error) {
 	b.seq++
 	switch backend {
-	case "sqlite":
+	case storeSQLite:
 		return "sqlite://" + filepath.Join(b.o.tmp, fmt.Sprintf("log-%d.db", b.seq)), nil
-	case "postgres":
+	case storePostgres:
 		if b.pg == nil {
 			return "", errors.New("no PostgreSQL server")
 		}

@@ -173,7 +173,7 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 	}
 	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), ns, max(b.o.timeout, time.Duration(n)*60*time.Millisecond)) }()
 	b.quiesce(ctx)
-	url, err := b.storeURL(ctx, "sqlite")
+	url, err := b.storeURL(ctx, storeSQLite)
 	if err != nil {
 		return nil, err
 	}
