@@ -171,7 +171,9 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = b.deleteSessions(context.WithoutCancel(ctx), ns, max(b.o.timeout, time.Duration(n)*60*time.Millisecond)) }()
+	defer func() {
+		_ = b.deleteSessions(context.WithoutCancel(ctx), ns, max(b.o.timeout, time.Duration(n)*60*time.Millisecond))
+	}()
 	b.quiesce(ctx)
 	url, err := b.storeURL(ctx, storeSQLite)
 	if err != nil {
