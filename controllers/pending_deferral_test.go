@@ -58,6 +58,7 @@ func heldPendingSpecs(fx *specFixture) {
 			a := inTurn("late")
 			before := stableWrites(&fx.mgr.statusWrites)
 			setActive(a.key, T)
+			Consistently(fx.mgr.statusWrites.Load, hold/3, interval).Should(Equal(before), "nothing written before the hold runs out")
 			s := a.awaitStatus(false, true)
 			Expect(s.Status.PlanMode.QueuedInTurn).To(BeEquivalentTo(1))
 			Expect(readyReason(s)).To(Equal("False/" + agentsv1alpha1.ReasonSelectionPending))

@@ -13,6 +13,7 @@ import (
 	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/test/framework/floor"
 )
 
@@ -32,9 +33,7 @@ func sides() []side {
 			},
 			// It marks the selection pending at once, and its count of writes assumes it did
 			// before the boundary.
-			awaits: func(s *v1alpha1.AgentSession, want bool) bool {
-				return s.Status.PlanMode.Pending && selected(s, want)
-			},
+			awaits: framework.SelectionPending,
 		},
 	}
 	switch managerEvents {
@@ -77,16 +76,8 @@ func managerSide(name string, events bool) side {
 		},
 		// The agent asks when the status has not taken the selection on (it holds that write
 		// for the agent's report, as cmd/manager does by default) or marks it pending.
-		awaits: func(s *v1alpha1.AgentSession, want bool) bool {
-			sel := s.Status.PlanMode.Selection
-			return selected(s, want) && (s.Status.PlanMode.Pending || sel == nil || *sel != want)
-		},
+		awaits: framework.SelectionWaits,
 	}
-}
-
-// selected: the session's spec selects want.
-func selected(s *v1alpha1.AgentSession, want bool) bool {
-	return s.Spec.PlanMode.Active != nil && *s.Spec.PlanMode.Active == want
 }
 
 // workers is the MaxConcurrentReconciles both sides get (-workers); cmd/manager's default.

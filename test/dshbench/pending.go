@@ -36,6 +36,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // pendingWait is both agents' boundary wait in this phase: long enough that every boundary is
@@ -418,16 +419,8 @@ func (ph *pendingPhase) toggle(name string) (bool, error) {
 		return want, err
 	}
 	return want, ph.aw.waitFor(name, pendingWait, "the selection pending", func(s *agentsv1alpha1.AgentSession, _ []*ackTiming) bool {
-		return awaitsBoundary(s, want)
+		return framework.SelectionWaits(s, want)
 	})
-}
-
-// awaitsBoundary: the selection want waits for the agent's next boundary: pending, or not yet
-// taken on while the manager holds its pending write for the agent's report
-// (--pending-status-delay); either way the agent asks there.
-func awaitsBoundary(s *agentsv1alpha1.AgentSession, want bool) bool {
-	pm, x := s.Status.PlanMode, s.Spec.PlanMode.Active
-	return x != nil && *x == want && (pm.Pending || pm.Selection == nil || *pm.Selection != want)
 }
 
 // answered waits for the bench's watch to show the i-th answer of the session, Admitted with
@@ -492,7 +485,7 @@ func (ph *pendingPhase) sdkBoundary(i int) error {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ph.ctx, pendingWait)
-	err = ph.sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool { return awaitsBoundary(s, want) })
+	err = ph.sdk.WaitFor(wctx, func(s *agentsv1alpha1.AgentSession) bool { return framework.SelectionWaits(s, want) })
 	cancel()
 	if err != nil {
 		return err

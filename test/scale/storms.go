@@ -27,6 +27,7 @@ import (
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
+	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/test/framework/apicount"
 )
 
@@ -642,16 +643,10 @@ func (sr *stormRun) selectDuringTurns(ctx context.Context) error {
 // with that write made); the manager holds that write for the agent's report
 // (--pending-status-delay), and the agent asks because the status has not taken it on.
 func awaitsBoundary(side string, want bool) func(*v1alpha1.AgentSession) bool {
-	return func(s *v1alpha1.AgentSession) bool {
-		pm, x := s.Status.PlanMode, s.Spec.PlanMode.Active
-		if x == nil || *x != want {
-			return false
-		}
-		if side == sideFloor {
-			return pm.Pending
-		}
-		return pm.Pending || pm.Selection == nil || *pm.Selection != want
+	if side == sideFloor {
+		return func(s *v1alpha1.AgentSession) bool { return framework.SelectionPending(s, want) }
 	}
+	return func(s *v1alpha1.AgentSession) bool { return framework.SelectionWaits(s, want) }
 }
 
 // releaseBoundaries holds every agent at its boundary, releases them all at once and measures
