@@ -78,8 +78,9 @@ func unknownStoreURL(url string) error {
 type Option func(*openOptions)
 
 type openOptions struct {
-	poolSize    int
-	callTimeout time.Duration
+	poolSize       int
+	callTimeout    time.Duration
+	writeIdleLimit time.Duration
 }
 
 // PoolSize sizes a PostgreSQL store's connection pool to n when its URL does not set

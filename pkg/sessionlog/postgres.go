@@ -65,6 +65,9 @@ type postgresStore struct {
 	// made after that checks it (checkConnIdentity).
 	identity atomic.Pointer[string]
 	shown    string // the URL redacted, for errors
+	// boundWriteTx sets the write transaction's idle limit (PostgresWriteTxIdleLimit, or
+	// WriteIdleLimit's).
+	boundWriteTx string
 }
 
 var _ Store = (*postgresStore)(nil)
@@ -82,7 +85,11 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (Store, error
 	if o.poolSize > 0 && !setsPoolMaxConns(url) {
 		cfg.MaxConns = int32(min(o.poolSize, math.MaxInt32))
 	}
-	s := &postgresStore{shown: connstr.Redact(url)}
+	idle := PostgresWriteTxIdleLimit
+	if o.writeIdleLimit > 0 {
+		idle = o.writeIdleLimit
+	}
+	s := &postgresStore{shown: connstr.Redact(url), boundWriteTx: pgBoundWriteTx(idle)}
 	cfg.AfterConnect = s.checkConnIdentity
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -256,7 +263,7 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 	if info != nil {
 		seed = &so
 	}
-	t, err := pgWrite(ctx, conn.Conn(), sessionID, seed, hdr, parent, p)
+	t, err := pgWrite(ctx, conn.Conn(), s.boundWriteTx, sessionID, seed, hdr, parent, p)
 	if err != nil {
 		pgRollback(conn.Conn())
 		return harness.Tail{}, err
@@ -274,7 +281,15 @@ func (s *postgresStore) write(ctx context.Context, sessionID string, info *Sessi
 // microseconds to milliseconds.
 const PostgresWriteTxIdleLimit = time.Second
 
-var pgBoundWriteTx = fmt.Sprintf(`SET LOCAL idle_in_transaction_session_timeout = %d`, PostgresWriteTxIdleLimit.Milliseconds())
+// WriteIdleLimit replaces PostgresWriteTxIdleLimit for the store's write transactions. Only a
+// process that runs many writers on few cores needs it: the scale benchmark hosts thousands of
+// agents in one process, where each agent pod runs one, and a goroutine of it can wait longer
+// than a second for a core between its transaction's two round trips. SQLite ignores it.
+func WriteIdleLimit(d time.Duration) Option { return func(o *openOptions) { o.writeIdleLimit = d } }
+
+func pgBoundWriteTx(d time.Duration) string {
+	return fmt.Sprintf(`SET LOCAL idle_in_transaction_session_timeout = %d`, d.Milliseconds())
+}
 
 // pgWrite runs write's transaction in two round trips (three with a COPY for several events)
 // rather than one per statement (six): BEGIN, the session row's creation and the locked tail
@@ -284,10 +299,10 @@ var pgBoundWriteTx = fmt.Sprintf(`SET LOCAL idle_in_transaction_session_timeout 
 // on error.
 //
 // A seed (so set) also checks and records the session's ownership in the first batch.
-func pgWrite(ctx context.Context, c *pgx.Conn, sessionID string, so *seedOwnership, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
+func pgWrite(ctx context.Context, c *pgx.Conn, boundWriteTx, sessionID string, so *seedOwnership, hdr SessionInfo, parent any, p prepared) (harness.Tail, error) {
 	var b pgx.Batch
 	b.Queue(`BEGIN`)
-	b.Queue(pgBoundWriteTx)
+	b.Queue(boundWriteTx)
 	// Create the tail row if the session is new. A concurrent creator blocks here on the
 	// primary key until the first commits (then this does nothing) or rolls back.
 	create := b.Queue(`INSERT INTO sessions (session_id, `+pgTailCols+`, created_at, parent, seed_length)

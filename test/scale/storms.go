@@ -404,8 +404,10 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	// The agents' log store: one for all of them, where each agent pod has its own. Its calls
 	// queue for the pool's connections behind every other agent's, so they are bounded by the
 	// storm's wait rather than the store's 15 s hang detector (20,000 agents' step/end appends
-	// at once outlast it on two cores).
-	store, err := sessionlog.Open(ctx, url, sessionlog.CallTimeout(b.o.waitFor(n)))
+	// at once outlast it on two cores). For the same reason its write transactions may sit idle
+	// that long too: one of thousands of agent goroutines here can wait past the product's
+	// frozen-writer limit for a core between its transaction's two round trips.
+	store, err := sessionlog.Open(ctx, url, sessionlog.CallTimeout(b.o.waitFor(n)), sessionlog.WriteIdleLimit(b.o.waitFor(n)))
 	if err != nil {
 		return nil, err
 	}
