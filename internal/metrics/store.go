@@ -18,6 +18,7 @@ const (
 	OpInfo     = "info"
 	OpSeed     = "seed"
 	OpClaim    = "claim_owner"
+	OpSessions = "sessions"
 )
 
 // InstrumentStore wraps store so every call the manager makes is counted and timed in r
@@ -100,4 +101,11 @@ func (s *instrumented) ClaimOwner(ctx context.Context, sessionID string, owner s
 	o, err := s.Store.ClaimOwner(ctx, sessionID, owner)
 	s.observe(OpClaim, start, err)
 	return o, err
+}
+
+func (s *instrumented) Sessions(ctx context.Context, fn func(sessionlog.SessionState) error) error {
+	start := time.Now()
+	err := s.Store.Sessions(ctx, fn)
+	s.observe(OpSessions, start, err)
+	return err
 }

@@ -60,6 +60,10 @@ type Store interface {
 	ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error)
 	// OwnerOf returns the owner of sessionID's log; false when it has none.
 	OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error)
+	// Sessions calls fn once for every session the store holds a log or an owner record of,
+	// all as of one read, and stops at fn's first error, which it returns. A manager that
+	// starts reads it once instead of every session's tail and owner record apart.
+	Sessions(ctx context.Context, fn func(SessionState) error) error
 	// ReleaseOwner removes the record that holder (by namespace and name) owns sessionID's
 	// log, so another AgentSession may claim it; the log itself stays. A record naming
 	// another owner is kept (*OwnershipError, RefusedNotTheOwner).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -246,5 +247,60 @@ func (b Backend) releaseOwner(t *testing.T) {
 	}
 	if n := len(readAll(t, s, id)); n != 1 {
 		t.Fatalf("release changed the log: %d events", n)
+	}
+}
+
+// sessions: one read gives every session's tail and owner, as Tail and OwnerOf give them one by
+// one, each session once: a log with an owner, an owner with no log yet, a log with none.
+func (b Backend) sessions(t *testing.T) {
+	ctx := context.Background()
+	s := b.store(t)
+	owned, claimedOnly, unowned := sid(t)+".owned", sid(t)+".claimed", sid(t)+".unowned"
+	header := harness.MustEvent(harness.TypeRequestHeader, harness.RequestHeader{
+		Header: harness.EpochHeader{Config: harness.LLMCallConfig{Provider: "deepseek", Model: "m"}},
+		Reason: harness.HeaderReasonInitial,
+	})
+	mustAppend(t, s, owned, harness.MustEvent(harness.TypePlanMode, harness.PlanMode{Active: true}),
+		harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}),
+		harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}), header)
+	mustAppend(t, s, unowned, harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}))
+	a := sessionlog.Owner{Namespace: "team-a", Name: "owned", UID: "uid-1"}
+	c := sessionlog.Owner{Namespace: "team-a", Name: "claimed", UID: "uid-2"}
+	claimFor(t, s, owned, a)
+	claimFor(t, s, claimedOnly, c)
+
+	want := map[string]sessionlog.SessionState{}
+	for id, o := range map[string]sessionlog.Owner{owned: a, claimedOnly: c, unowned: {}} {
+		tail, err := s.Tail(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = sessionlog.SessionState{ID: id, Tail: tail, Owner: o}
+	}
+	got := map[string]sessionlog.SessionState{}
+	if err := s.Sessions(ctx, func(st sessionlog.SessionState) error {
+		if !strings.HasPrefix(st.ID, sid(t)+".") {
+			return nil // another test's session in the shared database
+		}
+		if _, seen := got[st.ID]; seen {
+			return fmt.Errorf("session %s given twice", st.ID)
+		}
+		got[st.ID] = st
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Sessions gave\n%+v\nwant\n%+v", got, want)
+	}
+	if want[owned].Tail.LastShown == nil || !want[owned].Tail.Active {
+		t.Fatalf("the owned session's tail %s lacks what the test set", fmtTail(want[owned].Tail))
+	}
+
+	stop := errors.New("stop")
+	calls := 0
+	err := s.Sessions(ctx, func(sessionlog.SessionState) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("Sessions after fn's error: %v after %d call(s); want fn's error after 1", err, calls)
 	}
 }

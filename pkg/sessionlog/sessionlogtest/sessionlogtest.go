@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ForkOwnership", b.forkOwnership)
 	t.Run("SeedOwnership", b.seedOwnership)
 	t.Run("ReleaseOwner", b.releaseOwner)
+	t.Run("Sessions", b.sessions)
 }
 
 // store opens a store from the backend and closes it when t ends.
