@@ -79,6 +79,7 @@ type AgentSessionReconciler struct {
 	statusOnce sync.Once
 	status     statusPatcher
 	claims     logClaims // phase_owner.go
+	warmStart  warmStart // warm_start.go
 	pending    pendingDeferrals
 	backlog    backlog
 }

@@ -80,6 +80,8 @@ type faultStore struct {
 	failTail     atomic.Bool
 	appends      atomic.Int64 // plan/mode appends that reached the real store
 	tails        atomic.Int64 // tail reads that reached the real store
+	claims       atomic.Int64 // owner claims that reached the real store
+	listings     atomic.Int64 // reads of every session's tail and owner (Sessions)
 }
 
 var errInjected = errors.New("injected fault: log store unavailable")
@@ -100,6 +102,20 @@ func (f *faultStore) Tail(ctx context.Context, sid string) (harness.Tail, error)
 	}
 	f.tails.Add(1)
 	return f.Store.Tail(ctx, sid)
+}
+
+func (f *faultStore) ClaimOwner(ctx context.Context, sid string, o sessionlog.Owner) (sessionlog.Owner, error) {
+	f.claims.Add(1)
+	return f.Store.ClaimOwner(ctx, sid, o)
+}
+
+// Sessions fails with the tail reads: the store is unreachable for both.
+func (f *faultStore) Sessions(ctx context.Context, fn func(sessionlog.SessionState) error) error {
+	if f.failTail.Load() {
+		return errInjected
+	}
+	f.listings.Add(1)
+	return f.Store.Sessions(ctx, fn)
 }
 
 // countingClient counts the manager's API writes.

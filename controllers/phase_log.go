@@ -18,7 +18,7 @@ import (
 // once (failures.go), so the agent goes on instead of waiting out its bound.
 func (sc *sessionScope) readLog(ctx context.Context) (ctrl.Result, error) {
 	sid := sc.session.Spec.SessionID
-	t, err := sc.r.Store.Tail(ctx, sid)
+	t, err := sc.tailNow(ctx)
 	if err != nil {
 		return ctrl.Result{}, storeFailure("ReadLog", "read the log tail of session %q: %w", sid, err)
 	}
@@ -28,6 +28,19 @@ func (sc *sessionScope) readLog(ctx context.Context) (ctrl.Result, error) {
 	sc.tail = t
 	sc.logRead = true
 	return ctrl.Result{}, nil
+}
+
+// tailNow is the log's tail: the one read at start when it stands for a read now
+// (warm_start.go), else one read from the store.
+func (sc *sessionScope) tailNow(ctx context.Context) (harness.Tail, error) {
+	id := ""
+	if sc.r.StoreID != nil {
+		id = sc.r.StoreID()
+	}
+	if t, ok := sc.r.warm(ctx).take(sc.session, id); ok {
+		return t, nil
+	}
+	return sc.r.Store.Tail(ctx, sc.session.Spec.SessionID)
 }
 
 // recoverUnrecorded recognises a plan/mode this manager appended but never recorded in the

@@ -30,6 +30,10 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	if sc.r.claims.has(key, s.UID, sid) {
 		return ctrl.Result{}, nil
 	}
+	if sc.r.warm(ctx).owns(s) {
+		sc.r.claims.record(key, s.UID, sid)
+		return ctrl.Result{}, nil
+	}
 	me := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
 	holder, err := sc.r.Store.ClaimOwner(ctx, sid, me)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
 // selectionSpecs: the user's selection (phase_selection.go) through spec.planMode.active.
@@ -104,21 +105,24 @@ func selectionSpecs(fx *specFixture) {
 			}, timeout, interval).Should(Succeed())
 		})
 
-		It("after a restart, reads the log once for an unchanged session, then takes its status as settled", func() {
+		It("after a restart, reads the store once for every session, then takes an unchanged status as settled", func() {
 			a := newSession(fx.ns, "restart", nil, nil, fx.be().agentStore)
 			a.awaitStatus(false, false)
 			setActive(a.key, T)
 			before := a.awaitStatus(true, false)
 
 			// A manager that has written nothing yet (just started, or just elected) checks the
-			// status against the log once; it matches, so nothing is written.
+			// status against the log once: from its one read of every session's tail and owner,
+			// with no claim and no tail read of its own. It matches, so nothing is written.
 			store := &faultStore{Store: fx.be().mgrStore}
 			restarted := &AgentSessionReconciler{Client: k8sClient, Store: store}
 			for i := 0; i < 3; i++ {
 				_, err := restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
 				Expect(err).NotTo(HaveOccurred())
 			}
-			Expect(store.tails.Load()).To(Equal(int64(1)), "only the first reconcile reads the log tail")
+			Expect(store.listings.Load()).To(Equal(int64(1)), "one read of every session at start")
+			Expect(store.claims.Load()).To(BeZero(), "the owner record read at start names the session")
+			Expect(store.tails.Load()).To(BeZero(), "the tail read at start stands for the first reconcile's")
 			Expect(a.get().ResourceVersion).To(Equal(before.ResourceVersion), "a status that matches the log is not rewritten")
 
 			// A status it neither wrote nor checked is read against the log again: here the
@@ -127,7 +131,37 @@ func selectionSpecs(fx *specFixture) {
 			a.awaitStatus(false, false)
 			_, err := restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
 			Expect(err).NotTo(HaveOccurred())
-			Expect(store.tails.Load()).To(Equal(int64(2)), "a status this manager has not checked is read against the log")
+			Expect(store.tails.Load()).To(Equal(int64(1)), "a status this manager has not checked is read against the log")
+			Expect(store.listings.Load()).To(Equal(int64(1)), "the store is read whole once")
+		})
+
+		It("after a restart, reads the log itself when it moved past the status, and claims a log whose record names another UID", func() {
+			a := newSession(fx.ns, "restart-moved", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			b := newSession(fx.ns, "restart-reclaimed", nil, nil, fx.be().agentStore)
+			b.awaitStatus(false, false)
+			// a's agent opens a turn: the log is past what a's status recorded, and no write is
+			// due for it. b's record is rewritten to name another UID of the same session, as a
+			// session deleted and created again under its name leaves it.
+			a.startTurn(1)
+			Expect(a.tail().NextSeq).To(BeNumerically(">", a.get().Status.PlanMode.NextSeq))
+			bs := b.get()
+			_, err := fx.be().agentStore.ClaimOwner(suiteCtx, bs.Spec.SessionID, sessionlog.Owner{Namespace: bs.Namespace, Name: bs.Name, UID: "earlier-uid"})
+			Expect(err).NotTo(HaveOccurred())
+
+			store := &faultStore{Store: fx.be().mgrStore}
+			restarted := &AgentSessionReconciler{Client: k8sClient, Store: store}
+			_, err = restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(store.tails.Load()).To(Equal(int64(1)), "a log past its status is read, not taken from the start")
+			_, err = restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: b.key})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(store.claims.Load()).To(Equal(int64(1)), "only b's log, whose record names another UID, is claimed")
+			holder, ok, err := fx.be().agentStore.OwnerOf(suiteCtx, bs.Spec.SessionID)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ok).To(BeTrue())
+			Expect(holder.UID).To(Equal(string(bs.UID)), "the claim re-recorded the session's own UID")
+			Expect(store.listings.Load()).To(Equal(int64(1)))
 		})
 
 		It("queues during an open turn, cancels a reversal without logging, and noops a repeat", func() {
