@@ -80,8 +80,11 @@ type AgentSessionReconciler struct {
 	status     statusPatcher
 	claims     logClaims // phase_owner.go
 	warmStart  warmStart // warm_start.go
-	pending    pendingDeferrals
-	backlog    backlog
+	// sessions reads the cached AgentSessions without copies (the claims at start,
+	// warm_start.go): the manager's cache, set by SetupWithManager.
+	sessions client.Reader
+	pending  pendingDeferrals
+	backlog  backlog
 }
 
 // +kubebuilder:rbac:groups=agents.harness.dev,resources=agentsessions,verbs=get;list;watch
@@ -96,6 +99,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.sessions = mgr.GetCache()
 	r.backlog.workers = int64(opts.MaxConcurrentReconciles)
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,10 @@ type faultStore struct {
 	appends      atomic.Int64 // plan/mode appends that reached the real store
 	tails        atomic.Int64 // tail reads that reached the real store
 	claims       atomic.Int64 // owner claims that reached the real store
+	batchClaims  atomic.Int64 // claims that reached it in ClaimOwners batches
+	claimedMu    sync.Mutex
+	claimed      map[string]int // ClaimOwner calls by session ID
+	batches      atomic.Int64 // ClaimOwners calls
 	listings     atomic.Int64 // reads of every session's tail and owner (Sessions)
 }
 
@@ -106,7 +111,26 @@ func (f *faultStore) Tail(ctx context.Context, sid string) (harness.Tail, error)
 
 func (f *faultStore) ClaimOwner(ctx context.Context, sid string, o sessionlog.Owner) (sessionlog.Owner, error) {
 	f.claims.Add(1)
+	f.claimedMu.Lock()
+	if f.claimed == nil {
+		f.claimed = map[string]int{}
+	}
+	f.claimed[sid]++
+	f.claimedMu.Unlock()
 	return f.Store.ClaimOwner(ctx, sid, o)
+}
+
+// claimedAlone is how often the log of sid was claimed by ClaimOwner.
+func (f *faultStore) claimedAlone(sid string) int {
+	f.claimedMu.Lock()
+	defer f.claimedMu.Unlock()
+	return f.claimed[sid]
+}
+
+func (f *faultStore) ClaimOwners(ctx context.Context, claims []sessionlog.OwnerClaim) ([]sessionlog.Owner, error) {
+	f.batches.Add(1)
+	f.batchClaims.Add(int64(len(claims)))
+	return f.Store.ClaimOwners(ctx, claims)
 }
 
 // Sessions fails with the tail reads: the store is unreachable for both.

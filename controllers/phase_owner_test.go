@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,6 +22,46 @@ import (
 // (as shards would), so the refusal comes from the store's owner record, not from one cache.
 var _ = Describe("one log per session", func() {
 	for _, name := range []string{"sqlite", "postgres"} {
+		It("claims the logs of the sessions it finds at start in one batch, and refuses one another session holds, with the "+name+" log store", func() {
+			be := backends[name]
+			ns, other := newNamespace(true), newNamespace(true)
+			// A log another tenant's session holds already.
+			taken := "taken-" + rand.String(8)
+			_, err := be.agentStore.ClaimOwner(suiteCtx, taken, sessionlog.Owner{Namespace: other, Name: "s", UID: "uid-other"})
+			Expect(err).NotTo(HaveOccurred())
+			// Sessions created before any manager watches their namespace.
+			fresh := make([]*agent, 0, 3)
+			for i := range 3 {
+				fresh = append(fresh, newSession(ns, fmt.Sprintf("fresh-%d", i), nil, nil, be.agentStore))
+			}
+			intruder := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "intruder"},
+				Spec: agentsv1alpha1.AgentSessionSpec{SessionID: taken}}
+			Expect(k8sClient.Create(suiteCtx, intruder)).To(Succeed())
+
+			tm := startManager(ns, be.mgrStore, managerOptions{})
+			for _, a := range fresh {
+				a.awaitStatus(false, false)
+				holder, ok, err := be.agentStore.OwnerOf(suiteCtx, a.sid)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ok).To(BeTrue())
+				Expect(holder).To(Equal(sessionlog.Owner{Namespace: ns, Name: a.key.Name, UID: string(a.get().UID)}))
+			}
+			Eventually(func(g Gomega) {
+				var as agentsv1alpha1.AgentSession
+				g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(intruder), &as)).To(Succeed())
+				g.Expect(readyReason(&as)).To(Equal("False/" + agentsv1alpha1.ReasonSessionIDInUse))
+			}, timeout, interval).Should(Succeed())
+			Expect(tm.store.batches.Load()).To(Equal(int64(1)), "one batch at start")
+			Expect(tm.store.batchClaims.Load()).To(Equal(int64(3)), "the three unclaimed logs, not the one another session holds")
+			for _, a := range fresh {
+				Expect(tm.store.claimedAlone(a.sid)).To(BeZero(), "a log claimed in the batch is not claimed again")
+			}
+			Expect(tm.store.claimedAlone(taken)).To(BeNumerically(">=", 1), "the log another session holds is claimed alone, and refused")
+			holder, _, err := be.agentStore.OwnerOf(suiteCtx, taken)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(holder.Namespace).To(Equal(other), "the other tenant keeps its log")
+		})
+
 		It("refuses a second AgentSession naming a taken spec.sessionID, with the "+name+" log store", func() {
 			be := backends[name]
 			nsA, nsB := newNamespace(true), newNamespace(true)

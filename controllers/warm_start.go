@@ -10,6 +10,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/sessioncache"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
@@ -21,6 +22,10 @@ import (
 //   - an owner record naming the session (namespace, name and UID) is the claim ClaimOwner
 //     would have found: a record changes only by a claim of the same session or by an
 //     operator's release, so one read at start is as good as one a moment later;
+//   - a cached session whose log has no owner record is claimed then, with every other such
+//     session, in a few transactions (Store.ClaimOwners) instead of one each: what its first
+//     reconcile would have claimed. A log with another record is left to that reconcile's own
+//     claim, which refuses it or re-records the UID;
 //   - the tail stands for a read of the log only where nothing can have moved the log past what
 //     the status recorded: the same position, in the same store, no boundary waiting and no
 //     selection to take on. Then the phases find what a read would have found an instant
@@ -84,6 +89,7 @@ func (r *AgentSessionReconciler) warm(ctx context.Context) *warmStart {
 			logf.FromContext(ctx).Error(err, "read every session's log tail and owner at start; each session reads its own")
 			return
 		}
+		r.claimNew(ctx, m)
 		w.mu.Lock()
 		w.m, w.storeID = m, id
 		w.mu.Unlock()
@@ -94,6 +100,50 @@ func (r *AgentSessionReconciler) warm(ctx context.Context) *warmStart {
 		})
 	})
 	return w
+}
+
+// claimNew claims, at once, the log of every cached session that m shows without an owner
+// record, and records in m each claim that holds. A failure leaves each session to claim its
+// own log.
+func (r *AgentSessionReconciler) claimNew(ctx context.Context, m map[warmKey]warmEntry) {
+	if r.sessions == nil {
+		return
+	}
+	cached, err := sessioncache.List(ctx, r.sessions)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "list the cached AgentSessions to claim their logs at start; each session claims its own")
+		return
+	}
+	var claims []sessionlog.OwnerClaim
+	for _, s := range cached {
+		sid := s.Spec.SessionID
+		if sid == "" || !s.DeletionTimestamp.IsZero() || s.UID == "" {
+			continue
+		}
+		if e, ok := m[warmKeyOf(sid)]; ok && e.owner != (claimDigest{}) {
+			continue // held already, by this session or another
+		}
+		claims = append(claims, sessionlog.OwnerClaim{SessionID: sid, Owner: sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}})
+	}
+	if len(claims) == 0 {
+		return
+	}
+	held, err := r.Store.ClaimOwners(context.WithoutCancel(ctx), claims)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "claim the logs of new sessions at start; each session claims its own", "sessions", len(claims))
+		return
+	}
+	for i, c := range claims {
+		if h := held[i]; h.SameSession(c.Owner) && h.UID == c.Owner.UID {
+			k := warmKeyOf(c.SessionID)
+			e, ok := m[k]
+			if !ok {
+				e.tail = harness.EmptyTail()
+			}
+			e.owner = ownerDigest(h.Namespace, h.Name, h.UID)
+			m[k] = e
+		}
+	}
 }
 
 // owns reports whether the owner record read at start names s.

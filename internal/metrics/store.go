@@ -19,6 +19,7 @@ const (
 	OpSeed     = "seed"
 	OpClaim    = "claim_owner"
 	OpSessions = "sessions"
+	OpClaims   = "claim_owners"
 )
 
 // InstrumentStore wraps store so every call the manager makes is counted and timed in r
@@ -108,4 +109,11 @@ func (s *instrumented) Sessions(ctx context.Context, fn func(sessionlog.SessionS
 	err := s.Store.Sessions(ctx, fn)
 	s.observe(OpSessions, start, err)
 	return err
+}
+
+func (s *instrumented) ClaimOwners(ctx context.Context, claims []sessionlog.OwnerClaim) ([]sessionlog.Owner, error) {
+	start := time.Now()
+	held, err := s.Store.ClaimOwners(ctx, claims)
+	s.observe(OpClaims, start, err)
+	return held, err
 }

@@ -23,7 +23,7 @@ func CallTimeout(d time.Duration) Option { return func(o *openOptions) { o.callT
 // unreachable. Nothing is known to be written; an Append may have committed just before its
 // deadline, which the next read of the tail (compare-and-swap on seq) shows.
 type TimeoutError struct {
-	Op      string // Append, Tail, ReadFrom, Fork, Info, Seed, ClaimOwner, OwnerOf, ReleaseOwner, Sessions, Identity, Open
+	Op      string // Append, Tail, ReadFrom, Fork, Info, Seed, ClaimOwner, ClaimOwners, OwnerOf, ReleaseOwner, Sessions, Identity, Open
 	Timeout time.Duration
 	Err     error
 }

@@ -58,6 +58,10 @@ type Store interface {
 	// none (or re-records the UID when the same namespace/name claims it again), and returns
 	// the owner that holds the log: owner itself, or an earlier one. It never touches the log.
 	ClaimOwner(ctx context.Context, sessionID string, owner Owner) (Owner, error)
+	// ClaimOwners is ClaimOwner for many logs, in a few transactions (each of at most a
+	// thousand claims) rather than one per log: held[i] is the owner that holds the log of
+	// claims[i]. A manager that starts claims every new session's log with it at once.
+	ClaimOwners(ctx context.Context, claims []OwnerClaim) (held []Owner, err error)
 	// OwnerOf returns the owner of sessionID's log; false when it has none.
 	OwnerOf(ctx context.Context, sessionID string) (Owner, bool, error)
 	// Sessions calls fn once for every session the store holds a log or an owner record of,

@@ -264,8 +264,8 @@ func (b Backend) sessions(t *testing.T) {
 		harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}),
 		harness.MustEvent(harness.TypeStepStart, harness.StepStart{Turn: 1, Step: 1}), header)
 	mustAppend(t, s, unowned, harness.MustEvent(harness.TypeTurnStart, harness.TurnStart{Turn: 1}))
-	a := sessionlog.Owner{Namespace: "team-a", Name: "owned", UID: "uid-1"}
-	c := sessionlog.Owner{Namespace: "team-a", Name: "claimed", UID: "uid-2"}
+	a := sessionlog.Owner{Namespace: nsA, Name: "owned", UID: "uid-1"}
+	c := sessionlog.Owner{Namespace: nsA, Name: "claimed", UID: "uid-2"}
 	claimFor(t, s, owned, a)
 	claimFor(t, s, claimedOnly, c)
 
@@ -302,5 +302,64 @@ func (b Backend) sessions(t *testing.T) {
 	err := s.Sessions(ctx, func(sessionlog.SessionState) error { calls++; return stop })
 	if !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("Sessions after fn's error: %v after %d call(s); want fn's error after 1", err, calls)
+	}
+}
+
+// claimOwners: many claims at once hold as each would alone: a new log becomes the claimer's,
+// a log another session holds stays that session's, the same session under a new UID re-records
+// it, and two claims of one log in the batch leave it to the first. A claim the store refuses
+// to take (no UID) fails the batch before anything is written.
+func (b Backend) claimOwners(t *testing.T) {
+	ctx := context.Background()
+	s := b.store(t)
+	id := func(k string) string { return sid(t) + "." + k }
+	a := sessionlog.Owner{Namespace: nsA, Name: "a", UID: "uid-a"}
+	other := sessionlog.Owner{Namespace: nsB, Name: "b", UID: "uid-other"}
+	claimFor(t, s, id("held"), other)
+	claimFor(t, s, id("recreated"), sessionlog.Owner{Namespace: nsA, Name: "r", UID: "uid-old"})
+	r := sessionlog.Owner{Namespace: nsA, Name: "r", UID: "uid-new"}
+	second := sessionlog.Owner{Namespace: "team-c", Name: "c", UID: "uid-c"}
+
+	// More claims than one transaction writes, so the batch spans several.
+	claims := make([]sessionlog.OwnerClaim, 0, 1204)
+	for i := range 1200 {
+		claims = append(claims, sessionlog.OwnerClaim{SessionID: id(fmt.Sprintf("new-%04d", i)), Owner: a})
+	}
+	claims = append(claims,
+		sessionlog.OwnerClaim{SessionID: id("held"), Owner: a},
+		sessionlog.OwnerClaim{SessionID: id("recreated"), Owner: r},
+		sessionlog.OwnerClaim{SessionID: id("twice"), Owner: a},
+		sessionlog.OwnerClaim{SessionID: id("twice"), Owner: second})
+	held, err := s.ClaimOwners(ctx, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != len(claims) {
+		t.Fatalf("ClaimOwners gave %d holders for %d claims", len(held), len(claims))
+	}
+	want := func(i int, o sessionlog.Owner) {
+		t.Helper()
+		if held[i] != o {
+			t.Fatalf("claim %d (%s for %s): holder %+v, want %+v", i, claims[i].SessionID, claims[i].Owner, held[i], o)
+		}
+		got, ok, err := s.OwnerOf(ctx, claims[i].SessionID)
+		if err != nil || !ok || got != o {
+			t.Fatalf("owner of %s after the batch: %+v, %v, %v; want %+v", claims[i].SessionID, got, ok, err, o)
+		}
+	}
+	for i := range 1200 {
+		want(i, a)
+	}
+	want(1200, other)
+	want(1201, r)
+	want(1202, a)
+	want(1203, a)
+
+	bad := []sessionlog.OwnerClaim{{SessionID: id("bad-1"), Owner: a}, {SessionID: id("bad-2"), Owner: sessionlog.Owner{Namespace: nsA, Name: "x"}}}
+	if _, err := s.ClaimOwners(ctx, bad); err == nil {
+		t.Fatal("a batch with a claim without a UID was taken")
+	}
+	if _, ok, err := s.OwnerOf(ctx, id("bad-1")); err != nil || ok {
+		t.Fatalf("a refused batch recorded its first claim: %v, %v", ok, err)
 	}
 }

@@ -87,6 +87,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("SeedOwnership", b.seedOwnership)
 	t.Run("ReleaseOwner", b.releaseOwner)
 	t.Run("Sessions", b.sessions)
+	t.Run("ClaimOwners", b.claimOwners)
 }
 
 // store opens a store from the backend and closes it when t ends.
