@@ -30,7 +30,9 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	if sc.r.claims.has(key, s.UID, sid) {
 		return ctrl.Result{}, nil
 	}
-	if sc.r.warm(ctx).owns(s) {
+	// The store's read at start (warm_start.go), made by the first reconcile that gets here,
+	// holds the claim of an owned log and claims the new ones.
+	if sc.r.warm(ctx).owns(s) || sc.r.claims.has(key, s.UID, sid) {
 		sc.r.claims.record(key, s.UID, sid)
 		return ctrl.Result{}, nil
 	}

@@ -103,8 +103,8 @@ func (r *AgentSessionReconciler) warm(ctx context.Context) *warmStart {
 }
 
 // claimNew claims, at once, the log of every cached session that m shows without an owner
-// record, and records in m each claim that holds. A failure leaves each session to claim its
-// own log.
+// record, and records each claim that holds as this process's (phase_owner.go). A failure
+// leaves each session to claim its own log.
 func (r *AgentSessionReconciler) claimNew(ctx context.Context, m map[warmKey]warmEntry) {
 	if r.sessions == nil {
 		return
@@ -135,13 +135,7 @@ func (r *AgentSessionReconciler) claimNew(ctx context.Context, m map[warmKey]war
 	}
 	for i, c := range claims {
 		if h := held[i]; h.SameSession(c.Owner) && h.UID == c.Owner.UID {
-			k := warmKeyOf(c.SessionID)
-			e, ok := m[k]
-			if !ok {
-				e.tail = harness.EmptyTail()
-			}
-			e.owner = ownerDigest(h.Namespace, h.Name, h.UID)
-			m[k] = e
+			r.claims.record(types.NamespacedName{Namespace: c.Owner.Namespace, Name: c.Owner.Name}, types.UID(c.Owner.UID), c.SessionID)
 		}
 	}
 }
