@@ -85,8 +85,8 @@ type faultStore struct {
 	batchClaims  atomic.Int64 // claims that reached it in ClaimOwners batches
 	claimedMu    sync.Mutex
 	claimed      map[string]int // ClaimOwner calls by session ID
-	batches      atomic.Int64 // ClaimOwners calls
-	listings     atomic.Int64 // reads of every session's tail and owner (Sessions)
+	batches      atomic.Int64   // ClaimOwners calls
+	listings     atomic.Int64   // reads of every session's tail and owner (Sessions)
 }
 
 var errInjected = errors.New("injected fault: log store unavailable")
