@@ -16,9 +16,9 @@ import (
 )
 
 // A manager that starts has every session to take on, and each would cost two store reads: its
-// owner record (the claim, phase_owner.go) and its log's tail (readLog). warmStart reads every
-// session's of both once, at the first reconcile that needs either, and each session's first
-// reconcile takes its own from it:
+// owner record (the claim, phase_owner.go) and its log's tail (readLog). warmStart reads both,
+// for every session at once, at the first reconcile that needs either, and each session's first
+// reconcile takes its own from that read:
 //   - an owner record naming the session (namespace, name and UID) is the claim ClaimOwner
 //     would have found: a record changes only by a claim of the same session or by an
 //     operator's release, so one read at start is as good as one a moment later;
