@@ -40,31 +40,41 @@ func validClaims(claims []OwnerClaim) error {
 	return nil
 }
 
-func (s *sqliteStore) ClaimOwners(ctx context.Context, claims []OwnerClaim) ([]Owner, error) {
+// inChunks validates claims, then has write claim them a chunk at a time in session-ID order,
+// each chunk given as indices into claims, setting held at those indices.
+func inChunks(claims []OwnerClaim, write func(idx []int, held []Owner) error) ([]Owner, error) {
 	if err := validClaims(claims); err != nil {
 		return nil, err
 	}
 	held := make([]Owner, len(claims))
-	idx := byLog(claims)
-	for len(idx) > 0 {
+	for idx := byLog(claims); len(idx) > 0; {
 		n := min(len(idx), claimChunk)
-		batch := make([]*claimReq, n)
-		for k, i := range idx[:n] {
-			batch[k] = &claimReq{sessionID: claims[i].SessionID, owner: claims[i].Owner}
-		}
-		// Through the group's writer turn, as single claims go: one transaction at a time.
-		if err := s.claims.runBatch(ctx, batch, s.claimAll); err != nil {
+		if err := write(idx[:n], held); err != nil {
 			return nil, fmt.Errorf("claim %d sessions: %w", len(claims), err)
-		}
-		for k, i := range idx[:n] {
-			if batch[k].err != nil {
-				return nil, batch[k].err
-			}
-			held[i] = batch[k].got
 		}
 		idx = idx[n:]
 	}
 	return held, nil
+}
+
+func (s *sqliteStore) ClaimOwners(ctx context.Context, claims []OwnerClaim) ([]Owner, error) {
+	return inChunks(claims, func(idx []int, held []Owner) error {
+		batch := make([]*claimReq, len(idx))
+		for k, i := range idx {
+			batch[k] = &claimReq{sessionID: claims[i].SessionID, owner: claims[i].Owner}
+		}
+		// Through the group's writer turn, as single claims go: one transaction at a time.
+		if err := s.claims.runBatch(ctx, batch, s.claimAll); err != nil {
+			return err
+		}
+		for k, i := range idx {
+			if batch[k].err != nil {
+				return batch[k].err
+			}
+			held[i] = batch[k].got
+		}
+		return nil
+	})
 }
 
 // runBatch writes batch alone in the writer's turn.
@@ -75,19 +85,7 @@ func (g *claimGroup) runBatch(ctx context.Context, batch []*claimReq, write func
 }
 
 func (s *postgresStore) ClaimOwners(ctx context.Context, claims []OwnerClaim) ([]Owner, error) {
-	if err := validClaims(claims); err != nil {
-		return nil, err
-	}
-	held := make([]Owner, len(claims))
-	idx := byLog(claims)
-	for len(idx) > 0 {
-		n := min(len(idx), claimChunk)
-		if err := s.claimChunk(ctx, claims, idx[:n], held); err != nil {
-			return nil, fmt.Errorf("claim %d sessions: %w", len(claims), err)
-		}
-		idx = idx[n:]
-	}
-	return held, nil
+	return inChunks(claims, func(idx []int, held []Owner) error { return s.claimChunk(ctx, claims, idx, held) })
 }
 
 // claimChunk writes the claims idx names in one transaction sent as one batch (one round trip),

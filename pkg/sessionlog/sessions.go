@@ -61,19 +61,7 @@ func (s *sqliteStore) Sessions(ctx context.Context, fn func(SessionState) error)
 		return fmt.Errorf("read every session's tail and owner: %w", err)
 	}
 	defer rows.Close()
-	var r sessionRow
-	for rows.Next() {
-		if err := rows.Scan(r.dest()...); err != nil {
-			return fmt.Errorf("read every session's tail and owner: %w", err)
-		}
-		if err := fn(r.state()); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read every session's tail and owner: %w", err)
-	}
-	return nil
+	return scanSessions(rows, fn)
 }
 
 func (s *postgresStore) Sessions(ctx context.Context, fn func(SessionState) error) error {
@@ -92,6 +80,15 @@ func pgSessions(ctx context.Context, q interface {
 		return fmt.Errorf("read every session's tail and owner: %w", err)
 	}
 	defer rows.Close()
+	return scanSessions(rows, fn)
+}
+
+// scanSessions calls fn with each row of sessionsQuery, from either backend's rows.
+func scanSessions(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}, fn func(SessionState) error) error {
 	var r sessionRow
 	for rows.Next() {
 		if err := rows.Scan(r.dest()...); err != nil {
