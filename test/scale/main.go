@@ -166,6 +166,9 @@ func run() error {
 		defer func() { _ = pg.Stop() }()
 		b.pg = pg
 	}
+	if err := primeWatchCaches(ctx, cfg); err != nil {
+		return err
+	}
 	printHeader(o, assets)
 	rep, err := b.runPhases(ctx)
 	if err != nil {
