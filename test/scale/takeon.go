@@ -64,9 +64,17 @@ func (b *bench) takenOn(ctx context.Context, p *proc, side, ns string, n int) (t
 		select {
 		case <-ctx.Done():
 			return 0, 0, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(takeOnPoll(at)):
 		}
 	}
+}
+
+// takeOnPoll is the wait before the next /metrics read, at elapsed since the start: 1% of it,
+// between 50 and 500 ms. Each read runs every collector of the process under test (the
+// manager's session gauges walk every cached session), so a fixed 50 ms would load a 20 s
+// take-on with 400 of them; 1% keeps the figure's resolution with a hundred at most.
+func takeOnPoll(elapsed time.Duration) time.Duration {
+	return min(500*time.Millisecond, max(50*time.Millisecond, elapsed/100))
 }
 
 // storeCounter counts what the SQLite log store holds and what was written to it, read from
