@@ -17,13 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -109,22 +107,6 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, configRefIndexKey,
 		func(o client.Object) []string { return []string{o.(*agentsv1alpha1.AgentSession).ConfigName()} }); err != nil {
 		return fmt.Errorf("index AgentSessions by config: %w", err)
-	}
-	// Every kind the controller watches gets its informer now, as the field index above gives
-	// AgentSessions theirs: all of them then list at the cache's start, side by side, and the
-	// controller finds them synced instead of starting two lists of its own and polling for them.
-	for _, o := range []client.Object{&agentsv1alpha1.PlanModeConfig{}, &agentsv1alpha1.ReviewPolicy{}} {
-		if _, err := mgr.GetCache().GetInformer(context.Background(), o, cache.BlockUntilSynced(false)); err != nil {
-			return fmt.Errorf("informer for %T: %w", o, err)
-		}
-	}
-	// The read at start begins with the manager, once elected, while the controller waits for
-	// its sources (warm_start.go).
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		r.readAtStartWhenProbed(ctx)
-		return nil
-	})); err != nil {
-		return fmt.Errorf("add the read at start: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1alpha1.AgentSession{}).

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -18,8 +17,8 @@ import (
 
 // A manager that starts has every session to take on, and each would cost two store reads: its
 // owner record (the claim, phase_owner.go) and its log's tail (readLog). warmStart reads both,
-// for every session at once, from the manager's start (beside the informers' first lists), and
-// each session's first reconcile takes its own from that read:
+// for every session at once, at the first reconcile that needs either, and each session's first
+// reconcile takes its own from that read:
 //   - an owner record naming the session (namespace, name and UID) is the claim ClaimOwner
 //     would have found: a record changes only by a claim of the same session or by an
 //     operator's release, so one read at start is as good as one a moment later;
@@ -41,10 +40,6 @@ import (
 const warmStartKeep = time.Minute
 
 type warmStart struct {
-	readOnce sync.Once
-	read     map[warmKey]warmEntry // what the read found; nil when it failed
-	readID   string                // the store's identity when read
-
 	once sync.Once
 
 	mu      sync.Mutex
@@ -72,49 +67,11 @@ func ownerDigest(ns, name, uid string) claimDigest {
 	return digestClaim(types.UID(uid), ns+"/"+name)
 }
 
-// warm takes the read at start on, the first time a reconcile asks: it waits for the read
-// (readAtStart, once) and claims the logs it shows without an owner record. A failed read leaves
-// every session to read its own.
+// warm reads the store once, the first time a reconcile asks. A failed read leaves every
+// session to read its own.
 func (r *AgentSessionReconciler) warm(ctx context.Context) *warmStart {
 	w := &r.warmStart
 	w.once.Do(func() {
-		r.readAtStart(ctx)
-		m, id := w.read, w.readID
-		w.read = nil // the map is w.m from here on, dropped as it is taken
-		if m == nil {
-			return
-		}
-		r.claimNew(ctx, m)
-		w.mu.Lock()
-		w.m, w.storeID = m, id
-		w.mu.Unlock()
-		time.AfterFunc(warmStartKeep, func() {
-			w.mu.Lock()
-			w.m = nil
-			w.mu.Unlock()
-		})
-	})
-	return w
-}
-
-// readAtStartWhenProbed is readAtStart once the store's identity is known: a read recorded
-// against no identity would stand for no session's read (take). Where the identity does not come
-// soon, the first reconcile reads instead.
-func (r *AgentSessionReconciler) readAtStartWhenProbed(ctx context.Context) {
-	known := func(context.Context) (bool, error) { return r.StoreID == nil || r.StoreID() != "", nil }
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, known); err != nil {
-		return
-	}
-	r.readAtStart(ctx)
-}
-
-// readAtStart reads every session's tail and owner record, once: from the manager's start
-// (SetupWithManager adds it as a runnable), so the read runs beside the informers' first lists
-// and the first reconcile waits only for what is left of it; or at the first reconcile, where
-// nothing started it.
-func (r *AgentSessionReconciler) readAtStart(ctx context.Context) {
-	w := &r.warmStart
-	w.readOnce.Do(func() {
 		id := ""
 		if r.StoreID != nil {
 			id = r.StoreID()
@@ -132,8 +89,17 @@ func (r *AgentSessionReconciler) readAtStart(ctx context.Context) {
 			logf.FromContext(ctx).Error(err, "read every session's log tail and owner at start; each session reads its own")
 			return
 		}
-		w.read, w.readID = m, id
+		r.claimNew(ctx, m)
+		w.mu.Lock()
+		w.m, w.storeID = m, id
+		w.mu.Unlock()
+		time.AfterFunc(warmStartKeep, func() {
+			w.mu.Lock()
+			w.m = nil
+			w.mu.Unlock()
+		})
 	})
+	return w
 }
 
 // claimNew claims, at once, the log of every cached session that m shows without an owner
