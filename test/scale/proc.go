@@ -177,9 +177,9 @@ func (p *proc) scrape(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Uncompressed: the benchmark reads /metrics every 50 ms while it waits, far more often than
-	// any scraper; compressing each answer cost the process under test more CPU than the
-	// reading itself, and more on the side with the larger endpoint.
+	// Uncompressed: the benchmark reads /metrics several times a second while it waits, far
+	// more often than any scraper; compressing each answer cost the process under test more CPU
+	// than the reading itself, and more on the side with the larger endpoint.
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -71,8 +71,8 @@ func (b *bench) takenOn(ctx context.Context, p *proc, side, ns string, n int) (t
 
 // takeOnPoll is the wait before the next /metrics read, at elapsed since the start: 1% of it,
 // between 50 and 500 ms. Each read runs every collector of the process under test (the
-// manager's session gauges walk every cached session), so a fixed 50 ms would load a 20 s
-// take-on with 400 of them; 1% keeps the figure's resolution with a hundred at most.
+// manager's session gauges walk every cached session): a fixed 50 ms loaded a 20 s take-on
+// with 400 of them, 1% with about 240, and the figure's resolution stays within 1% past 5 s.
 func takeOnPoll(elapsed time.Duration) time.Duration {
 	return min(500*time.Millisecond, max(50*time.Millisecond, elapsed/100))
 }
