@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,11 +74,14 @@ func (sc *sessionScope) readiness(pm agentsv1alpha1.PlanModeStatus, failures []*
 		return agentsv1alpha1.ReasonSelectionPending,
 			fmt.Sprintf("plan mode %s is selected and waits for the agent's next step boundary", planmode.OnOff(*pm.PendingActive))
 	}
-	msg = fmt.Sprintf("plan mode %s is committed in the session log", planmode.OnOff(pm.Active))
+	// In sync, Ready says nothing its reason and status.planMode.active do not: its message is
+	// empty (as Cluster API's True conditions), and every status write carries fewer bytes. A
+	// failure that does not stall a session out of plan mode is still named.
+	msgs := make([]string, 0, len(failures))
 	for _, f := range failures {
-		msg += "; " + f.Error() // a failure that does not stall a session out of plan mode
+		msgs = append(msgs, f.Error())
 	}
-	return agentsv1alpha1.ReasonInSync, msg
+	return agentsv1alpha1.ReasonInSync, strings.Join(msgs, "; ")
 }
 
 // warnOnce records the Warning Event of the failure Ready shows, when the stored Ready does not

@@ -25,7 +25,20 @@ func conditionsSpecs(fx *specFixture) {
 			Expect(readyReason(as)).To(Equal("True/InSync"))
 			Expect(as.Status.PlanMode.Config).NotTo(BeNil())
 			Expect(as.Status.PlanMode.Config.Name).To(Equal("default"))
-			Expect(as.Status.PlanMode.Config.SectionSHA256).To(HaveLen(64))
+			Expect(as.Status.PlanMode.Config.SectionSHA256).To(HaveLen(16))
+			Expect(as.Status.PlanMode.Config.SectionSHA256).To(Equal(agentsv1alpha1.SectionDigest(testSection)))
+			Expect(readyMessage(as)).To(BeEmpty(), "Ready=True InSync says nothing status.planMode.active does not")
+		})
+
+		It("names a failure that does not stall a session out of plan mode in Ready=True's message", func() {
+			fx.ns = newNamespace(false)
+			startManager(fx.ns, fx.be().mgrStore, managerOptions{})
+			a := newSession(fx.ns, "offnocfg", nil, nil, fx.be().agentStore)
+			Eventually(func(g Gomega) {
+				as := a.get()
+				g.Expect(readyReason(as)).To(Equal("True/InSync"))
+				g.Expect(readyMessage(as)).To(ContainSubstring(`PlanModeConfig "default" not found`))
+			}, timeout, interval).Should(Succeed())
 		})
 	})
 }

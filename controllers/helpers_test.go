@@ -467,6 +467,15 @@ func (a *agent) awaitStatus(active, pending bool) *agentsv1alpha1.AgentSession {
 	return as
 }
 
+func readyMessage(as *agentsv1alpha1.AgentSession) string {
+	for _, c := range as.Status.Conditions {
+		if c.Type == agentsv1alpha1.ConditionReady {
+			return c.Message
+		}
+	}
+	return ""
+}
+
 func readyReason(as *agentsv1alpha1.AgentSession) string {
 	for _, c := range as.Status.Conditions {
 		if c.Type == agentsv1alpha1.ConditionReady {

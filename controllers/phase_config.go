@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,9 +30,8 @@ func (sc *sessionScope) readConfig(ctx context.Context) (ctrl.Result, error) {
 	return ctrl.Result{}, nil
 }
 
-// configInForce identifies a config's guidance: its generation, and a digest of the text so an
-// agent can tell a changed text even across a delete and re-create.
+// configInForce identifies a config's guidance: its generation, and a digest of the text so a
+// changed text shows even across a delete and re-create.
 func configInForce(cfg *agentsv1alpha1.PlanModeConfig) *agentsv1alpha1.ConfigInForce {
-	sum := sha256.Sum256([]byte(cfg.Spec.Section))
-	return &agentsv1alpha1.ConfigInForce{Name: cfg.Name, Generation: cfg.Generation, SectionSHA256: hex.EncodeToString(sum[:])}
+	return &agentsv1alpha1.ConfigInForce{Name: cfg.Name, Generation: cfg.Generation, SectionSHA256: agentsv1alpha1.SectionDigest(cfg.Spec.Section)}
 }

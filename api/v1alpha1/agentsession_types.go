@@ -401,7 +401,10 @@ type ConfigInForce struct {
 	// Generation of the PlanModeConfig that was read.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
-	// SectionSHA256 is the hex SHA-256 of the section text, so agents can tell a changed text.
+	// SectionSHA256 is the first 16 hex digits of the section text's SHA-256 (SectionDigest), so
+	// a changed text shows even when a config is deleted and created again at the same
+	// generation. Enough to tell texts apart, and a quarter of the bytes every status write
+	// carries.
 	// +optional
 	SectionSHA256 string `json:"sectionSHA256,omitempty"`
 }

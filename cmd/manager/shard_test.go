@@ -121,7 +121,7 @@ func TestCacheTransformSharesStringsThatRepeatAcrossSessions(t *testing.T) {
 		"spec":{"sessionID":"` + name + `","planMode":{"configRef":{"name":"default"}}},
 		"status":{"planMode":{"config":{"name":"default","sectionSHA256":"a8f1e11ffea37a9aeadcc6371df9c1fcba5995ed8e3420f7c5b9a15ecd963f5f"},
 		"notice":{"seq":3,"text":"The user switched this session back to the default mode."}},
-		"conditions":[{"type":"Ready","status":"True","reason":"InSync","message":"plan mode off is committed in the session log","lastTransitionTime":"2026-11-30T09:00:00Z"}]}}`
+		"conditions":[{"type":"Ready","status":"True","reason":"InSync","message":"","lastTransitionTime":"2026-11-30T09:00:00Z"}]}}`
 	}
 	names := []string{"s-1", "s-2"}
 	got := make([]*agentsv1alpha1.AgentSession, 0, len(names))

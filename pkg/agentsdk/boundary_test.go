@@ -274,7 +274,7 @@ var _ = Describe("Boundary", func() {
 		Expect(ready.ObservedGeneration).To(Equal(s.Generation))
 		pm := s.Status.PlanMode
 		Expect(pm.Config).NotTo(BeNil())
-		Expect(pm.Config.SectionSHA256).To(HaveLen(64))
+		Expect(pm.Config.SectionSHA256).To(HaveLen(16))
 		Expect(pm.LastTransitionTime).NotTo(BeNil())
 		Expect(pm.ToldActive).NotTo(BeNil())
 		Expect(pm.Notice).To(Equal(&v1alpha1.OwedNotice{Seq: next, Text: harness.NoticePlanOn}))

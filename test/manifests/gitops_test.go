@@ -91,7 +91,7 @@ const awaitingMsg = "plan review r1 (revision 1) awaits 1 more approval(s) (1 of
 // Reconciling are True.
 func awaitingStatus() map[string]any {
 	return map[string]any{"observedGeneration": 2, "conditions": []any{
-		cond("Ready", "True", "InSync", "plan mode on is committed in the session log"),
+		cond("Ready", "True", "InSync", ""),
 		cond("AwaitingReview", "True", "ReviewPending", awaitingMsg),
 		cond("Reconciling", "True", "ReviewPending", awaitingMsg)}}
 }

@@ -7,7 +7,6 @@ package floor
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -124,9 +123,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// sectionDigest stands in for the config section's SHA-256 (the floor reads no config).
-var sectionDigest = fmt.Sprintf("%x", sha256.Sum256([]byte("floor")))
-
 // padToManagerShape adds to status what the manager's status holds besides the floor's fields
 // (see ManagerShape), in the same shapes and sizes.
 func (r *Reconciler) padToManagerShape(s *v1alpha1.AgentSession, t harness.Tail, status map[string]any, unanswered bool) {
@@ -136,11 +132,8 @@ func (r *Reconciler) padToManagerShape(s *v1alpha1.AgentSession, t harness.Tail,
 	if x := s.Spec.PlanMode.Active; x != nil {
 		sel = *x
 	}
-	notice, state := harness.NoticeText(sel), "off"
-	if sel {
-		state = "on"
-	}
-	st["config"] = v1alpha1.ConfigInForce{Name: v1alpha1.DefaultPlanModeConfigName, Generation: 1, SectionSHA256: sectionDigest}
+	notice := harness.NoticeText(sel)
+	st["config"] = v1alpha1.ConfigInForce{Name: v1alpha1.DefaultPlanModeConfigName, Generation: 1, SectionSHA256: v1alpha1.SectionDigest("floor")}
 	st["lastTransitionTime"] = now
 	st["toldActive"] = t.Active
 	st["notice"] = v1alpha1.OwedNotice{Seq: t.NextSeq, Text: notice}
@@ -152,6 +145,5 @@ func (r *Reconciler) padToManagerShape(s *v1alpha1.AgentSession, t harness.Tail,
 	status["observedGeneration"] = s.Generation
 	status["conditions"] = []metav1.Condition{{
 		Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "InSync", ObservedGeneration: s.Generation, LastTransitionTime: now,
-		Message: fmt.Sprintf("plan mode %s is committed in the session log", state),
 	}}
 }
