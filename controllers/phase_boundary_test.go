@@ -50,6 +50,32 @@ func boundarySpecs(fx *specFixture) {
 			Expect(a.notices).To(Equal([]string{harness.NoticePlanOn}))
 		})
 
+		It("drops an answer's notice with the next write once the step it admitted has started", func() {
+			a := newSession(fx.ns, "acknotice", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			a.startTurn(1)
+			a.boundary(1, 1) // the model is told plan mode is off
+			a.endStep(1, 1)
+			setActive(a.key, T)
+			a.awaitStatus(false, true)
+			r := a.boundary(1, 2)
+			Expect(r.notice).To(Equal(harness.NoticePlanOn))
+			a.endStep(1, 2)
+			a.endTurn(harness.TurnEndCompleted)
+
+			setActive(a.key, F) // committed between turns: the next write
+			as := a.awaitStatus(false, false)
+			ack := as.Status.PlanMode.LastBoundary
+			Expect(ack).NotTo(BeNil())
+			Expect([]int64{ack.Turn, ack.Step, ack.Seq}).To(Equal([]int64{r.ack.Turn, r.ack.Step, r.ack.Seq}), "the same answer")
+			Expect(ack.Notice).To(BeEmpty(), "the step it admitted started: no agent reads its notice again")
+			Expect(as.Status.PlanMode.Notice).NotTo(BeNil(), "the between-turns commit owes its own notice")
+
+			a.startTurn(2)
+			Expect(a.boundary(2, 1).notice).To(Equal(harness.NoticeDefault), "the owed notice is narrated at the next turn's first step")
+			Expect(a.notices).To(Equal([]string{harness.NoticePlanOn, harness.NoticeDefault}))
+		})
+
 		DescribeTable("narration at the boundary",
 			func(initial *bool, preHeader bool, flips []bool, wantActive bool, wantNotices []string, wantPlanModes int) {
 				a := newSession(fx.ns, "narr", initial, nil, fx.be().agentStore)

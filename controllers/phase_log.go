@@ -79,6 +79,19 @@ func (sc *sessionScope) project() {
 	if pm.Notice != nil && pm.Notice.Seq < t.LastStepStartSeq {
 		pm.Notice = nil // delivered: a step started after it
 	}
+	if ackNoticeDelivered(pm.LastBoundary, t) {
+		ack := *pm.LastBoundary
+		ack.Notice = ""
+		pm.LastBoundary = &ack
+	}
+}
+
+// ackNoticeDelivered: the step an answer admitted with a notice has started, so no agent reads
+// that notice again (it takes an answer only for its current report, before the step starts);
+// like a delivered owed notice, it is dropped with the next write rather than carried by every
+// one.
+func ackNoticeDelivered(ack *agentsv1alpha1.BoundaryAck, t harness.Tail) bool {
+	return ack != nil && ack.Notice != "" && ack.NextSeq <= t.LastStepStartSeq
 }
 
 // appendPlanMode appends plan/mode{active} at seq with compare-and-swap. Losing the race for

@@ -115,6 +115,9 @@ func (sc *sessionScope) finish(res ctrl.Result, failures []*failure) {
 	if n := old.PlanMode.Notice; n != nil && sc.logRead && n.Seq < sc.tail.LastStepStartSeq {
 		old.PlanMode.Notice = nil // a delivered notice is dropped with the next write, but is no reason to write
 	}
+	if sc.logRead && ackNoticeDelivered(old.PlanMode.LastBoundary, sc.tail) {
+		old.PlanMode.LastBoundary.Notice = "" // the same for an answer's
+	}
 	sc.status, sc.result = status, res
 	sc.changed = writeDue(*old, status)
 	sc.holdable = sc.holdable && len(failures) == 0 && onlyPendingDiffers(*old, status)
