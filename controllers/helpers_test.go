@@ -468,19 +468,15 @@ func (a *agent) awaitStatus(active, pending bool) *agentsv1alpha1.AgentSession {
 }
 
 func readyMessage(as *agentsv1alpha1.AgentSession) string {
-	for _, c := range as.Status.Conditions {
-		if c.Type == agentsv1alpha1.ConditionReady {
-			return c.Message
-		}
+	if c := findCond(as.Status.Conditions, agentsv1alpha1.ConditionReady); c != nil {
+		return c.Message
 	}
 	return ""
 }
 
 func readyReason(as *agentsv1alpha1.AgentSession) string {
-	for _, c := range as.Status.Conditions {
-		if c.Type == agentsv1alpha1.ConditionReady {
-			return string(c.Status) + "/" + c.Reason
-		}
+	if c := findCond(as.Status.Conditions, agentsv1alpha1.ConditionReady); c != nil {
+		return string(c.Status) + "/" + c.Reason
 	}
 	return ""
 }

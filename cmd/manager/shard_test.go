@@ -119,7 +119,7 @@ func TestCacheTransformSharesStringsThatRepeatAcrossSessions(t *testing.T) {
 		return `{"apiVersion":"agents.harness.dev/v1alpha1","kind":"AgentSession",
 		"metadata":{"name":"` + name + `","namespace":"team-a","labels":{"planmode.harness.dev/shard":"a"}},
 		"spec":{"sessionID":"` + name + `","planMode":{"configRef":{"name":"default"}}},
-		"status":{"planMode":{"config":{"name":"default","sectionSHA256":"a8f1e11ffea37a9aeadcc6371df9c1fcba5995ed8e3420f7c5b9a15ecd963f5f"},
+		"status":{"planMode":{"config":{"name":"default","sectionSHA256":"a8f1e11ffea37a9a"},
 		"notice":{"seq":3,"text":"The user switched this session back to the default mode."}},
 		"conditions":[{"type":"Ready","status":"True","reason":"InSync","message":"","lastTransitionTime":"2026-11-30T09:00:00Z"}]}}`
 	}
