@@ -92,49 +92,6 @@ func TestPostgresClaimOfAnOwnedLogWritesNothing(t *testing.T) {
 	}
 }
 
-// Claims that queue while another claim writes are written together in the next turn, in one
-// transaction; a failed batch leaves each claim to be made alone.
-func TestClaimGroupWritesQueuedClaimsInOneTurn(t *testing.T) {
-	var g claimGroup
-	var batches []int
-	write := func(ctx context.Context, b []*claimReq) error {
-		batches = append(batches, len(b))
-		for _, r := range b {
-			r.got = r.owner
-		}
-		return ctx.Err()
-	}
-	g.writer.Lock() // a turn in progress
-	done := make(chan bool, 3)
-	for i := range 3 {
-		go func() {
-			done <- g.run(context.Background(), &claimReq{sessionID: string(rune('a' + i)), owner: Owner{Namespace: "ns", Name: "n", UID: "u"}}, write)
-		}()
-	}
-	for {
-		g.mu.Lock()
-		n := len(g.queue)
-		g.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	g.writer.Unlock()
-	for range 3 {
-		if !<-done {
-			t.Fatal("a claim of a batch that was written reported its batch failed")
-		}
-	}
-	if len(batches) != 1 || batches[0] != 3 {
-		t.Fatalf("batches written = %v; want one of 3", batches)
-	}
-	fail := func(context.Context, []*claimReq) error { return context.DeadlineExceeded }
-	if g.run(context.Background(), &claimReq{sessionID: "d"}, fail) {
-		t.Fatal("a claim whose batch failed was reported written")
-	}
-}
-
 // Many sessions claimed at once on SQLite (the group commit's batches) each get their own log.
 func TestSQLiteConcurrentClaimsEachOwnTheirLog(t *testing.T) {
 	ctx := context.Background()

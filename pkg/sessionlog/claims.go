@@ -3,6 +3,7 @@ package sessionlog
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 
@@ -59,29 +60,19 @@ func inChunks(claims []OwnerClaim, write func(idx []int, held []Owner) error) ([
 
 func (s *sqliteStore) ClaimOwners(ctx context.Context, claims []OwnerClaim) ([]Owner, error) {
 	return inChunks(claims, func(idx []int, held []Owner) error {
-		batch := make([]*claimReq, len(idx))
-		for k, i := range idx {
-			batch[k] = &claimReq{sessionID: claims[i].SessionID, owner: claims[i].Owner}
-		}
-		// Through the group's writer turn, as single claims go: one transaction at a time.
-		if err := s.claims.runBatch(ctx, batch, s.claimAll); err != nil {
-			return err
-		}
-		for k, i := range idx {
-			if batch[k].err != nil {
-				return batch[k].err
+		// inChunks names the claims in its errors.
+		return s.inTx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
+			now := nowMillis()
+			for _, i := range idx {
+				got, err := sqliteClaim(ctx, tx, claims[i].SessionID, claims[i].Owner, now)
+				if err != nil {
+					return err
+				}
+				held[i] = got
 			}
-			held[i] = batch[k].got
-		}
-		return nil
+			return nil
+		})
 	})
-}
-
-// runBatch writes batch alone in the writer's turn.
-func (g *claimGroup) runBatch(ctx context.Context, batch []*claimReq, write func(context.Context, []*claimReq) error) error {
-	g.writer.Lock()
-	defer g.writer.Unlock()
-	return write(ctx, batch)
 }
 
 func (s *postgresStore) ClaimOwners(ctx context.Context, claims []OwnerClaim) ([]Owner, error) {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -242,103 +242,24 @@ func (s *sqliteStore) ClaimOwner(ctx context.Context, sessionID string, owner Ow
 	} else if !claimChanges(held, ok, owner) {
 		return held, nil
 	}
-	req := &claimReq{sessionID: sessionID, owner: owner}
-	if s.claims.run(ctx, req, s.claimAll) {
-		return req.got, req.err
-	}
-	// The batch it was in failed: claim alone, so only a claim that fails by itself fails.
-	return s.claimOne(ctx, sessionID, owner)
-}
-
-// claimGroup is group commit for the SQLite store's owner claims: claims that must write
-// queue, and whichever takes the writer's turn first writes every claim queued by then in one
-// transaction (one BEGIN IMMEDIATE and one fsync'd commit for all). A manager taking on many
-// new sessions at once (its workers each claiming one) so commits as many claims per write
-// transaction as it has workers claiming, instead of one. Nothing waits to fill a batch: a
-// lone claim is written at once.
-type claimGroup struct {
-	mu     sync.Mutex
-	queue  []*claimReq
-	writer sync.Mutex // the writer's turn
-}
-
-// claimReq is one claim in a group; got, err and done are set by the writer whose batch held
-// it, under claimGroup.writer.
-type claimReq struct {
-	sessionID string
-	owner     Owner
-	got       Owner
-	err       error
-	done      bool
-	batchErr  bool // its batch failed as a whole: claim it alone
-}
-
-// run queues req and waits for the writer's turn; the turn writes every queued claim (req's
-// among them, unless an earlier turn wrote it). It reports false when req's batch failed.
-func (g *claimGroup) run(ctx context.Context, req *claimReq, write func(context.Context, []*claimReq) error) bool {
-	g.mu.Lock()
-	g.queue = append(g.queue, req)
-	g.mu.Unlock()
-	g.writer.Lock()
-	defer g.writer.Unlock()
-	if !req.done {
-		g.mu.Lock()
-		batch := g.queue
-		g.queue = nil
-		g.mu.Unlock()
-		if err := write(ctx, batch); err != nil {
-			for _, r := range batch {
-				r.done, r.batchErr = true, true
-			}
-		} else {
-			for _, r := range batch {
-				r.done = true
-			}
-		}
-	}
-	return !req.batchErr
-}
-
-// claimAll writes the claims of batch in one transaction, reading each owner back.
-func (s *sqliteStore) claimAll(ctx context.Context, batch []*claimReq) error {
-	if len(batch) == 1 {
-		r := batch[0]
-		r.got, r.err = s.claimOne(ctx, r.sessionID, r.owner)
-		return nil
-	}
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: each claim and its read-back are one step
-	if err != nil {
+	var got Owner
+	err := s.inTx(ctx, "claim session "+strconv.Quote(sessionID), func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		got, err = sqliteClaim(ctx, tx, sessionID, owner, nowMillis())
 		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	now := nowMillis()
-	for _, r := range batch {
-		if _, err := tx.ExecContext(ctx, sqliteClaimOwner, r.sessionID, r.owner.Namespace, r.owner.Name, r.owner.UID, now); err != nil {
-			return err
-		}
-		if err := tx.QueryRowContext(ctx, sqliteReadOwner, r.sessionID).Scan(&r.got.Namespace, &r.got.Name, &r.got.UID); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+	})
+	return got, err
 }
 
-// claimOne writes one claim in its own transaction.
-func (s *sqliteStore) claimOne(ctx context.Context, sessionID string, owner Owner) (Owner, error) {
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the claim and its read-back are one step
-	if err != nil {
-		return Owner{}, fmt.Errorf("claim session %q: begin: %w", sessionID, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, sqliteClaimOwner, sessionID, owner.Namespace, owner.Name, owner.UID, nowMillis()); err != nil {
+// sqliteClaim claims the log of sessionID for owner in tx and reads back the owner that holds
+// it: the claim and its read-back are one step.
+func sqliteClaim(ctx context.Context, tx *sql.Tx, sessionID string, owner Owner, now int64) (Owner, error) {
+	if _, err := tx.ExecContext(ctx, sqliteClaimOwner, sessionID, owner.Namespace, owner.Name, owner.UID, now); err != nil {
 		return Owner{}, fmt.Errorf("claim session %q: %w", sessionID, err)
 	}
 	var got Owner
 	if err := tx.QueryRowContext(ctx, sqliteReadOwner, sessionID).Scan(&got.Namespace, &got.Name, &got.UID); err != nil {
 		return Owner{}, fmt.Errorf("claim session %q: read the owner back: %w", sessionID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return Owner{}, fmt.Errorf("claim session %q: commit: %w", sessionID, err)
 	}
 	return got, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
@@ -71,8 +72,8 @@ type sqliteStore struct {
 	// read-only, whose file may predate the owner table.
 	ownerR *sql.Stmt
 
-	// claims batches the owner claims that write (owner.go).
-	claims claimGroup
+	// writes is group commit for appends, seeds and owner claims (sqlite_group.go).
+	writes writeGroup
 
 	// noHeaderTable: a file opened read-only that no binary keeping header fields has
 	// written (header.go).
@@ -284,11 +285,20 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 	if info == nil && len(events) == 0 {
 		return s.Tail(ctx, sessionID)
 	}
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
+	var t harness.Tail
+	err = s.inTx(ctx, "append to session "+strconv.Quote(sessionID), func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		t, err = s.writeIn(ctx, tx, sessionID, info, p, so)
+		return err
+	})
 	if err != nil {
-		return harness.Tail{}, fmt.Errorf("append to session %q: begin: %w", sessionID, err)
+		return harness.Tail{}, err
 	}
-	defer func() { _ = tx.Rollback() }()
+	return t, nil
+}
+
+// writeIn is write's transaction: the batch p checked against the tail and written in tx.
+func (s *sqliteStore) writeIn(ctx context.Context, tx *sql.Tx, sessionID string, info *SessionInfo, p prepared, so seedOwnership) (harness.Tail, error) {
 	t, exists, err := sqliteLoadTail(ctx, tx.StmtContext(ctx, s.tailW), sessionID)
 	if err != nil {
 		return harness.Tail{}, err
@@ -313,9 +323,6 @@ func (s *sqliteStore) write(ctx context.Context, sessionID string, info *Session
 	}
 	if err := s.saveTail(ctx, tx, sessionID, info, t, exists); err != nil {
 		return harness.Tail{}, fmt.Errorf("append to session %q: update tail: %w", sessionID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return harness.Tail{}, fmt.Errorf("append to session %q: commit: %w", sessionID, err)
 	}
 	return t, nil
 }
