@@ -58,8 +58,8 @@ type Options struct {
 	// DrainFor bounds how long Run keeps writing queued Events once its context ends (default
 	// 5 s); the writes then get one attempt each.
 	DrainFor time.Duration
-	// HoldWhile, when set, holds Event writes while it reports true (the manager's workers are
-	// all busy: a storm), each for at most HoldFor (default 1 minute) after it was recorded,
+	// HoldWhile, when set, holds Event writes while it reports true (the manager is in a
+	// storm), each for at most HoldFor (default 1 minute) after it was recorded,
 	// so that Events do not compete with the status writes that answer agents and users.
 	HoldWhile func() bool
 	HoldFor   time.Duration

@@ -89,15 +89,19 @@ var _ = Describe("malformed boundary reports", func() {
 			Expect(t.NextSeq).To(Equal(next), "%s: the log moved", b.name)
 		}
 		Expect(refused).To(BeNumerically(">=", 5), "the manager saw too few of the bad reports")
-		var events eventsv1.EventList
-		Expect(k8s.List(suiteCtx, &events, client.InNamespace(w.ns))).To(Succeed())
-		warned := 0
-		for _, e := range events.Items {
-			if e.Type == "Warning" && e.Reason == v1alpha1.ReasonInvalidBoundary {
-				warned++
+		// The manager writes Events after the status, from its own queue (held while it is in
+		// a storm): they appear, they are not there at once.
+		eventually(30*time.Second, func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(k8s.List(suiteCtx, &events, client.InNamespace(w.ns))).To(Succeed())
+			warned := 0
+			for _, e := range events.Items {
+				if e.Type == "Warning" && e.Reason == v1alpha1.ReasonInvalidBoundary {
+					warned++
+				}
 			}
-		}
-		Expect(warned).To(BeNumerically(">", 0), "no Warning Event for a malformed report")
+			g.Expect(warned).To(BeNumerically(">", 0), "no Warning Event for a malformed report")
+		})
 
 		// The valid report commits the pending selection at its seq, once.
 		Expect(report(1, 2, next)).To(Succeed())
