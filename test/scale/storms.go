@@ -475,6 +475,24 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	return sr.r, nil
 }
 
+// quiesce waits until the side's processes have written the Events they hold or queue (the
+// manager holds a storm's Events until the storm is over, each for at most a minute), then
+// until the API server sees no write for a while: a storm's writes count in its own window,
+// not in the next.
+func (sr *stormRun) quiesce(ctx context.Context) {
+	deadline := time.Now().Add(90 * time.Second)
+	for _, p := range sr.procs {
+		for time.Now().Before(deadline) {
+			m, err := p.scrape(ctx)
+			if err != nil || m["planmode_events_queued"] == 0 { // the floor has none
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // polls the gauge, the condition waited for
+		}
+	}
+	sr.b.quiesce(ctx)
+}
+
 // settle measures every process once the storms are over and its CPU has settled: RSS then,
 // and its peak since start (VmHWM). The processes settle at once, side by side.
 func (sr *stormRun) settle() {
@@ -534,7 +552,7 @@ func (sr *stormRun) startAgents(ctx context.Context) error {
 	r.agentBytes = (float64(agentMem1) - float64(agentMem0)) / float64(n)
 	r.agentGoroutines = float64(agentG1-agentG0) / float64(n)
 	logPhase("  %s: %d agents started, every session taken on", sr.side, n)
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	for k, pk := range sr.procs {
 		r.shardFP[k][0] = pk.idleFootprint(3 * time.Second)
 	}
@@ -561,7 +579,7 @@ func (sr *stormRun) idleSteps(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("idle steps: %w", err)
 	}
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	if sr.r.idleStep, err = b.since(ctx, w0, sr.agentCount); err != nil {
 		return err
 	}
@@ -599,7 +617,7 @@ func (sr *stormRun) boundaryStorm(ctx context.Context) error {
 	// selection pending and the API server idle. The manager's Events for the selections (one
 	// goroutine each) can otherwise still be queued at the API server at release, a load the
 	// floor never has, and they would land in the storm's figures.
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	if err := sr.releaseBoundaries(ctx); err != nil {
 		return err
 	}
@@ -612,7 +630,7 @@ func (sr *stormRun) boundaryStorm(ctx context.Context) error {
 	if err := parallel(sr.n, 0, func(i int) error { return agents[i].c.EndTurn(ctx, agents[i].turn, harness.TurnCompleted) }); err != nil {
 		return err
 	}
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	return nil
 }
 
@@ -704,7 +722,7 @@ func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
 		return fmt.Errorf("profile the API server: %w", err)
 	}
 	r.fpBoundary = sr.stopAll(smp, 1)
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	if r.apiCPUBoundary, err = b.apiCPU(); err != nil {
 		return err
 	}
@@ -737,7 +755,7 @@ func (sr *stormRun) toggleStorm(ctx context.Context) error {
 		return fmt.Errorf("profile the API server: %w", err)
 	}
 	r.fpToggle = sr.stopAll(smp, 2)
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	if r.apiCPUToggle, err = b.apiCPU(); err != nil {
 		return err
 	}
@@ -804,7 +822,7 @@ func (sr *stormRun) stepsAfterToggles(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("steps after the toggle storm: %w", err)
 	}
-	b.quiesce(ctx)
+	sr.quiesce(ctx)
 	ws, err := b.since(ctx, w0, sr.agentCount)
 	if err != nil {
 		return err
