@@ -100,7 +100,6 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.APIReader = mgr.GetAPIReader()
 	}
 	r.sessions = mgr.GetCache()
-	r.backlog.workers = int64(opts.MaxConcurrentReconciles)
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
 	}
@@ -139,7 +138,7 @@ func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client
 // Reconcile reads the session, computes its status in phases (appending plan/mode only where
 // the protocol says so), writes the status once, and then emits the transition Events.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	defer r.backlog.start()()
+	r.backlog.start()
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -2,68 +2,59 @@ package controllers
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// backlogQuiet is how long after every worker was last busy the reconciler still counts as
-// behind: workers finish and pick up the next session continually in a storm, so the moment
-// all are busy is sampled, not held.
-const backlogQuiet = 250 * time.Millisecond
-
-// backlogWindow and backlogStarts set the rate rule: the reconciler is behind while it began
-// more than backlogStarts reconciles within backlogWindow. A storm the API server admits in
-// waves never keeps every worker busy at once, yet starts hundreds of reconciles a second; a
-// person's toggles and an agent's steps start a few.
+// The storm rule. The reconciler enters a storm when backlogEnter reconciles began within
+// backlogWindow: a storm starts hundreds of reconciles a second (and one the API server admits
+// in waves never keeps every worker busy at once), where a person's toggles and an agent's
+// steps start a few. It leaves the storm once fewer than
+// backlogLeave began within backlogWindow, so the storm's tail (writes the API server refused
+// with 429 and the clients send again) still counts as the storm.
 const (
 	backlogWindow = time.Second
-	backlogStarts = 50
+	backlogEnter  = 50
+	backlogLeave  = 10
 )
 
-// backlog tells whether the reconciler is behind its work: every worker busy just now, or
-// reconciles beginning faster than the rate rule allows. The manager's Event writer holds
-// Events while it is (eventsink.Options.HoldWhile), so that in a storm the Events queue behind
-// the status writes instead of competing with them.
+// backlog tells whether the reconciler is behind its work (in a storm). The manager's Event
+// writer holds Events while it is (eventsink.Options.HoldWhile), so that in a storm the
+// Events queue behind the status writes instead of competing with them.
 type backlog struct {
-	workers  int64
-	inflight atomic.Int64
-	fullAt   atomic.Int64 // when every worker was last busy (Unix nanoseconds)
-
 	mu     sync.Mutex
-	starts []int64 // the latest reconcile starts (Unix nanoseconds), a ring
-	next   int     // where the next start goes; the oldest start once the ring is full
+	starts [backlogEnter]int64 // the latest reconcile starts (Unix nanoseconds), a ring
+	next   int                 // where the next start goes: the oldest start
+	storm  bool
 }
 
-// start records a reconcile begun; call the returned func when it ends.
-func (b *backlog) start() func() {
+// start records a reconcile begun.
+func (b *backlog) start() {
 	now := time.Now().UnixNano()
-	if b.inflight.Add(1) >= max(b.workers, 1) {
-		b.fullAt.Store(now)
-	}
 	b.mu.Lock()
-	if b.starts == nil {
-		b.starts = make([]int64, backlogStarts)
-	}
 	b.starts[b.next] = now
 	b.next = (b.next + 1) % len(b.starts)
+	if b.within(now, backlogEnter) {
+		b.storm = true
+	}
 	b.mu.Unlock()
-	return func() { b.inflight.Add(-1) }
+}
+
+// within reports whether the n latest starts all began within backlogWindow of now; b.mu is
+// held.
+func (b *backlog) within(now int64, n int) bool {
+	at := b.starts[(b.next-n+len(b.starts))%len(b.starts)] // zero until n starts were seen
+	return at != 0 && time.Duration(now-at) < backlogWindow
 }
 
 func (b *backlog) behind() bool {
-	now := time.Now()
-	if at := b.fullAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) < backlogQuiet {
-		return true
-	}
+	now := time.Now().UnixNano()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.starts == nil {
-		return false
+	if b.storm && !b.within(now, backlogLeave) {
+		b.storm = false
 	}
-	oldest := b.starts[b.next] // zero until the ring has filled once
-	return oldest != 0 && now.Sub(time.Unix(0, oldest)) < backlogWindow
+	return b.storm
 }
 
-// Behind reports whether the reconciler is in a storm: every worker busy just now, or
-// reconciles beginning faster than the rate rule allows.
+// Behind reports whether the reconciler is in a storm (the storm rule above).
 func (r *AgentSessionReconciler) Behind() bool { return r.backlog.behind() }

@@ -5,49 +5,34 @@ import (
 	"time"
 )
 
-func TestBacklogIsBehindOnlyWithEveryWorkerBusy(t *testing.T) {
-	b := backlog{workers: 2}
-	if b.behind() {
-		t.Fatal("behind before any reconcile")
-	}
-	done1 := b.start()
-	if b.behind() {
-		t.Fatal("behind with one of two workers busy")
-	}
-	done2 := b.start()
-	if !b.behind() {
-		t.Fatal("not behind with both workers busy")
-	}
-	done2()
-	done1()
-	if got := b.inflight.Load(); got != 0 {
-		t.Fatalf("%d reconciles in flight after both ended", got)
-	}
-}
-
-func TestBacklogIsBehindWhileReconcilesStartFasterThanTheRateRule(t *testing.T) {
-	b := backlog{workers: 2}
-	limit := backlogStarts
-	// One worker at a time, as a storm admitted in waves looks: never every worker busy.
-	for i := range limit - 1 {
-		b.start()()
+func TestBacklogStormBeginsAtTheEnterRateAndLastsThroughItsTail(t *testing.T) {
+	var b backlog
+	for i := range backlogEnter - 1 {
+		b.start()
 		if b.behind() {
-			t.Fatalf("behind after %d reconciles, fewer than the %d the rule allows a window", i+1, limit)
+			t.Fatalf("behind after %d reconciles, fewer than the %d that begin a storm", i+1, backlogEnter)
 		}
 	}
-	b.start()()
+	b.start()
 	if !b.behind() {
-		t.Fatalf("not behind after %d reconciles within one window", limit)
+		t.Fatalf("not behind after %d reconciles within one window", backlogEnter)
 	}
-	// The same starts spread over more than a window are not a storm.
-	old := time.Now().Add(-2 * backlogWindow).UnixNano()
-	b.mu.Lock()
-	for i := range b.starts {
-		b.starts[i] = old
+	// The tail: starts older than the window except the latest backlogLeave, still a storm.
+	age := func(from int, d time.Duration) {
+		b.mu.Lock()
+		for i := range b.starts {
+			if k := (b.next - 1 - i + len(b.starts)) % len(b.starts); i >= from {
+				b.starts[k] = time.Now().Add(-d).UnixNano()
+			}
+		}
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
-	b.fullAt.Store(0)
+	age(backlogLeave, 2*backlogWindow)
+	if !b.behind() {
+		t.Fatalf("storm over with %d starts within the window", backlogLeave)
+	}
+	age(backlogLeave-1, 2*backlogWindow)
 	if b.behind() {
-		t.Fatal("behind with every recorded start older than the window")
+		t.Fatalf("still behind with %d starts within the window", backlogLeave-1)
 	}
 }
