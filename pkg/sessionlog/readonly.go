@@ -81,7 +81,7 @@ func openSQLiteReadOnly(ctx context.Context, path string) (Store, error) {
 		return nil, fmt.Errorf("open sqlite session log %s read-only: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	s := &sqliteStore{path: path, w: w, r: r}
+	s := &sqliteStore{path: path, w: w, r: r, writes: newWriteGroup()}
 	var v int
 	if err := r.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&sqlNullInt{&v}); err != nil {
 		_ = s.Close()

@@ -128,7 +128,7 @@ func openSQLiteFile(ctx context.Context, path, identity string) (*sqliteStore, e
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &sqliteStore{path: path, w: w}
+	s := &sqliteStore{path: path, w: w, writes: newWriteGroup()}
 	if reopen {
 		err = s.checkIdentity(ctx, identity)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -21,11 +22,13 @@ import (
 type writeGroup struct {
 	mu    sync.Mutex
 	queue []*groupWrite
-	turn  sync.Mutex // the writer's turn
+	turn  chan struct{} // the writer's turn: holds one token while a turn runs
 }
 
+func newWriteGroup() writeGroup { return writeGroup{turn: make(chan struct{}, 1)} }
+
 // groupWrite is one write of a group; err, done and batchFailed are set by the writer whose
-// batch held it, under writeGroup.turn.
+// batch held it, in its turn.
 type groupWrite struct {
 	what        string // what the write does, for the errors of its own transaction
 	fn          func(context.Context, *sql.Tx) error
@@ -36,16 +39,27 @@ type groupWrite struct {
 
 // inTx runs fn in a write transaction of the store's writer, with whatever other writes are
 // queued beside it, and returns fn's error or its transaction's (prefixed with what, when
-// set). fn may run more than once (a
-// batch that failed is written again write by write), each time in a fresh transaction.
+// set). fn may run more than once (a batch that failed is written again write by write), each
+// time in a fresh transaction. A caller whose context ends while it waits for the turn stops
+// waiting, as it would for a connection: its write is taken out of the queue, or, when a turn
+// already holds it, may still commit (what a *TimeoutError says).
 func (s *sqliteStore) inTx(ctx context.Context, what string, fn func(context.Context, *sql.Tx) error) error {
 	w := &groupWrite{what: what, fn: fn}
 	g := &s.writes
 	g.mu.Lock()
 	g.queue = append(g.queue, w)
 	g.mu.Unlock()
-	g.turn.Lock()
-	defer g.turn.Unlock()
+	select {
+	case g.turn <- struct{}{}:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.queue, w); i >= 0 {
+			g.queue = slices.Delete(g.queue, i, i+1)
+		}
+		g.mu.Unlock()
+		return ctx.Err()
+	}
+	defer func() { <-g.turn }()
 	if !w.done {
 		g.mu.Lock()
 		batch := g.queue
@@ -60,15 +74,14 @@ func (s *sqliteStore) inTx(ctx context.Context, what string, fn func(context.Con
 }
 
 // writeBatch writes batch in one transaction and marks each write done, with its own error or
-// as batchFailed. The batch outlives a cancelled context of the caller whose turn it is: the
-// other writes in it are not that caller's to cancel.
+// as batchFailed. It runs under the context of the caller whose turn it is; when that ends
+// the batch fails, and each of the others is written alone under its own.
 func (s *sqliteStore) writeBatch(ctx context.Context, batch []*groupWrite) {
 	if len(batch) == 1 {
 		w := batch[0]
 		w.err, w.done = s.writeAlone(ctx, w.what, w.fn), true
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
 	err := s.writeSavepoints(ctx, batch)
 	for _, w := range batch {
 		w.done, w.batchFailed = true, err != nil
@@ -86,6 +99,9 @@ func (s *sqliteStore) writeSavepoints(ctx context.Context, batch []*groupWrite) 
 			return err
 		}
 		if w.err = w.fn(ctx, tx); w.err != nil {
+			if err := ctx.Err(); err != nil {
+				return err // the turn's caller's context, not w's own failure
+			}
 			// An error SQLite answers by rolling the whole transaction back leaves no
 			// savepoint to return to: the batch fails, and each write goes again alone.
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO w`); err != nil {

@@ -27,7 +27,7 @@ func openSQLiteStoreForTest(t *testing.T) *sqliteStore {
 // write's error.
 func queueWhileTurnHeld(t *testing.T, s *sqliteStore, writes ...func() error) []error {
 	t.Helper()
-	s.writes.turn.Lock()
+	s.writes.turn <- struct{}{} // a turn in progress
 	errs := make([]error, len(writes))
 	var wg sync.WaitGroup
 	for i, w := range writes {
@@ -40,13 +40,13 @@ func queueWhileTurnHeld(t *testing.T, s *sqliteStore, writes ...func() error) []
 				break
 			}
 			if time.Now().After(deadline) {
-				s.writes.turn.Unlock()
+				<-s.writes.turn
 				t.Fatalf("%d of %d writes queued", n, i+1)
 			}
 			time.Sleep(time.Millisecond) // polls the queue's length, the condition waited for
 		}
 	}
-	s.writes.turn.Unlock()
+	<-s.writes.turn
 	wg.Wait()
 	return errs
 }
@@ -145,5 +145,31 @@ func TestSQLiteBatchThatFailsIsWrittenAgainWriteByWrite(t *testing.T) {
 	}
 	if tail, err := s.Tail(ctx, "a"); err != nil || tail.NextSeq != 1 {
 		t.Fatalf("tail of a = %+v, %v; want the append committed once (next seq 1)", tail, err)
+	}
+}
+
+// A write whose context ends while another turn holds the writer stops waiting, as it would
+// for the connection, and leaves the queue: the next turn does not write it.
+func TestSQLiteWriteWaitingForTheTurnEndsWithItsContext(t *testing.T) {
+	s := openSQLiteStoreForTest(t)
+	s.writes.turn <- struct{}{} // a turn in progress
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := s.Append(ctx, "a", []harness.Event{harness.PlanModeEvent(0, true)})
+	<-s.writes.turn
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("append waiting past its deadline = %v; want the deadline", err)
+	}
+	s.writes.mu.Lock()
+	n := len(s.writes.queue)
+	s.writes.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d writes left in the queue; want the abandoned one gone", n)
+	}
+	if _, err := s.Append(context.Background(), "b", []harness.Event{harness.PlanModeEvent(0, true)}); err != nil {
+		t.Fatal(err)
+	}
+	if tail, err := s.Tail(context.Background(), "a"); err != nil || tail.NextSeq != 0 {
+		t.Fatalf("tail of a = %+v, %v; want nothing written", tail, err)
 	}
 }
