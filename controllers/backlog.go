@@ -8,9 +8,9 @@ import (
 // The storm rule. The reconciler enters a storm when backlogEnter reconciles began within
 // backlogWindow: a storm starts hundreds of reconciles a second (and one the API server admits
 // in waves never keeps every worker busy at once), where a person's toggles and an agent's
-// steps start a few. It leaves the storm once fewer than
-// backlogLeave began within backlogWindow, so the storm's tail (writes the API server refused
-// with 429 and the clients send again) still counts as the storm.
+// steps start a few. It leaves the storm once fewer than backlogLeave began within
+// backlogWindow, so the storm's tail (writes the API server refused with 429 and the clients
+// send again) still counts as the storm.
 const (
 	backlogWindow = time.Second
 	backlogEnter  = 50
