@@ -76,7 +76,7 @@ var _ = Describe("tenancy: forks across namespaces", func() {
 
 			By("live parent: admission by the manager that watches no shard (nor the parent) refuses it")
 			only(admissionManager)
-			err = thief.user.Create(suiteCtx, fork("live"))
+			err = createAdmitted(thief.user, fork("live"))
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring(`spec.fork.sessionID: Forbidden: "` + parentID + `" is the session log of an AgentSession in another namespace`))
 
@@ -87,7 +87,7 @@ var _ = Describe("tenancy: forks across namespaces", func() {
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 			})
 			child := fork("copy")
-			Expect(thief.user.Create(suiteCtx, child)).To(Succeed())
+			Expect(createAdmitted(thief.user, child)).To(Succeed())
 			thief.names = []string{"copy"}
 			eventually(time.Minute, func(g Gomega) {
 				s := thief.get("copy")
@@ -127,7 +127,7 @@ var _ = Describe("tenancy: agents and their sessions' messages", func() {
 		only(loose)
 		legacy := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "legacy"},
 			Spec: v1alpha1.AgentSessionSpec{SessionID: w.ns + ".legacy", SteerQueue: []v1alpha1.SteerMessage{{ID: "m1", Text: "the user's message"}}}}
-		Expect(w.user.Create(suiteCtx, legacy)).To(Succeed())
+		Expect(createAdmitted(w.user, legacy)).To(Succeed())
 		loose.kill()
 		only(admissionManager)
 

@@ -16,11 +16,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -79,7 +82,7 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	Expect(k8s.Create(suiteCtx, ns)).To(Succeed())
-	Expect(k8s.Create(suiteCtx, &v1alpha1.PlanModeConfig{
+	Expect(createAdmitted(k8s, &v1alpha1.PlanModeConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: v1alpha1.DefaultPlanModeConfigName},
 		Spec:       v1alpha1.PlanModeConfigSpec{Section: section},
 	})).To(Succeed())
@@ -94,7 +97,7 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 	w := &workload{ns: ns.Name, storeURL: storeURL, store: store, agentCfg: agentCfg, user: user}
 	for i := 0; i < sessions; i++ {
 		name := fmt.Sprintf("s%d", i)
-		Expect(k8s.Create(suiteCtx, &v1alpha1.AgentSession{
+		Expect(createAdmitted(k8s, &v1alpha1.AgentSession{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
 			Spec:       v1alpha1.AgentSessionSpec{SessionID: ns.Name + "." + name, Agent: &v1alpha1.AgentBinding{ServiceAccountName: agentServiceAccount(name)}},
 		})).To(Succeed())
@@ -103,6 +106,22 @@ func newWorkload(prefix string, sessions int, storeURL string, agentCfg *rest.Co
 	w.acks = startAckRecorder(ns.Name)
 	DeferCleanup(w.stop)
 	return w
+}
+
+// webhookCallRetry is how a spec's setup tries a write again when the API server could not
+// call the webhook.
+var webhookCallRetry = wait.Backoff{Steps: 6, Duration: 50 * time.Millisecond, Factor: 2}
+
+// createAdmitted creates obj through the admission webhooks, as a user's script that tries
+// again would. The API server keeps its connections to the webhook Service alive, and one
+// forwarded to a manager that an earlier spec stopped closes under the next call: the write
+// fails as an InternalError ("failed calling webhook") and nothing is stored, which is what a
+// cluster does when a webhook pod dies; retrying is the client's part. Taking a manager out of
+// the gateway (only) closes its connections the same way.
+func createAdmitted(c client.Client, obj client.Object) error {
+	return retry.OnError(webhookCallRetry, apierrors.IsInternalError, func() error {
+		return c.Create(suiteCtx, obj)
+	})
 }
 
 func (w *workload) sessionID(name string) string { return w.ns + "." + name }
