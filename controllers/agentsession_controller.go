@@ -138,7 +138,6 @@ func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client
 // Reconcile reads the session, computes its status in phases (appending plan/mode only where
 // the protocol says so), writes the status once, and then emits the transition Events.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.backlog.start()
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -185,6 +184,7 @@ func (r *AgentSessionReconciler) patchStatus(ctx context.Context, sc *sessionSco
 		}
 		return ctrl.Result{}, nil
 	}
+	r.backlog.wrote()
 	if err := p.patch(ctx, sc.session, sc.status); err != nil {
 		if errors.Is(err, errStaleStatus) {
 			logf.FromContext(ctx).V(1).Info("the status changed since it was read; computing again")

@@ -5,16 +5,17 @@ import (
 	"time"
 )
 
-// The storm rule. The reconciler enters a storm when backlogEnter reconciles began within
-// backlogWindow: a storm starts hundreds of reconciles a second (and one the API server admits
-// in waves never keeps every worker busy at once), where a person's toggles and an agent's
-// steps start a few. It leaves the storm once fewer than backlogLeave began within
-// backlogWindow, so the storm's tail (writes the API server refused with 429 and the clients
-// send again) still counts as the storm.
+// The storm rule. The reconciler is in a storm from backlogEnter status writes sent within
+// backlogWindow until fewer than backlogLeave were: a storm writes hundreds of statuses a
+// second (and one the API server admits in waves never keeps every worker busy at once), where
+// a person's toggles write a few and an agent's steps none. The leave rate keeps the storm's
+// tail (writes the API server refused with 429 and the clients send again) in the storm. It
+// counts writes, not reconciles: sessions whose reconciles fail and retry at the backoff's cap
+// write nothing, and are no storm however many there are.
 const (
 	backlogWindow = time.Second
-	backlogEnter  = 50
-	backlogLeave  = 10
+	backlogEnter  = 25
+	backlogLeave  = 5
 )
 
 // backlog tells whether the reconciler is behind its work (in a storm). The manager's Event
@@ -22,27 +23,27 @@ const (
 // Events queue behind the status writes instead of competing with them.
 type backlog struct {
 	mu     sync.Mutex
-	starts [backlogEnter]int64 // the latest reconcile starts (Unix nanoseconds), a ring
-	next   int                 // where the next start goes: the oldest start
+	writes [backlogEnter]int64 // the latest status writes sent (Unix nanoseconds), a ring
+	next   int                 // where the next write goes: the oldest write
 	storm  bool
 }
 
-// start records a reconcile begun.
-func (b *backlog) start() {
+// wrote records a status write sent.
+func (b *backlog) wrote() {
 	now := time.Now().UnixNano()
 	b.mu.Lock()
-	b.starts[b.next] = now
-	b.next = (b.next + 1) % len(b.starts)
+	b.writes[b.next] = now
+	b.next = (b.next + 1) % len(b.writes)
 	if b.within(now, backlogEnter) {
 		b.storm = true
 	}
 	b.mu.Unlock()
 }
 
-// within reports whether the n latest starts all began within backlogWindow of now; b.mu is
-// held.
+// within reports whether the n latest writes were all sent within backlogWindow of now; b.mu
+// is held.
 func (b *backlog) within(now int64, n int) bool {
-	at := b.starts[(b.next-n+len(b.starts))%len(b.starts)] // zero until n starts were seen
+	at := b.writes[(b.next-n+len(b.writes))%len(b.writes)] // zero until n writes were seen
 	return at != 0 && time.Duration(now-at) < backlogWindow
 }
 

@@ -1,38 +1,84 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
 
-func TestBacklogStormBeginsAtTheEnterRateAndLastsThroughItsTail(t *testing.T) {
+func TestBacklogStormBeginsAtTheEnterWriteRateAndLastsThroughItsTail(t *testing.T) {
 	var b backlog
 	for i := range backlogEnter - 1 {
-		b.start()
+		b.wrote()
 		if b.behind() {
-			t.Fatalf("behind after %d reconciles, fewer than the %d that begin a storm", i+1, backlogEnter)
+			t.Fatalf("behind after %d status writes, fewer than the %d that begin a storm", i+1, backlogEnter)
 		}
 	}
-	b.start()
+	b.wrote()
 	if !b.behind() {
-		t.Fatalf("not behind after %d reconciles within one window", backlogEnter)
+		t.Fatalf("not behind after %d status writes within one window", backlogEnter)
 	}
-	// The tail: starts older than the window except the latest backlogLeave, still a storm.
+	// The tail: writes older than the window except the latest backlogLeave, still a storm.
 	age := func(from int, d time.Duration) {
 		b.mu.Lock()
-		for i := range b.starts {
-			if k := (b.next - 1 - i + len(b.starts)) % len(b.starts); i >= from {
-				b.starts[k] = time.Now().Add(-d).UnixNano()
+		for i := range b.writes {
+			if k := (b.next - 1 - i + len(b.writes)) % len(b.writes); i >= from {
+				b.writes[k] = time.Now().Add(-d).UnixNano()
 			}
 		}
 		b.mu.Unlock()
 	}
 	age(backlogLeave, 2*backlogWindow)
 	if !b.behind() {
-		t.Fatalf("storm over with %d starts within the window", backlogLeave)
+		t.Fatalf("storm over with %d writes within the window", backlogLeave)
 	}
 	age(backlogLeave-1, 2*backlogWindow)
 	if b.behind() {
-		t.Fatalf("still behind with %d starts within the window", backlogLeave-1)
+		t.Fatalf("still behind with %d writes within the window", backlogLeave-1)
 	}
 }
+
+var _ = Describe("the storm rule", func() {
+	It("holds no Event for sessions whose reconciles fail and retry, however many retry each second", func() {
+		be := openBackend("sqlite")
+		ns := newNamespace(true)
+		tm := startManager(ns, be.mgrStore, managerOptions{})
+		const n = 40
+		agents := make([]*agent, n)
+		for i := range agents {
+			agents[i] = newSession(ns, fmt.Sprintf("s%02d", i), nil, nil, be.agentStore)
+		}
+		for _, a := range agents {
+			a.awaitStatus(false, false)
+		}
+
+		// The store stops answering; every session gets a selection to take on, so each
+		// reconcile reads the log, fails, and is retried at the backoff's cap (500 ms here).
+		tm.store.failTail.Store(true)
+		for _, a := range agents {
+			setActive(a.key, T)
+		}
+		for _, a := range agents {
+			Eventually(func() string { return readyReason(a.get()) }, timeout, interval).
+				Should(Equal("False/" + agentsv1alpha1.ReasonLogStoreError))
+		}
+		// Their failure writes may have been a storm; once written, the retries write nothing.
+		Eventually(tm.r.Behind, timeout, interval).Should(BeFalse())
+		writes, failed := tm.statusWrites.Load(), tm.store.tailsFailed.Load()
+		Consistently(tm.r.Behind, quiet, interval).Should(BeFalse())
+		retries := tm.store.tailsFailed.Load() - failed
+		Expect(retries).To(BeNumerically(">=", int64(backlogEnter*quiet/backlogWindow)),
+			"the sessions retried more often than a storm's reconciles begin, and still no storm")
+		Expect(tm.statusWrites.Load()).To(Equal(writes), "the retries wrote no status")
+
+		tm.store.failTail.Store(false)
+		for _, a := range agents {
+			a.awaitStatus(true, false)
+		}
+	})
+})

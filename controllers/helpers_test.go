@@ -81,6 +81,7 @@ type faultStore struct {
 	failTail     atomic.Bool
 	appends      atomic.Int64 // plan/mode appends that reached the real store
 	tails        atomic.Int64 // tail reads that reached the real store
+	tailsFailed  atomic.Int64 // tail reads failed by failTail
 	claims       atomic.Int64 // owner claims that reached the real store
 	batchClaims  atomic.Int64 // claims that reached it in ClaimOwners batches
 	claimedMu    sync.Mutex
@@ -103,6 +104,7 @@ func (f *faultStore) Append(ctx context.Context, sid string, evs []harness.Event
 
 func (f *faultStore) Tail(ctx context.Context, sid string) (harness.Tail, error) {
 	if f.failTail.Load() {
+		f.tailsFailed.Add(1)
 		return harness.Tail{}, errInjected
 	}
 	f.tails.Add(1)

@@ -59,7 +59,7 @@ type Options struct {
 	// 5 s); the writes then get one attempt each.
 	DrainFor time.Duration
 	// HoldWhile, when set, holds Event writes while it reports true (the manager is in a
-	// storm), each for at most HoldFor (default 1 minute) after it was recorded,
+	// storm), each for at most HoldFor (default DefaultHoldFor) after it was recorded,
 	// so that Events do not compete with the status writes that answer agents and users.
 	HoldWhile func() bool
 	HoldFor   time.Duration
@@ -81,8 +81,11 @@ func (o *Options) defaults() {
 	def(&o.FinishAfter, 6*time.Minute)
 	def(&o.RefreshEvery, 30*time.Minute)
 	def(&o.DrainFor, 5*time.Second)
-	def(&o.HoldFor, time.Minute)
+	def(&o.HoldFor, DefaultHoldFor)
 }
+
+// DefaultHoldFor is the longest an Event is held while HoldWhile reports true, by default.
+const DefaultHoldFor = time.Minute
 
 // holdPoll is how often a held writer looks again.
 const holdPoll = 50 * time.Millisecond
