@@ -76,7 +76,7 @@ func (p *pendingDeferrals) forget(key types.NamespacedName) {
 // selection on writes: the selection, the pending fields, observedGeneration and the
 // conditions that say a selection waits.
 func onlyPendingDiffers(old, next agentsv1alpha1.AgentSessionStatus) bool {
-	masked := *next.DeepCopy()
+	masked := next // fields are replaced, never written through: no deep copy
 	masked.ObservedGeneration = old.ObservedGeneration
 	masked.Conditions = old.Conditions
 	pm, was := &masked.PlanMode, old.PlanMode

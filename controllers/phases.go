@@ -111,16 +111,19 @@ func (sc *sessionScope) finish(res ctrl.Result, failures []*failure) {
 	// (the agent's report is an API event), never because the turn ended.
 	sc.warnOnce(sc.setConditions(&status, failures))
 	sc.setReviewConditions(&status) // review_identity.go
-	old := sc.session.Status.DeepCopy()
+	// old is compared, not written: a shallow copy, and only what is changed below is copied.
+	old := sc.session.Status
 	if n := old.PlanMode.Notice; n != nil && sc.logRead && n.Seq < sc.tail.LastStepStartSeq {
 		old.PlanMode.Notice = nil // a delivered notice is dropped with the next write, but is no reason to write
 	}
 	if sc.logRead && ackNoticeDelivered(old.PlanMode.LastBoundary, sc.tail) {
-		old.PlanMode.LastBoundary.Notice = "" // the same for an answer's
+		lb := *old.PlanMode.LastBoundary
+		lb.Notice = "" // the same for an answer's
+		old.PlanMode.LastBoundary = &lb
 	}
 	sc.status, sc.result = status, res
-	sc.changed = writeDue(*old, status)
-	sc.holdable = sc.holdable && len(failures) == 0 && onlyPendingDiffers(*old, status)
+	sc.changed = writeDue(old, status)
+	sc.holdable = sc.holdable && len(failures) == 0 && onlyPendingDiffers(old, status)
 }
 
 // outcome is what the reconcile returns once the status is written: the phases' requeue, or

@@ -236,14 +236,15 @@ func (p *statusPatcher) remember(key types.NamespacedName, d statusDigest) {
 // mirror the log's position (nextSeq, turnOpen, toldActive) alone never make a write due: they
 // move with every event the agent appends, and writing them would cost an API write per agent
 // event. They are refreshed with every write made for another reason.
+// stored and computed are the caller's copies, and planMode is held by value: the fields are
+// masked here without copying anything they point to.
 func writeDue(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
-	a, b := stored.DeepCopy(), computed.DeepCopy()
-	for _, s := range []*agentsv1alpha1.AgentSessionStatus{a, b} {
+	for _, s := range []*agentsv1alpha1.AgentSessionStatus{&stored, &computed} {
 		s.PlanMode.NextSeq = 0
 		s.PlanMode.TurnOpen = false
 		s.PlanMode.ToldActive = nil
 	}
-	return !equality.Semantic.DeepEqual(a, b)
+	return !equality.Semantic.DeepEqual(&stored, &computed)
 }
 
 // statusDigest identifies the manager-owned part of a status (observedGeneration, planMode,

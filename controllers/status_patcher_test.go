@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -247,5 +249,55 @@ func TestWithPlanModeKeepsTheDiff(t *testing.T) {
 	}
 	if pm.LastBoundary.Seq != math.MaxInt64 {
 		t.Errorf("seq = %d, want %d: %s", pm.LastBoundary.Seq, int64(math.MaxInt64), data)
+	}
+}
+
+// answeredStatus is a session's status after the manager answered a boundary, as a storm
+// leaves most sessions: conditions, the config in force, the answer and the agent's report.
+func answeredStatus() agentsv1alpha1.AgentSessionStatus {
+	t, f := true, false
+	at := metav1.NewTime(time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC))
+	return agentsv1alpha1.AgentSessionStatus{
+		ObservedGeneration: 3,
+		Conditions: []metav1.Condition{
+			{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "InSync", Message: "plan mode is on", ObservedGeneration: 3, LastTransitionTime: at},
+		},
+		PlanMode: agentsv1alpha1.PlanModeStatus{
+			Active: true, Selection: &t, NextSeq: 42, StoreID: "store", TurnOpen: true, ToldActive: &f,
+			Config:             &agentsv1alpha1.ConfigInForce{Name: "default", Generation: 1, SectionSHA256: "0123456789abcdef"},
+			LastTransitionTime: &at,
+			LastBoundary: &agentsv1alpha1.BoundaryAck{Turn: 2, Step: 3, Seq: 41, Result: agentsv1alpha1.BoundaryAdmitted,
+				Active: true, NextSeq: 42, Notice: harness.NoticePlanOn, Time: at},
+		},
+		Agent: &agentsv1alpha1.AgentReport{Boundary: &agentsv1alpha1.StepBoundary{Turn: 2, Step: 3, Seq: 41}},
+	}
+}
+
+func TestWriteDueMasksTheLogMirrorWithoutTouchingEitherStatus(t *testing.T) {
+	stored, computed := answeredStatus(), answeredStatus()
+	computed.PlanMode.NextSeq, computed.PlanMode.TurnOpen, computed.PlanMode.ToldActive = 50, false, nil
+	if writeDue(stored, computed) {
+		t.Fatal("a write is due for the log's position alone")
+	}
+	if stored.PlanMode.ToldActive == nil || stored.PlanMode.NextSeq != 42 || !stored.PlanMode.TurnOpen {
+		t.Fatalf("writeDue changed the stored status: %+v", stored.PlanMode)
+	}
+	computed.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{}
+	*computed.PlanMode.LastBoundary = *stored.PlanMode.LastBoundary
+	computed.PlanMode.LastBoundary.Notice = ""
+	if !writeDue(stored, computed) {
+		t.Fatal("no write due for a changed answer")
+	}
+}
+
+// BenchmarkWriteDue: the comparison every computed reconcile makes (a restart makes one per
+// session).
+func BenchmarkWriteDue(b *testing.B) {
+	stored, computed := answeredStatus(), answeredStatus()
+	b.ReportAllocs()
+	for b.Loop() {
+		if writeDue(stored, computed) {
+			b.Fatal("equal statuses differ")
+		}
 	}
 }
