@@ -135,8 +135,10 @@ var _ = Describe("tenancy: agents and their sessions' messages", func() {
 		forger, err := client.New(w.agentConfigFor("s0"), client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		forge := func(name string) error {
-			return forger.Status().Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}},
-				mergePatch(`{"status":{"agent":{"steerID":"m1"}}}`))
+			return throughWebhooks(func() error {
+				return forger.Status().Patch(suiteCtx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}},
+					mergePatch(`{"status":{"agent":{"steerID":"m1"}}}`))
+			})
 		}
 		err = forge("legacy")
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)

@@ -119,9 +119,13 @@ var webhookCallRetry = wait.Backoff{Steps: 6, Duration: 50 * time.Millisecond, F
 // cluster does when a webhook pod dies; retrying is the client's part. Taking a manager out of
 // the gateway (only) closes its connections the same way.
 func createAdmitted(c client.Client, obj client.Object) error {
-	return retry.OnError(webhookCallRetry, apierrors.IsInternalError, func() error {
-		return c.Create(suiteCtx, obj)
-	})
+	return throughWebhooks(func() error { return c.Create(suiteCtx, obj) })
+}
+
+// throughWebhooks sends a write that the admission webhooks answer, tried again as
+// createAdmitted says; the webhooks' own answers (a refusal included) come back at once.
+func throughWebhooks(write func() error) error {
+	return retry.OnError(webhookCallRetry, apierrors.IsInternalError, write)
 }
 
 func (w *workload) sessionID(name string) string { return w.ns + "." + name }
