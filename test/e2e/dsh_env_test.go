@@ -65,6 +65,22 @@ func (e *dshEnv) plan(args ...string) {
 // Its id is after every id the session has used (the webhook refuses any other), named by label.
 func (e *dshEnv) say(session, label, text string) {
 	GinkgoHelper()
+	// The patch carries the resourceVersion it was built from, so a write meanwhile (the
+	// agent recording a delivered message, the manager's status) refuses it with a Conflict:
+	// built again from a fresh read, as kubectl plan does.
+	for attempt := 1; ; attempt++ {
+		out, err := kubeAs(e.userConfig, "patch", "agentsession", session, "-n", e.ns, "--type", "merge", "-p", e.sayPatch(session, label, text))
+		if err != nil && attempt < 5 && strings.Contains(out, "(Conflict)") {
+			continue
+		}
+		Expect(err).NotTo(HaveOccurred(), out)
+		return
+	}
+}
+
+// sayPatch is say's merge patch, built from the session as read now.
+func (e *dshEnv) sayPatch(session, label, text string) string {
+	GinkgoHelper()
 	s := e.getNamed(session)
 	q := s.Spec.SteerQueue
 	last := ""
@@ -85,8 +101,7 @@ func (e *dshEnv) say(session, label, text string) {
 	q = append(append([]agentsv1alpha1.SteerMessage(nil), q...), agentsv1alpha1.SteerMessage{ID: id, Text: text})
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": s.ResourceVersion}, "spec": map[string]any{"steerQueue": q}})
 	Expect(err).NotTo(HaveOccurred())
-	out, err := kubeAs(e.userConfig, "patch", "agentsession", session, "-n", e.ns, "--type", "merge", "-p", string(patch))
-	Expect(err).NotTo(HaveOccurred(), out)
+	return string(patch)
 }
 
 func (e *dshEnv) tailOf(sid string) harness.Tail {
