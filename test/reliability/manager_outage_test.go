@@ -154,7 +154,10 @@ var _ = Describe("manager outage (protocol v2)", func() {
 
 		stops, kills := 0, 0
 		var down time.Duration
-		for w.toggles.Load() < int64(outageToggles) {
+		// The faults go on past the toggles until one caught a step at its boundary (the
+		// outages are random: a few may all fall between boundaries), up to twice as many.
+		exercised := func() bool { return w.unanswered.Load() > 0 || w.toggles.Load() >= int64(2*outageToggles) }
+		for w.toggles.Load() < int64(outageToggles) || !exercised() {
 			// The fault's timing, not a synchronisation: the manager is frozen or dead for a
 			// random stretch while the agents run turns and the driver toggles.
 			outage := time.Duration(300+rand.IntN(2700)) * time.Millisecond
