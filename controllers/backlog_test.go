@@ -73,7 +73,7 @@ var _ = Describe("the storm rule", func() {
 		Consistently(tm.r.Behind, quiet, interval).Should(BeFalse())
 		retries := tm.store.tailsFailed.Load() - failed
 		Expect(retries).To(BeNumerically(">=", int64(backlogEnter*quiet/backlogWindow)),
-			"the sessions retried more often than a storm's reconciles begin, and still no storm")
+			"the sessions retried faster than a storm writes statuses, and still no storm")
 		Expect(tm.statusWrites.Load()).To(Equal(writes), "the retries wrote no status")
 
 		tm.store.failTail.Store(false)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/eventsink"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -480,7 +481,8 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 // until the API server sees no write for a while: a storm's writes count in its own window,
 // not in the next.
 func (sr *stormRun) quiesce(ctx context.Context) {
-	deadline := time.Now().Add(90 * time.Second)
+	wait := eventsink.DefaultHoldFor + 30*time.Second // the manager's hold, and time to write
+	deadline := time.Now().Add(wait)
 	for _, p := range sr.procs {
 		for {
 			m, err := p.scrape(ctx)
@@ -489,7 +491,7 @@ func (sr *stormRun) quiesce(ctx context.Context) {
 			}
 			if time.Now().After(deadline) {
 				// Past the manager's own hold: its Events will count in the next window.
-				logPhase("  %s: %s still has %.0f Events queued after 90 s; they count in the next phase", sr.side, p.name, m["planmode_events_queued"])
+				logPhase("  %s: %s still has %.0f Events queued after %s; they count in the next phase", sr.side, p.name, m["planmode_events_queued"], wait)
 				break
 			}
 			time.Sleep(100 * time.Millisecond) // polls the gauge, the condition waited for
