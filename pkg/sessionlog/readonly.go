@@ -66,7 +66,7 @@ func openReadOnlySQLite(ctx context.Context, url string) (Store, error) {
 // sqliteReadOnlyDSN is a file: URI, which SQLite itself parses for mode=ro; the driver reads
 // its own _txlock from the same query and SQLite ignores it.
 func sqliteReadOnlyDSN(path string) string {
-	return fmt.Sprintf("file:%s?mode=ro&_txlock=deferred&_pragma=busy_timeout(%d)", sqliteURIPath(path), SQLiteBusyTimeoutMillis)
+	return fmt.Sprintf("file:%s?mode=ro&_txlock=deferred&_pragma=busy_timeout(%d)&_pragma=cache_size(-%d)", sqliteURIPath(path), SQLiteBusyTimeoutMillis, sqliteReaderCacheKiB)
 }
 
 func openSQLiteReadOnly(ctx context.Context, path string) (Store, error) {

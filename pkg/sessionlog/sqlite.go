@@ -82,8 +82,21 @@ type sqliteStore struct {
 
 var _ Store = (*sqliteStore)(nil)
 
+// Page cache per connection, in KiB (SQLite's cache_size, negative for KiB), smaller than
+// SQLite's default. A reader's cache is dropped whole when another connection (the writer,
+// an agent) committed since its last read, and the writer's when an agent did, so under
+// writes neither holds much beyond one transaction's pages. What a default-sized cache did
+// hold was a start-up's claims and its warm read of every session, for good: the pure-Go
+// SQLite allocator keeps the memory it took. Tail and Append run as fast with these sizes
+// (BenchmarkTail, BenchmarkAppend); docs/performance.md has the memory.
+const (
+	sqliteWriterCacheKiB = 512
+	sqliteReaderCacheKiB = 256
+)
+
 // sqliteDSN names the file at path; mustExist opens it only if it exists (SQLite's mode=rw
-// in a file: URI), so a reopen never creates a file.
+// in a file: URI), so a reopen never creates a file. txlock "immediate" is the writer's
+// connection, "deferred" a reader's.
 func sqliteDSN(path string, txlock string, mustExist bool) string {
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(SQLiteBusyTimeoutMillis))
@@ -92,6 +105,11 @@ func sqliteDSN(path string, txlock string, mustExist bool) string {
 	// loss, not only a crash of the process.
 	q.Set("_synchronous", "FULL")
 	q.Set("_txlock", txlock)
+	cache := sqliteReaderCacheKiB
+	if txlock == "immediate" {
+		cache = sqliteWriterCacheKiB
+	}
+	q.Set("_pragma", fmt.Sprintf("cache_size(-%d)", cache))
 	if mustExist {
 		return "file:" + sqliteURIPath(path) + "?mode=rw&" + q.Encode()
 	}

@@ -50,6 +50,55 @@ func TestSQLiteDurabilitySettings(t *testing.T) {
 	}
 }
 
+// TestSQLiteCacheSizes checks that every connection a store opens, each of the pooled readers
+// included and those of a store opened read-only, runs with the store's page cache size rather
+// than SQLite's default.
+func TestSQLiteCacheSizes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "log.db")
+	s, err := Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ro, err := OpenReadOnly(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ro.Close() }()
+	st, rst := unwrapBackend(s).(*sqliteStore), unwrapBackend(ro).(*sqliteStore)
+	for _, c := range []struct {
+		name  string
+		db    *sql.DB
+		conns int
+		want  int
+	}{
+		{"writer", st.w, 1, -sqliteWriterCacheKiB},
+		{"reader", st.r, 4, -sqliteReaderCacheKiB},
+		{"read-only store", rst.r, 4, -sqliteReaderCacheKiB},
+	} {
+		// Hold the pool's connections at once, so each is a connection of its own.
+		var held []*sql.Conn
+		for i := 0; i < c.conns; i++ {
+			conn, err := c.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, conn)
+			var got int
+			if err := conn.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("%s connection %d: cache_size=%d; want %d", c.name, i+1, got, c.want)
+			}
+		}
+		for _, conn := range held {
+			_ = conn.Close()
+		}
+	}
+}
+
 func TestOpenURLs(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
