@@ -7,7 +7,8 @@ import (
 )
 
 // Strings that repeat across sessions (namespace, kind, condition reasons and messages, the
-// config's name and section digest, notice texts, label keys and values) are decoded into a
+// config's name and section digest, the log store's identity, notice texts, who made the
+// changes, label keys and values) are decoded into a
 // fresh copy per object. The cache transform points them at one shared copy: at 10,000
 // sessions that is a few hundred bytes less live heap per session, which the GC doubles.
 const (
@@ -56,6 +57,7 @@ func (in *interner) internSession(s *agentsv1alpha1.AgentSession) {
 	}
 	pm := &s.Status.PlanMode
 	in.intern((*string)(&pm.PendingSource))
+	in.intern(&pm.StoreID)
 	if c := pm.Config; c != nil {
 		in.intern(&c.Name)
 		in.intern(&c.SectionSHA256)
@@ -66,7 +68,19 @@ func (in *interner) internSession(s *agentsv1alpha1.AgentSession) {
 	if b := pm.LastBoundary; b != nil {
 		in.intern((*string)(&b.Result))
 		in.intern(&b.Notice)
+		in.intern(&b.Reason)
 		in.intern(&b.Message)
+	}
+	for i := range pm.Changes {
+		c := &pm.Changes[i]
+		in.intern((*string)(&c.Cause))
+		if a := c.By; a != nil {
+			in.intern(&a.Username)
+			in.intern(&a.UID)
+			for j := range a.Groups {
+				in.intern(&a.Groups[j])
+			}
+		}
 	}
 	for i := range s.Status.Conditions {
 		c := &s.Status.Conditions[i]

@@ -120,7 +120,10 @@ func TestCacheTransformSharesStringsThatRepeatAcrossSessions(t *testing.T) {
 		"metadata":{"name":"` + name + `","namespace":"team-a","labels":{"planmode.harness.dev/shard":"a"}},
 		"spec":{"sessionID":"` + name + `","planMode":{"configRef":{"name":"default"}}},
 		"status":{"planMode":{"config":{"name":"default","sectionSHA256":"a8f1e11ffea37a9a"},
-		"notice":{"seq":3,"text":"The user switched this session back to the default mode."}},
+		"storeID":"e461fc97411c90ad3a11103f425c069d",
+		"notice":{"seq":3,"text":"The user switched this session back to the default mode."},
+		"lastBoundary":{"turn":1,"step":2,"seq":5,"result":"Dismissed","active":false,"nextSeq":5,"reason":"Superseded","time":"2026-11-30T09:00:00Z"},
+		"changes":[{"seq":3,"active":false,"cause":"Selection","by":{"username":"alice","uid":"u-1","groups":["system:authenticated"]}}]},
 		"conditions":[{"type":"Ready","status":"True","reason":"InSync","message":"","lastTransitionTime":"2026-11-30T09:00:00Z"}]}}`
 	}
 	names := []string{"s-1", "s-2"}
@@ -140,6 +143,12 @@ func TestCacheTransformSharesStringsThatRepeatAcrossSessions(t *testing.T) {
 		"config digest":     {a.Status.PlanMode.Config.SectionSHA256, b.Status.PlanMode.Config.SectionSHA256},
 		"notice":            {a.Status.PlanMode.Notice.Text, b.Status.PlanMode.Notice.Text},
 		"condition message": {a.Status.Conditions[0].Message, b.Status.Conditions[0].Message},
+		"store identity":    {a.Status.PlanMode.StoreID, b.Status.PlanMode.StoreID},
+		"boundary reason":   {a.Status.PlanMode.LastBoundary.Reason, b.Status.PlanMode.LastBoundary.Reason},
+		"change cause":      {string(a.Status.PlanMode.Changes[0].Cause), string(b.Status.PlanMode.Changes[0].Cause)},
+		"change by":         {a.Status.PlanMode.Changes[0].By.Username, b.Status.PlanMode.Changes[0].By.Username},
+		"change by uid":     {a.Status.PlanMode.Changes[0].By.UID, b.Status.PlanMode.Changes[0].By.UID},
+		"change by group":   {a.Status.PlanMode.Changes[0].By.Groups[0], b.Status.PlanMode.Changes[0].By.Groups[0]},
 		"shard label value": {a.Labels["planmode.harness.dev/shard"], b.Labels["planmode.harness.dev/shard"]},
 	}
 	for what, p := range shared {
