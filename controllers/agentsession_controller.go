@@ -78,8 +78,8 @@ type AgentSessionReconciler struct {
 
 	statusOnce sync.Once
 	status     statusPatcher
-	claims     logClaims // phase_owner.go
-	warmStart  warmStart // warm_start.go
+	memory     sessionMemory // session_memory.go
+	warmStart  warmStart     // warm_start.go
 	// sessions reads the cached AgentSessions without copies (the claims at start,
 	// warm_start.go): the manager's cache, set by SetupWithManager.
 	sessions client.Reader
@@ -141,8 +141,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var s agentsv1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.patcher().forget(req.NamespacedName)
-			r.claims.forget(req.NamespacedName)
+			r.memory.forget(req.NamespacedName)
 			r.pending.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -170,7 +169,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // patcher is the reconciler's status patcher, made on first use (the reconciler's fields are
 // set by then).
 func (r *AgentSessionReconciler) patcher() *statusPatcher {
-	r.statusOnce.Do(func() { r.status.client, r.status.live = r.Client, r.APIReader })
+	r.statusOnce.Do(func() { r.status.client, r.status.live, r.status.memory = r.Client, r.APIReader, &r.memory })
 	return &r.status
 }
 

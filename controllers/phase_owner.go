@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,13 +26,13 @@ import (
 func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	s := sc.session
 	key, sid := client.ObjectKeyFromObject(s), s.Spec.SessionID
-	if sc.r.claims.has(key, s.UID, sid) {
+	if sc.r.memory.claimed(key, s.UID, sid) {
 		return ctrl.Result{}, nil
 	}
 	// The store's read at start (warm_start.go), made by the first reconcile that gets here,
 	// holds the claim of an owned log and claims the new ones.
-	if sc.r.warm(ctx).owns(s) || sc.r.claims.has(key, s.UID, sid) {
-		sc.r.claims.record(key, s.UID, sid)
+	if sc.r.warm(ctx).owns(s) || sc.r.memory.claimed(key, s.UID, sid) {
+		sc.r.memory.recordClaim(key, s.UID, sid)
 		return ctrl.Result{}, nil
 	}
 	me := sessionlog.Owner{Namespace: s.Namespace, Name: s.Name, UID: string(s.UID)}
@@ -42,7 +41,7 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, storeFailure("ClaimLog", "record AgentSession %s as the owner of session %q's log: %w", key, sid, err)
 	}
 	if holder.SameSession(me) {
-		sc.r.claims.record(key, s.UID, sid)
+		sc.r.memory.recordClaim(key, s.UID, sid)
 		return ctrl.Result{}, nil
 	}
 	logf.FromContext(ctx).Info("refusing a session whose log belongs to another AgentSession",
@@ -50,16 +49,10 @@ func (sc *sessionScope) claimLog(ctx context.Context) (ctrl.Result, error) {
 	return ctrl.Result{}, sessionIDInUse(sid)
 }
 
-// logClaims remembers, per session, the (UID, sessionID) whose log this process recorded as
-// the session's in the store, so that an up-to-date session costs no ClaimOwner call. A digest,
-// not the two strings: the cache replaces the session's object on every write, and copies kept
-// here would outlive it, one pair per session. The zero value is ready to use.
-type logClaims struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]claimDigest
-}
-
-// claimDigest is a truncated SHA-256 of a session's UID and spec.sessionID.
+// claimDigest is a truncated SHA-256 of a session's UID and spec.sessionID, what this process
+// remembers of a claim it recorded (sessionMemory), so that an up-to-date session costs no
+// ClaimOwner call. A digest, not the two strings: the cache replaces the session's object on
+// every write, and copies kept here would outlive it, one pair per session.
 type claimDigest [16]byte
 
 func digestClaim(uid types.UID, sid string) claimDigest {
@@ -70,29 +63,4 @@ func digestClaim(uid types.UID, sid string) claimDigest {
 	var d claimDigest
 	copy(d[:], h.Sum(nil))
 	return d
-}
-
-// has reports whether this process recorded the log of sid as the session with uid's.
-func (c *logClaims) has(key types.NamespacedName, uid types.UID, sid string) bool {
-	d := digestClaim(uid, sid)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	got, ok := c.m[key]
-	return ok && got == d
-}
-
-func (c *logClaims) record(key types.NamespacedName, uid types.UID, sid string) {
-	d := digestClaim(uid, sid)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[types.NamespacedName]claimDigest{}
-	}
-	c.m[key] = d
-}
-
-func (c *logClaims) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
 }

@@ -125,26 +125,54 @@ var _ = Describe("one log per session", func() {
 	}
 })
 
-func TestLogClaims(t *testing.T) {
-	var c logClaims
+func TestSessionMemory(t *testing.T) {
+	var m sessionMemory
 	key := types.NamespacedName{Namespace: "team-a", Name: "s"}
-	if c.has(key, "uid-1", "sid-1") {
+	if m.claimed(key, "uid-1", "sid-1") {
 		t.Fatal("a session with no claim recorded has one")
 	}
-	c.record(key, "uid-1", "sid-1")
-	if !c.has(key, "uid-1", "sid-1") {
+	m.recordClaim(key, "uid-1", "sid-1")
+	if !m.claimed(key, "uid-1", "sid-1") {
 		t.Fatal("the claim just recorded is not there")
 	}
 	for _, o := range []struct {
 		uid types.UID
 		sid string
 	}{{"uid-2", "sid-1"}, {"uid-1", "sid-2"}, {"uid-1sid", "-1"}} {
-		if c.has(key, o.uid, o.sid) {
+		if m.claimed(key, o.uid, o.sid) {
 			t.Errorf("the claim of (uid-1, sid-1) is taken for (%s, %s)", o.uid, o.sid)
 		}
 	}
-	c.forget(key)
-	if c.has(key, "uid-1", "sid-1") {
-		t.Fatal("a forgotten session still has its claim")
+	// The two digests share an entry, not a meaning: a claim is no status and a status no claim.
+	if _, ok := m.status(key); ok {
+		t.Fatal("recording a claim made a status remembered")
+	}
+	other := types.NamespacedName{Namespace: "team-a", Name: "t"}
+	first, second := statusDigest{1}, statusDigest{2}
+	m.rememberStatus(other, statusDigest{}, true)
+	if d, ok := m.status(other); !ok || d != (statusDigest{}) {
+		t.Fatalf("a zero digest remembered reads back as %x, %v", d, ok)
+	}
+	if m.claimed(other, "", "") {
+		t.Fatal("remembering a status made a claim recorded")
+	}
+	m.rememberStatus(key, first, true)
+	m.rememberStatus(key, second, true)
+	if d, _ := m.status(key); d != first {
+		t.Fatalf("a status checked over a remembered one replaced it: %x", d)
+	}
+	m.rememberStatus(key, second, false)
+	if d, _ := m.status(key); d != second {
+		t.Fatalf("a status written did not replace the remembered one: %x", d)
+	}
+	if !m.claimed(key, "uid-1", "sid-1") {
+		t.Fatal("remembering a status dropped the claim")
+	}
+	m.forget(key)
+	if _, ok := m.status(key); ok || m.claimed(key, "uid-1", "sid-1") {
+		t.Fatal("a forgotten session still has its claim or status")
+	}
+	if _, ok := m.status(other); !ok {
+		t.Fatal("forgetting one session dropped another's status")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,9 +44,8 @@ type statusPatcher struct {
 	// the read after a conflict then goes through client.
 	live client.Reader
 
-	mu sync.Mutex
-	// written is the digest of the manager-owned status remembered per session.
-	written map[types.NamespacedName]statusDigest
+	// memory holds the digest of the manager-owned status remembered per session.
+	memory *sessionMemory
 }
 
 // errStaleStatus is a status computed from an object whose manager-owned status is older than
@@ -107,12 +105,7 @@ func (p *statusPatcher) unchangedSince(key types.NamespacedName, status *agentsv
 // without reading the log. Not over a remembered one: a difference means the cache may lag this
 // process's own write.
 func (p *statusPatcher) checked(key types.NamespacedName, status *agentsv1alpha1.AgentSessionStatus) {
-	d := digestStatus(status)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.written[key]; !ok {
-		p.remember(key, d)
-	}
+	p.memory.rememberStatus(key, digestStatus(status), true)
 }
 
 // patch writes status (its manager-owned part; status.agent stays the basis's) over basis, the
@@ -132,10 +125,7 @@ func (p *statusPatcher) patch(ctx context.Context, basis *agentsv1alpha1.AgentSe
 	}
 	// What the server stored, in its wire form: the cache shows exactly this once it has caught
 	// up with the write.
-	d := digestStatus(&obj.Status)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.remember(key, d)
+	p.memory.rememberStatus(key, digestStatus(&obj.Status), false)
 	return nil
 }
 
@@ -210,26 +200,8 @@ func withManagerStatus(basis *agentsv1alpha1.AgentSession, status agentsv1alpha1
 	return obj
 }
 
-// forget drops what is remembered of a session (it was deleted).
-func (p *statusPatcher) forget(key types.NamespacedName) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.written, key)
-}
-
 func (p *statusPatcher) remembered(key types.NamespacedName) (statusDigest, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d, ok := p.written[key]
-	return d, ok
-}
-
-// remember records d for key; p.mu is held.
-func (p *statusPatcher) remember(key types.NamespacedName, d statusDigest) {
-	if p.written == nil {
-		p.written = map[types.NamespacedName]statusDigest{}
-	}
-	p.written[key] = d
+	return p.memory.status(key)
 }
 
 // writeDue reports whether the computed status differs from the stored one. The fields that

@@ -135,7 +135,7 @@ func (r *AgentSessionReconciler) claimNew(ctx context.Context, m map[warmKey]war
 	}
 	for i, c := range claims {
 		if h := held[i]; h.SameSession(c.Owner) && h.UID == c.Owner.UID {
-			r.claims.record(types.NamespacedName{Namespace: c.Owner.Namespace, Name: c.Owner.Name}, types.UID(c.Owner.UID), c.SessionID)
+			r.memory.recordClaim(types.NamespacedName{Namespace: c.Owner.Namespace, Name: c.Owner.Name}, types.UID(c.Owner.UID), c.SessionID)
 		}
 	}
 }
