@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/sessioncache"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -34,7 +35,6 @@ import (
 const FieldManager = "planmode-manager"
 
 const (
-	configRefIndexKey      = ".spec.planMode.configRef.name"
 	defaultMaxStoreBackoff = 30 * time.Second
 	minStoreBackoff        = 250 * time.Millisecond
 	// staleRequeue is how soon a reconcile whose write was stale runs again, from the newer
@@ -103,10 +103,6 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &agentsv1alpha1.AgentSession{}, configRefIndexKey,
-		func(o client.Object) []string { return []string{o.(*agentsv1alpha1.AgentSession).ConfigName()} }); err != nil {
-		return fmt.Errorf("index AgentSessions by config: %w", err)
-	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1alpha1.AgentSession{}).
 		// A config created, changed or deleted changes the guidance in force (and may unblock a
@@ -122,15 +118,35 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		Complete(r)
 }
 
+// sessionsForConfig maps a PlanModeConfig change to the sessions of its namespace that name it.
 func (r *AgentSessionReconciler) sessionsForConfig(ctx context.Context, o client.Object) []reconcile.Request {
-	var list agentsv1alpha1.AgentSessionList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{configRefIndexKey: o.GetName()}); err != nil {
-		logf.FromContext(ctx).Error(err, "list AgentSessions for PlanModeConfig", "config", o.GetName())
+	return r.cachedSessions(ctx, "PlanModeConfig "+o.GetName(), func(s *agentsv1alpha1.AgentSession) bool {
+		return s.Namespace == o.GetNamespace() && s.ConfigName() == o.GetName()
+	})
+}
+
+// cachedSessions returns a request for each cached session keep accepts. It reads the cache's
+// own objects (sessioncache), not copies: a config's first event at a start names every session
+// that uses it, and a list copying them all put the whole cache's size in garbage at once, the
+// manager's peak memory. No field index either: it held a key per session for good, for
+// lookups made only when a config or policy changes. At a start, before the sessions' informer
+// has synced, the list may be partial; each session is enqueued by its own informer then, and
+// reads the config when it runs. what names the event in the log of a failed read.
+func (r *AgentSessionReconciler) cachedSessions(ctx context.Context, what string, keep func(*agentsv1alpha1.AgentSession) bool) []reconcile.Request {
+	reader := r.sessions
+	if reader == nil {
+		reader = r.Client
+	}
+	sessions, err := sessioncache.List(ctx, reader)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "list the cached AgentSessions to reconcile after a change", "change", what)
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	var reqs []reconcile.Request
+	for _, s := range sessions {
+		if keep(s) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+		}
 	}
 	return reqs
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -43,14 +42,5 @@ func (r *AgentSessionReconciler) storeUnchanged(s *agentsv1alpha1.AgentSession) 
 
 // allSessions maps a change of the store's identity to every session this manager watches.
 func (r *AgentSessionReconciler) allSessions(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list agentsv1alpha1.AgentSessionList
-	if err := r.List(ctx, &list); err != nil {
-		logf.FromContext(ctx).Error(err, "list AgentSessions after the log store's identity changed")
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return r.cachedSessions(ctx, "the log store's identity", func(*agentsv1alpha1.AgentSession) bool { return true })
 }

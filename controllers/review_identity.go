@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
@@ -107,16 +106,7 @@ func (sc *sessionScope) setReviewConditions(status *agentsv1alpha1.AgentSessionS
 // sessionsForReviewPolicy maps a ReviewPolicy change to the sessions of its namespace with a
 // plan under review: a policy changed while a review is open applies to it.
 func (r *AgentSessionReconciler) sessionsForReviewPolicy(ctx context.Context, o client.Object) []reconcile.Request {
-	var list agentsv1alpha1.AgentSessionList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		logf.FromContext(ctx).Error(err, "list AgentSessions for ReviewPolicy", "policy", o.GetName())
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		if agentReview(&list.Items[i]) != nil {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return reqs
+	return r.cachedSessions(ctx, "ReviewPolicy "+o.GetName(), func(s *agentsv1alpha1.AgentSession) bool {
+		return s.Namespace == o.GetNamespace() && agentReview(s) != nil
+	})
 }
