@@ -24,10 +24,12 @@ const nextRunWithin = 10 * time.Second
 // binaryRun is the localenv binary started as make run starts it, its stdout and stderr a
 // pipe whose reading end the test holds (and may close: a tee that died).
 type binaryRun struct {
-	cmd     *exec.Cmd
-	out     *framework.SyncBuffer
-	reader  *os.File
-	done    chan error
+	cmd    *exec.Cmd
+	out    *framework.SyncBuffer
+	reader *os.File
+	done   chan error
+	// copied is closed once the run's output pipe has ended and all of it is in out.
+	copied  chan struct{}
 	started time.Time
 	// tmp is its TMPDIR, which holds every temporary folder of the run.
 	tmp string
@@ -36,7 +38,7 @@ type binaryRun struct {
 func startBinary(t *testing.T, dir string) *binaryRun {
 	t.Helper()
 	o := testOptions(t, dir)
-	r := &binaryRun{out: &framework.SyncBuffer{}, done: make(chan error, 1), tmp: t.TempDir()}
+	r := &binaryRun{out: &framework.SyncBuffer{}, done: make(chan error, 1), copied: make(chan struct{}), tmp: t.TempDir()}
 	r.cmd = exec.Command(filepath.Join(binDir, "localenv"), "--dir", dir, "--assets", o.assets, "--bin", binDir, "--no-agent",
 		"--crd-dir", o.crdDir, "--webhook-dir", o.whookDir, "--ready-timeout", "2m", "--stop-timeout", "15s")
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG=", "PLANMODE_LOG_STORE=", "TMPDIR="+r.tmp)
@@ -51,7 +53,7 @@ func startBinary(t *testing.T, dir string) *binaryRun {
 		t.Fatal(err)
 	}
 	_ = pw.Close()
-	go func() { _, _ = io.Copy(r.out, pr) }()
+	go func() { _, _ = io.Copy(r.out, pr); close(r.copied) }()
 	go func() { r.done <- r.cmd.Wait() }()
 	t.Cleanup(func() {
 		if r.cmd.ProcessState == nil {
@@ -96,12 +98,22 @@ func (r *binaryRun) parts(t *testing.T) map[string][]int {
 	return parts
 }
 
+// outputDrain bounds how long wait reads a run's output after the run exited.
+const outputDrain = 5 * time.Second
+
 // wait returns the run's exit error, failing if it has not exited within timeout.
 func (r *binaryRun) wait(t *testing.T, timeout time.Duration) error {
 	t.Helper()
 	select {
 	case err := <-r.done:
 		r.done <- err
+		// What it printed before it exited may still be in the pipe: the callers read the
+		// output next. The pipe ends once every process holding it has; a child that outlives
+		// the run (a test's leftover) is not waited for past outputDrain.
+		select {
+		case <-r.copied:
+		case <-time.After(outputDrain):
+		}
 		return err
 	case <-time.After(timeout):
 		t.Fatalf("localenv still running %s after it was told to stop:\n%s", timeout, r.out.String())
