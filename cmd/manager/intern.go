@@ -8,9 +8,9 @@ import (
 
 // Strings that repeat across sessions (namespace, kind, condition reasons and messages, the
 // config's name and section digest, the log store's identity, notice texts, who made the
-// changes, label keys and values) are decoded into a
-// fresh copy per object. The cache transform points them at one shared copy: at 10,000
-// sessions that is a few hundred bytes less live heap per session, which the GC doubles.
+// changes, label keys and values) are decoded into a fresh copy per object. The cache
+// transform points them at one shared copy: a few hundred bytes less live heap per session,
+// which the GC doubles.
 const (
 	internMaxLen     = 512  // longer strings are not worth a map lookup
 	internMaxEntries = 4096 // bounds the table; later distinct strings are kept as they are
