@@ -1,15 +1,16 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,91 +114,94 @@ func (p *statusPatcher) checked(key types.NamespacedName, status *agentsv1alpha1
 // else with basis's resourceVersion. errStaleStatus means nothing was written.
 func (p *statusPatcher) patch(ctx context.Context, basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) error {
 	key := client.ObjectKeyFromObject(basis)
-	obj := withManagerStatus(basis, status)
-	var err error
-	if p.unchangedSince(key, &basis.Status) {
-		err = p.client.Status().Patch(ctx, obj, withPlanMode{client.MergeFrom(basis)}, client.FieldOwner(FieldManager))
-	} else {
-		obj, err = p.patchAtVersion(ctx, basis, obj)
-	}
+	owned, err := ownedJSON(&status)
 	if err != nil {
 		return err
 	}
-	// What the server stored, in its wire form: the cache shows exactly this once it has caught
-	// up with the write.
-	p.memory.rememberStatus(key, digestStatus(&obj.Status), false)
+	precondition := ""
+	if !p.unchangedSince(key, &basis.Status) {
+		precondition = basis.ResourceVersion
+	}
+	if err := p.send(ctx, basis, &status, owned, precondition); err != nil {
+		return err
+	}
+	// What the server now stores: the patch took the stored manager-owned status from basis's
+	// (the precondition, or this process's own last write) to exactly this.
+	p.memory.rememberStatus(key, digestOf(owned), false)
 	return nil
 }
 
-// patchAtVersion writes obj with basis's resourceVersion as its precondition, and after a
-// conflict again on the live object while its manager-owned status is basis's.
-func (p *statusPatcher) patchAtVersion(ctx context.Context, basis, obj *agentsv1alpha1.AgentSession) (*agentsv1alpha1.AgentSession, error) {
+// send writes the patch from basis's manager-owned status to status's (owned is its JSON),
+// with precondition as the resourceVersion when set; after a conflict it sends the same status
+// again over the live object while that object's manager-owned status is basis's.
+func (p *statusPatcher) send(ctx context.Context, basis *agentsv1alpha1.AgentSession, status *agentsv1alpha1.AgentSessionStatus, owned []byte, precondition string) error {
 	key := client.ObjectKeyFromObject(basis)
 	reader := p.live
 	if reader == nil {
 		reader = p.client
 	}
 	for attempt := 0; ; attempt++ {
-		err := p.client.Status().Patch(ctx, obj, withPlanMode{client.MergeFromWithOptions(basis, client.MergeFromWithOptimisticLock{})}, client.FieldOwner(FieldManager))
-		if !apierrors.IsConflict(err) {
-			return obj, err
+		data, err := statusPatch(&basis.Status, status, owned, precondition)
+		if err != nil {
+			return err
+		}
+		err = p.client.Status().Patch(ctx, answerMetadata(basis), client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager))
+		if precondition == "" || !apierrors.IsConflict(err) {
+			return err
 		}
 		var live agentsv1alpha1.AgentSession
 		if err := reader.Get(ctx, key, &live); err != nil {
-			return nil, fmt.Errorf("read AgentSession %s after a conflict: %w", key, err)
+			return fmt.Errorf("read AgentSession %s after a conflict: %w", key, err)
 		}
 		if digestStatus(&live.Status) != digestStatus(&basis.Status) || attempt == conflictRetries {
-			return nil, errStaleStatus
+			return errStaleStatus
 		}
-		status := obj.Status
-		basis, obj = &live, withManagerStatus(&live, status)
+		basis, precondition = &live, live.ResourceVersion
 	}
 }
 
-// withPlanMode is a status merge patch that always carries status.planMode.active and
-// .pending. On a fresh session both are false, the decoded basis shows them false too, and a
-// diff alone would never write them: kubectl get's Plan-Mode column would stay empty instead
-// of saying false (off) once the manager has seen the session.
-type withPlanMode struct{ client.Patch }
+// answerMetadata is where the write's answer is decoded: its metadata only. Nothing of the
+// answer's status is needed (the patch says what the server stores), and the API server
+// encodes, and this process decodes, a fraction of the object.
+func answerMetadata(s *agentsv1alpha1.AgentSession) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
+	m.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
+	return m
+}
 
-func (p withPlanMode) Data(obj client.Object) ([]byte, error) {
-	data, err := p.Patch.Data(obj)
+// statusPatch is the body of a status write: a JSON merge patch from the manager-owned part of
+// basis to owned (status's, as JSON), diffed over those two alone rather than over two whole
+// objects, carrying precondition as metadata.resourceVersion when set. It always carries
+// status.planMode.active and .pending: on a fresh session both are false, basis shows them
+// false too, and a diff alone would never write them, so kubectl get's Plan-Mode column would
+// stay empty instead of saying false (off) once the manager has seen the session.
+func statusPatch(basis, status *agentsv1alpha1.AgentSessionStatus, owned []byte, precondition string) ([]byte, error) {
+	from := *basis
+	from.Agent = nil
+	// The opposite values put both in the diff, with status's values.
+	from.PlanMode.Active, from.PlanMode.Pending = !status.PlanMode.Active, !status.PlanMode.Pending
+	fromJSON, err := json.Marshal(&from)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode the stored status: %w", err)
 	}
-	session, ok := obj.(*agentsv1alpha1.AgentSession)
-	if !ok {
-		return data, nil
+	diff, err := jsonpatch.CreateMergePatch(fromJSON, owned)
+	if err != nil {
+		return nil, fmt.Errorf("diff the status: %w", err)
 	}
-	// UseNumber: an int64 beyond float64's exact range (an agent's seq) must pass unchanged.
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var patch map[string]any
-	if err := dec.Decode(&patch); err != nil {
-		return nil, fmt.Errorf("decode the status patch: %w", err)
+	body := statusPatchBody{Status: diff}
+	if precondition != "" {
+		body.Metadata = &patchPrecondition{ResourceVersion: precondition}
 	}
-	status, _ := patch["status"].(map[string]any)
-	if status == nil {
-		status = map[string]any{}
-		patch["status"] = status
-	}
-	planMode, _ := status["planMode"].(map[string]any)
-	if planMode == nil {
-		planMode = map[string]any{}
-		status["planMode"] = planMode
-	}
-	planMode["active"] = session.Status.PlanMode.Active
-	planMode["pending"] = session.Status.PlanMode.Pending
-	return json.Marshal(patch)
+	return json.Marshal(&body)
 }
 
-// withManagerStatus is basis with the manager-owned part of its status replaced by status's.
-func withManagerStatus(basis *agentsv1alpha1.AgentSession, status agentsv1alpha1.AgentSessionStatus) *agentsv1alpha1.AgentSession {
-	obj := basis.DeepCopy()
-	agent := obj.Status.Agent
-	obj.Status = *status.DeepCopy()
-	obj.Status.Agent = agent
-	return obj
+type statusPatchBody struct {
+	Metadata *patchPrecondition `json:"metadata,omitempty"`
+	Status   json.RawMessage    `json:"status"`
+}
+
+type patchPrecondition struct {
+	ResourceVersion string `json:"resourceVersion"`
 }
 
 func (p *statusPatcher) remembered(key types.NamespacedName) (statusDigest, bool) {
@@ -221,14 +225,30 @@ func writeDue(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
 
 // statusDigest identifies the manager-owned part of a status (observedGeneration, planMode,
 // review, conditions) by a truncated SHA-256 of its JSON: a digest rather than a copy, since
-// one is kept per session. Both sides of a comparison are decoded from the API server's JSON
-// (a write's response, the cache's watch event), so equal values encode equally.
+// one is kept per session. A status the manager computed and the same status decoded from the
+// API server's JSON encode equally: every field is a plain value, a pointer, a slice or a
+// metav1.Time (which encodes to the second, as the server stores it), and the schema defaults
+// nothing.
 type statusDigest [16]byte
 
 func digestStatus(s *agentsv1alpha1.AgentSessionStatus) statusDigest {
+	b, _ := ownedJSON(s) // plain fields, pointers and metav1.Time: cannot fail
+	return digestOf(b)
+}
+
+// ownedJSON is the manager-owned part of s as JSON: s without status.agent, the agent's part,
+// whose writes never make the manager's write stale.
+func ownedJSON(s *agentsv1alpha1.AgentSessionStatus) ([]byte, error) {
 	owned := *s
-	owned.Agent = nil            // the agent's part: its writes never make the manager's write stale
-	b, _ := json.Marshal(&owned) // plain fields, pointers and metav1.Time: cannot fail
-	sum := sha256.Sum256(b)
+	owned.Agent = nil
+	b, err := json.Marshal(&owned)
+	if err != nil {
+		return nil, fmt.Errorf("encode the status: %w", err)
+	}
+	return b, nil
+}
+
+func digestOf(owned []byte) statusDigest {
+	sum := sha256.Sum256(owned)
 	return statusDigest(sum[:16])
 }

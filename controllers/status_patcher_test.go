@@ -3,15 +3,16 @@ package controllers
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
@@ -34,6 +35,37 @@ func crashSafetySpecs(fx *specFixture) {
 				Expect(found).To(BeTrue(), "status.planMode.%s is stored", field)
 				Expect(v).To(BeFalse(), "status.planMode.%s", field)
 			}
+		})
+
+		It("remembers after each write exactly the manager-owned status the API server stores", func() {
+			// The digest is taken of the status sent, not of the write's answer: it must be
+			// the stored one's, or each later reconcile reads the session past the cache.
+			fx.start()
+			a := newSession(fx.ns, "stored", nil, nil, fx.be().agentStore)
+			remembersStored := func(what string) {
+				GinkgoHelper()
+				Eventually(func(g Gomega) {
+					live := a.get()
+					g.Expect(fx.mgr.r.patcher().unchangedSince(a.key, &live.Status)).To(BeTrue(), "%s: %+v", what, live.Status.PlanMode)
+				}, timeout, interval).Should(Succeed())
+			}
+			a.awaitStatus(false, false)
+			remembersStored("taken on")
+			a.startTurn(1)
+			a.boundary(1, 1)
+			a.endStep(1, 1)
+			setActive(a.key, T)
+			a.awaitStatus(false, true)
+			remembersStored("pending")
+			r := a.boundary(1, 2)
+			Expect(r.notice).To(Equal(harness.NoticePlanOn))
+			remembersStored("answered with a notice")
+			a.endStep(1, 2)
+			a.endTurn("completed")
+			setActive(a.key, F)
+			a.awaitStatus(false, false)
+			remembersStored("committed between turns, a notice owed")
+			Expect(a.get().Status.PlanMode.Notice).NotTo(BeNil(), "the owed notice is stored")
 		})
 
 		It("does not append again after a crash between the append and the status write (between turns)", func() {
@@ -222,18 +254,18 @@ func crashSafetySpecs(fx *specFixture) {
 	})
 }
 
-// The patch that always carries planMode keeps every other value as the diff made it: an
-// agent's seq at the top of int64 (beyond float64's exact range) too.
-func TestWithPlanModeKeepsTheDiff(t *testing.T) {
-	basis := &agentsv1alpha1.AgentSession{}
-	obj := basis.DeepCopy()
-	obj.Status.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: math.MaxInt64}
-	data, err := withPlanMode{client.MergeFrom(basis)}.Data(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+// The status patch always carries planMode.active and .pending, keeps every other value as the
+// diff made it (an agent's seq at the top of int64, beyond float64's exact range, too), and
+// never names status.agent.
+func TestStatusPatchCarriesPlanModeAndTheDiff(t *testing.T) {
+	basis := agentsv1alpha1.AgentSessionStatus{Agent: &agentsv1alpha1.AgentReport{SteerID: "m1"}}
+	status := basis
+	status.PlanMode.LastBoundary = &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: math.MaxInt64}
+	data := mustStatusPatch(t, &basis, &status, "")
 	var got struct {
-		Status struct {
+		Metadata *struct{}
+		Status   struct {
+			Agent    *struct{}
 			PlanMode struct {
 				Active, Pending *bool
 				LastBoundary    struct{ Seq int64 }
@@ -250,6 +282,60 @@ func TestWithPlanModeKeepsTheDiff(t *testing.T) {
 	if pm.LastBoundary.Seq != math.MaxInt64 {
 		t.Errorf("seq = %d, want %d: %s", pm.LastBoundary.Seq, int64(math.MaxInt64), data)
 	}
+	if got.Status.Agent != nil || got.Metadata != nil {
+		t.Errorf("the patch names status.agent or metadata: %s", data)
+	}
+}
+
+// Applied to the stored object, the patch leaves exactly the computed manager-owned status
+// (removed fields removed) and the stored status.agent, and carries the precondition it is
+// given.
+func TestStatusPatchAppliedGivesTheComputedStatus(t *testing.T) {
+	stored := answeredStatus()
+	status := answeredStatus()
+	status.Agent = nil
+	status.PlanMode.LastBoundary.Notice = "" // v5: dropped once the step started
+	status.PlanMode.Config = nil
+	status.PlanMode.Changes = []agentsv1alpha1.PlanModeChange{{Seq: 41, Active: true, Cause: agentsv1alpha1.PlanModeChangeSelection}}
+	data := mustStatusPatch(t, &stored, &status, "123")
+
+	doc, err := json.Marshal(map[string]any{"metadata": map[string]any{"name": "s", "resourceVersion": "123"}, "status": stored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := jsonpatch.MergePatch(doc, data)
+	if err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	var got struct {
+		Metadata struct{ ResourceVersion string }
+		Status   agentsv1alpha1.AgentSessionStatus
+	}
+	if err := json.Unmarshal(applied, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.ResourceVersion != "123" {
+		t.Errorf("precondition %q, want 123: %s", got.Metadata.ResourceVersion, data)
+	}
+	if digestStatus(&got.Status) != digestStatus(&status) {
+		t.Errorf("the patched status differs from the computed one:\npatch %s\ngot   %s", data, applied)
+	}
+	if !reflect.DeepEqual(got.Status.Agent, stored.Agent) {
+		t.Errorf("status.agent changed: %+v", got.Status.Agent)
+	}
+}
+
+func mustStatusPatch(t *testing.T, basis, status *agentsv1alpha1.AgentSessionStatus, precondition string) []byte {
+	t.Helper()
+	owned, err := ownedJSON(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := statusPatch(basis, status, owned, precondition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // answeredStatus is a session's status after the manager answered a boundary, as a storm
