@@ -167,7 +167,7 @@ func parseOptions() (options, *flag.FlagSet, error) {
 	zapOpts.BindFlags(fs)
 	fs.BoolFunc("version", "Print the version and exit.", printVersion("manager"))
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(newLogger(zap.UseFlagOptions(&zapOpts)))
 	o.gogc = os.Getenv("GOGC")
 	if o.gogc == "" {
 		debug.SetGCPercent(defaultGCPercent)
