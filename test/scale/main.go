@@ -199,7 +199,7 @@ func parseFlags() (opts, error) {
 		"the agents' watch timeout (agentsdk.Options.WatchTimeout): each watch lasts between it and twice it. "+
 			"Long by default so that no storm runs into the agents' re-watches, whose timing depends on the side's speed, not its work; "+
 			"0 gives client-go's 5 to 10 minutes")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof CPU (storms) and heap (idle) profiles of the manager here")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write pprof profiles here: the manager's CPU (storms, take-on) and heap (idle), and kube-apiserver's CPU over each side's storms and take-on")
 	flag.StringVar(&o.objectDir, "object-dir", "", "write one session object per storm as served after the boundary storm here (object-<namespace>.json), to see what its size is made of")
 	procEnv := flag.String("proc-env", "", "extra environment of both processes, e.g. GOMEMLIMIT=48MiB (comma-separated)")
 	managerArgs := flag.String("manager-args", "", "extra flags of the manager process, e.g. --events=off (comma-separated)")

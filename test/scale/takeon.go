@@ -235,6 +235,17 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 	} else {
 		cpuProfile <- nil
 	}
+	apiProfile := make(chan error, 1)
+	if b.o.profileDir != "" {
+		// The API server's side of either take-on, over a window both sides' take-ons outlast
+		// at 1,000 sessions/s: where its time per status write goes.
+		window := time.Duration(min(10, max(1, n/1000))) * time.Second
+		go func() {
+			apiProfile <- apiServerProfile(ctx, b.cfg, window, b.o.profileDir, fmt.Sprintf("apiserver-takeon-%s-%d-%d.pprof", side, n, i))
+		}()
+	} else {
+		apiProfile <- nil
+	}
 	if run.dur, run.reconciles, err = b.takenOn(ctx, p, side, ns, n); err != nil {
 		return err
 	}
@@ -245,6 +256,9 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 		return err
 	}
 	if err := <-cpuProfile; err != nil {
+		return err
+	}
+	if err := <-apiProfile; err != nil {
 		return err
 	}
 	run.fp = p.idleFootprint(5 * time.Second)
