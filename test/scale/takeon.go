@@ -237,8 +237,9 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 	}
 	apiProfile := make(chan error, 1)
 	if b.o.profileDir != "" {
-		// The API server's side of either take-on, over a window both sides' take-ons outlast
-		// at 1,000 sessions/s: where its time per status write goes.
+		// The API server's side of either take-on, over its first second per 1,000 sessions
+		// (at most 10): a first start outlasts it, a restart falls within it. Where the API
+		// server's time per status write, or per session listed, goes.
 		window := time.Duration(min(10, max(1, n/1000))) * time.Second
 		go func() {
 			apiProfile <- apiServerProfile(ctx, b.cfg, window, b.o.profileDir, fmt.Sprintf("apiserver-takeon-%s-%d-%d.pprof", side, n, i))
