@@ -10,7 +10,6 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -145,7 +144,8 @@ func (p *statusPatcher) send(ctx context.Context, basis *agentsv1alpha1.AgentSes
 		if err != nil {
 			return err
 		}
-		err = p.client.Status().Patch(ctx, answerMetadata(basis), client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager))
+		// The answer is read as metadata: its status says nothing the patch does not.
+		err = p.client.Status().Patch(ctx, agentsv1alpha1.AgentSessionMetadata(basis.Namespace, basis.Name), client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldManager))
 		if precondition == "" || !apierrors.IsConflict(err) {
 			return err
 		}
@@ -158,15 +158,6 @@ func (p *statusPatcher) send(ctx context.Context, basis *agentsv1alpha1.AgentSes
 		}
 		basis, precondition = &live, live.ResourceVersion
 	}
-}
-
-// answerMetadata is where the write's answer is decoded: its metadata only. Nothing of the
-// answer's status is needed (the patch says what the server stores), and the API server
-// encodes, and this process decodes, a fraction of the object.
-func answerMetadata(s *agentsv1alpha1.AgentSession) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
-	m.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
-	return m
 }
 
 // statusPatch is the body of a status write: a JSON merge patch from the manager-owned part of

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // sectionDigestBytes is how much of the SHA-256 status.planMode.config.sectionSHA256 keeps.
@@ -22,4 +24,13 @@ func (s *AgentSession) ConfigName() string {
 		return ref.Name
 	}
 	return DefaultPlanModeConfigName
+}
+
+// AgentSessionMetadata names an AgentSession as metadata only. A write given it (a status
+// patch whose answer the writer does not need) reads back only the session's metadata: the
+// API server encodes, and the writer decodes, a fraction of the object.
+func AgentSessionMetadata(namespace, name string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	m.SetGroupVersionKind(GroupVersion.WithKind("AgentSession"))
+	return m
 }

@@ -339,9 +339,8 @@ func (c *Client) patchAgent(ctx context.Context, fields map[string]any) error {
 	if err != nil {
 		return err
 	}
-	obj := &v1alpha1.AgentSession{}
-	obj.Namespace, obj.Name = c.ns, c.name
-	return c.writer.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(c.fieldManager))
+	// The answer is read as metadata: the agent reads the session from its watch.
+	return c.writer.Status().Patch(ctx, v1alpha1.AgentSessionMetadata(c.ns, c.name), client.RawPatch(types.MergePatchType, body), client.FieldOwner(c.fieldManager))
 }
 
 func (c *Client) fromAck(s *v1alpha1.AgentSession, ack *v1alpha1.BoundaryAck) (Result, error) {
