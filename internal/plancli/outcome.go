@@ -167,9 +167,12 @@ func recorded(as *v1alpha1.AgentSession, id string) bool {
 }
 
 // awaitDelivery watches for the message the toggle queued: in the log when it is known, else
-// in the status. An idle agent is given up to budget; into an open turn the message waits for
-// the agent's next step, so one look is all.
-func (o *Options) awaitDelivery(ctx context.Context, name string, w written, lv *sessionLog, idle bool, budget time.Duration) delivery {
+// in the status. An idle agent is given up to budget; into an open turn (turnOpen, as the last
+// look showed) the message waits for the agent's next step, so one look is all. An agent idle at
+// the write starts a turn with the message, and a turn open by now is most likely that one,
+// whose first step records it: that agent counts as idle.
+func (o *Options) awaitDelivery(ctx context.Context, name string, w written, lv *sessionLog, turnOpen bool, budget time.Duration) delivery {
+	idle := !turnOpen || !w.before.TurnOpen
 	var d delivery
 	check := func(ctx context.Context) (bool, error) {
 		if lv != nil {

@@ -267,10 +267,7 @@ func (o *Options) whatHappened(ctx context.Context, name string, x bool, w writt
 		if w.text == "" {
 			lv = nil // an image-only message: only the status names it
 		}
-		// An agent idle at the write starts a turn with the message: a turn open by now is
-		// most likely that one, whose first step records the message, so it is watched for.
-		idle := !h.turnOpen || !w.before.TurnOpen
-		h.msg = o.awaitDelivery(ctx, name, w, lv, idle, min(deliveryWait, o.wait-time.Since(begin)))
+		h.msg = o.awaitDelivery(ctx, name, w, lv, h.turnOpen, min(deliveryWait, o.wait-time.Since(begin)))
 	}
 	return h
 }
