@@ -62,9 +62,9 @@ func (s *sqliteStore) ClaimOwners(ctx context.Context, claims []OwnerClaim) ([]O
 	return inChunks(claims, func(idx []int, held []Owner) error {
 		// inChunks names the claims in its errors.
 		return s.inTx(ctx, "", func(ctx context.Context, tx *sql.Tx) error {
-			now := nowMillis()
+			now, c := nowMillis(), s.claimsIn(ctx, tx)
 			for _, i := range idx {
-				got, err := sqliteClaim(ctx, tx, claims[i].SessionID, claims[i].Owner, now)
+				got, err := c.claim(ctx, claims[i].SessionID, claims[i].Owner, now)
 				if err != nil {
 					return err
 				}

@@ -245,20 +245,27 @@ func (s *sqliteStore) ClaimOwner(ctx context.Context, sessionID string, owner Ow
 	var got Owner
 	err := s.inTx(ctx, "claim session "+strconv.Quote(sessionID), func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		got, err = sqliteClaim(ctx, tx, sessionID, owner, nowMillis())
+		got, err = s.claimsIn(ctx, tx).claim(ctx, sessionID, owner, nowMillis())
 		return err
 	})
 	return got, err
 }
 
-// sqliteClaim claims the log of sessionID for owner in tx and reads back the owner that holds
-// it: the claim and its read-back are one step.
-func sqliteClaim(ctx context.Context, tx *sql.Tx, sessionID string, owner Owner, now int64) (Owner, error) {
-	if _, err := tx.ExecContext(ctx, sqliteClaimOwner, sessionID, owner.Namespace, owner.Name, owner.UID, now); err != nil {
+// sqliteClaims is a claim's two statements bound to one write transaction.
+type sqliteClaims struct{ upsert, read *sql.Stmt }
+
+func (s *sqliteStore) claimsIn(ctx context.Context, tx *sql.Tx) sqliteClaims {
+	return sqliteClaims{upsert: tx.StmtContext(ctx, s.claimW), read: tx.StmtContext(ctx, s.ownerW)}
+}
+
+// claim claims the log of sessionID for owner and reads back the owner that holds it: the
+// claim and its read-back are one step.
+func (c sqliteClaims) claim(ctx context.Context, sessionID string, owner Owner, now int64) (Owner, error) {
+	if _, err := c.upsert.ExecContext(ctx, sessionID, owner.Namespace, owner.Name, owner.UID, now); err != nil {
 		return Owner{}, fmt.Errorf("claim session %q: %w", sessionID, err)
 	}
 	var got Owner
-	if err := tx.QueryRowContext(ctx, sqliteReadOwner, sessionID).Scan(&got.Namespace, &got.Name, &got.UID); err != nil {
+	if err := c.read.QueryRowContext(ctx, sessionID).Scan(&got.Namespace, &got.Name, &got.UID); err != nil {
 		return Owner{}, fmt.Errorf("claim session %q: read the owner back: %w", sessionID, err)
 	}
 	return got, nil

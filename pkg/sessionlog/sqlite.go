@@ -71,6 +71,9 @@ type sqliteStore struct {
 	// unprepared it was two thirds of a restarted manager's reconcile CPU. Nil in a store opened
 	// read-only, whose file may predate the owner table.
 	ownerR *sql.Stmt
+	// claimW and ownerW are a claim's upsert and its read-back on the writer, prepared once:
+	// parsed per claim they were most of a first start's claim CPU (ClaimOwners, docs/performance.md).
+	claimW, ownerW *sql.Stmt
 
 	// writes is group commit for appends, seeds and owner claims (sqlite_group.go).
 	writes writeGroup
@@ -168,9 +171,15 @@ func openSQLiteFile(ctx context.Context, path, identity string) (*sqliteStore, e
 		_ = s.Close()
 		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
 	}
-	if s.ownerR, err = r.PrepareContext(ctx, sqliteReadOwner); err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("open sqlite session log %s: prepare %q: %w", path, sqliteReadOwner, err)
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		db    *sql.DB
+		query string
+	}{{&s.ownerR, r, sqliteReadOwner}, {&s.claimW, w, sqliteClaimOwner}, {&s.ownerW, w, sqliteReadOwner}} {
+		if *p.stmt, err = p.db.PrepareContext(ctx, p.query); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("open sqlite session log %s: prepare %q: %w", path, p.query, err)
+		}
 	}
 	return s, nil
 }
@@ -497,7 +506,7 @@ func (s *sqliteStore) Identity(ctx context.Context) (string, error) {
 
 func (s *sqliteStore) Close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{s.tailR, s.tailW, s.insertEvent, s.updateTail, s.ownerR} {
+	for _, stmt := range []*sql.Stmt{s.tailR, s.tailW, s.insertEvent, s.updateTail, s.ownerR, s.claimW, s.ownerW} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}
