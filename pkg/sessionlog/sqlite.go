@@ -171,16 +171,6 @@ func openSQLiteFile(ctx context.Context, path, identity string) (*sqliteStore, e
 		_ = s.Close()
 		return nil, fmt.Errorf("open sqlite session log %s: %w", path, err)
 	}
-	for _, p := range []struct {
-		stmt  **sql.Stmt
-		db    *sql.DB
-		query string
-	}{{&s.ownerR, r, sqliteReadOwner}, {&s.claimW, w, sqliteClaimOwner}, {&s.ownerW, w, sqliteReadOwner}} {
-		if *p.stmt, err = p.db.PrepareContext(ctx, p.query); err != nil {
-			_ = s.Close()
-			return nil, fmt.Errorf("open sqlite session log %s: prepare %q: %w", path, p.query, err)
-		}
-	}
 	return s, nil
 }
 
@@ -195,7 +185,8 @@ func (s *sqliteStore) prepare(ctx context.Context) error {
 		stmt  **sql.Stmt
 		db    *sql.DB
 		query string
-	}{{&s.tailR, s.r, sqliteSelectTail}, {&s.tailW, s.w, sqliteSelectTail}, {&s.insertEvent, s.w, sqliteInsertEvent}, {&s.updateTail, s.w, sqliteUpdateTail}} {
+	}{{&s.tailR, s.r, sqliteSelectTail}, {&s.tailW, s.w, sqliteSelectTail}, {&s.insertEvent, s.w, sqliteInsertEvent}, {&s.updateTail, s.w, sqliteUpdateTail},
+		{&s.ownerR, s.r, sqliteReadOwner}, {&s.claimW, s.w, sqliteClaimOwner}, {&s.ownerW, s.w, sqliteReadOwner}} {
 		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", p.query, err)
