@@ -16,16 +16,17 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/harness-dev/planmode-operator/internal/freeport"
 )
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close() //nolint:errcheck
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // dialServing returns the serial of the certificate served at addr, verified against caPEM.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/harness-dev/planmode-operator/internal/freeport"
 )
 
 // process is a child the environment runs (the manager, the demo agent), in its own process
@@ -147,7 +148,8 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration, p *proc
 // answers its probes.
 func pickPort(flagName string, port int) (string, error) {
 	if port == 0 {
-		return pickFreePort()
+		free, err := freeport.Pick()
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(free)), err
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
@@ -158,43 +160,4 @@ func pickPort(flagName string, port int) (string, error) {
 		return "", err
 	}
 	return addr, nil
-}
-
-// pickFreePort returns 127.0.0.1 with a port that was free, drawn outside the kernel's ephemeral
-// range. The manager binds it only after it was closed here; a port from the ephemeral range
-// (what binding port 0 gives) could meanwhile become the local end of any process's outgoing
-// connection, and the manager then died on "address already in use".
-func pickFreePort() (string, error) {
-	low, high := portsOutsideEphemeral()
-	var err error
-	for range 100 {
-		var l net.Listener
-		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(low+rand.IntN(high-low)))); err != nil {
-			continue
-		}
-		addr := l.Addr().String()
-		return addr, l.Close()
-	}
-	return "", fmt.Errorf("no free port on 127.0.0.1 in [%d, %d): %w", low, high, err)
-}
-
-// portsOutsideEphemeral is a range of at least 10,000 ports [low, high) below or above the
-// kernel's range for outgoing connections (net.ipv4.ip_local_port_range), or below Linux's
-// default range when it cannot be read.
-func portsOutsideEphemeral() (low, high int) {
-	start, end := 32768, 60999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var s, e int
-		if _, err := fmt.Sscan(string(b), &s, &e); err == nil && s <= e {
-			start, end = s, e
-		}
-	}
-	switch {
-	case start >= 20000:
-		return 10000, start
-	case end <= 55535:
-		return end + 1, 65536
-	default:
-		return 10000, 20000 // the whole range is ephemeral; the bind check alone then guards
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/chatmodel"
+	"github.com/harness-dev/planmode-operator/internal/freeport"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
 	"github.com/harness-dev/planmode-operator/pkg/refagent"
@@ -549,12 +549,10 @@ func sendMessage(ctx context.Context, c client.Client, ns, name, id, text string
 // against the admin kubeconfig and the agents' store, waits for its /readyz, and returns what
 // stops it.
 func startManager(bin, kubeconfig, storeURL, logPath string) (func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	hp, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
-	hp := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/harness-dev/planmode-operator/internal/freeport"
 )
 
 // admissionGateway stands in for the webhook Service in front of the manager replicas: the
@@ -201,8 +203,7 @@ func (g *admissionGateway) serve() {
 // freePort returns a TCP port free on 127.0.0.1 now.
 func freePort() int {
 	GinkgoHelper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }

@@ -163,10 +163,7 @@ var _ = Describe("security", func() {
 	})
 
 	It("serves webhooks over TLS 1.2 or newer only", func() {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		Expect(err).NotTo(HaveOccurred())
-		port := ln.Addr().(*net.TCPAddr).Port
-		Expect(ln.Close()).To(Succeed())
+		port := freePort()
 		url, err := pg.NewDatabase(suiteCtx, "tls")
 		Expect(err).NotTo(HaveOccurred())
 		m := startManager(managerOpts{store: url, webhookPort: port, certDir: filepath.Join(workDir, "certs-tls"),

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/harness-dev/planmode-operator/internal/freeport"
 )
 
 // proc is a manager (or floor) process under test.
@@ -46,14 +47,7 @@ type procOpts struct {
 	profile bool
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Pick() }
 
 // startProc starts the side's binary against the envtest control plane and waits for /readyz.
 func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {

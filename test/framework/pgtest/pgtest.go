@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/harness-dev/planmode-operator/internal/freeport"
 )
 
 // BinDirEnv is the environment variable that, when set, names the directory holding initdb
@@ -232,12 +234,11 @@ func serverCredential() (*syscall.Credential, error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // run starts postgres on port and waits until it accepts connections.
