@@ -39,7 +39,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$`
 const idFormatMsg = "must be 1-128 characters: letters, digits and . _ : - (starting and ending with a letter or digit)"
 
 var (
-	asGR = agentsv1alpha1.GroupVersion.WithResource("agentsessions").GroupResource()
+	asGR = agentsv1alpha1.AgentSessionResource.GroupResource()
 	asGK = agentsv1alpha1.GroupVersion.WithKind("AgentSession").GroupKind()
 )
 
@@ -353,8 +353,8 @@ func (v *AgentSessionValidator) checkApproval(ctx context.Context, req admission
 		return errMissingDependency("an access checker for the review-approval permission")
 	}
 	allowed, err := v.Access.Allowed(ctx, req.UserInfo, authorizationv1.ResourceAttributes{
-		Namespace: obj.Namespace, Verb: ReviewApprovalVerb, Group: agentsv1alpha1.GroupVersion.Group,
-		Version: agentsv1alpha1.GroupVersion.Version, Resource: "agentsessions",
+		Namespace: obj.Namespace, Verb: ReviewApprovalVerb, Group: agentsv1alpha1.AgentSessionResource.Group,
+		Version: agentsv1alpha1.AgentSessionResource.Version, Resource: agentsv1alpha1.AgentSessionResource.Resource,
 		Subresource: ReviewApprovalSubresource, Name: obj.Name,
 	})
 	if err != nil {

@@ -14,6 +14,9 @@ var (
 	// GroupVersion is group version used to register these objects.
 	GroupVersion = schema.GroupVersion{Group: "agents.harness.dev", Version: "v1alpha1"}
 
+	// AgentSessionResource is the AgentSession CRD's resource (its plural, namespaced).
+	AgentSessionResource = GroupVersion.WithResource("agentsessions")
+
 	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
 	// controller-runtime deprecates its Builder for API packages; apimachinery's
 	// runtime.SchemeBuilder would change this package's exported SchemeBuilder, an API change.

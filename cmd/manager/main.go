@@ -197,6 +197,7 @@ func newManager(o *options, leaseID string, srv webhook.Server) (ctrl.Manager, e
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		WebhookServer:                 srv,
 		PprofBindAddress:              o.pprofAddr,
+		MapperProvider:                newSessionMapper, // restmapper.go
 		// managedFields stripped; with --shard-selector only that shard's sessions (shard.go).
 		Cache: cacheOptions(o),
 	})
