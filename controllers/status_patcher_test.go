@@ -376,6 +376,27 @@ func TestWriteDueMasksTheLogMirrorWithoutTouchingEitherStatus(t *testing.T) {
 	}
 }
 
+// The same instants in another time zone (a status the manager built against one decoded from
+// the API server) are the same status: no write is due.
+func TestWriteDueComparesInstantsNotTheirZones(t *testing.T) {
+	stored, computed := answeredStatus(), answeredStatus()
+	east := time.FixedZone("UTC+9", 9*60*60)
+	local := metav1.NewTime(stored.PlanMode.LastTransitionTime.In(east))
+	computed.PlanMode.LastTransitionTime = &local
+	computed.Conditions[0].LastTransitionTime = local
+	if reflect.DeepEqual(stored, computed) {
+		t.Fatal("the test's statuses are equal field for field; it checks nothing")
+	}
+	if writeDue(stored, computed) {
+		t.Fatal("a write is due for the time zone of an unchanged instant")
+	}
+	later := metav1.NewTime(local.Add(time.Second))
+	computed.PlanMode.LastTransitionTime = &later
+	if !writeDue(stored, computed) {
+		t.Fatal("no write due for a changed transition time")
+	}
+}
+
 // BenchmarkWriteDue: the comparison every computed reconcile makes (a restart makes one per
 // session).
 func BenchmarkWriteDue(b *testing.B) {
