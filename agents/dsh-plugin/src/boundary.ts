@@ -32,6 +32,7 @@ export async function boundary(d: BoundaryDeps, s: AgentSession, t: Tail, turn: 
   if (!mustAsk(s, t)) return { key, notice: owedNotice(s, t) };
   const deadline = Date.now() + d.cfg.boundaryWaitMs;
   await d.flush(); // the store now ends at session.seq
+  await d.lock.committed(); // and any reader sees it (a hold's appends wait for its commit)
   const seq = d.root.session.seq;
   const b = d.root.lastReported;
   if (!b || b.turn !== turn || b.step !== step || b.seq !== seq) {

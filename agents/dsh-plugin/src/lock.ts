@@ -6,6 +6,9 @@ import type { Awaitable, LogStore } from './log-store.js';
 export class StoreLock {
   // The release of the lock held until the session's next stored batch, if any.
   private releaseHeld?: () => void;
+  // One per hold taken and not yet released and committed: the appends made under a hold join
+  // its transaction, and no other connection sees them before its commit.
+  private readonly uncommitted = new Set<Promise<void>>();
 
   constructor(private readonly store: LogStore, private readonly log: (msg: string, ...args: unknown[]) => void) {}
 
@@ -13,7 +16,36 @@ export class StoreLock {
 
   /** Takes the lock of sessionId's log (the between-turns lock). */
   hold(sessionId: string): Promise<() => Awaitable<void>> {
-    return Promise.resolve(this.store.hold(sessionId));
+    return this.take(sessionId);
+  }
+
+  /**
+   * Resolves once every hold taken so far is released and its commit has ended: what this
+   * process stored is then in the store for any reader. A step boundary is reported only then:
+   * the turn's first boundary can come while the hold that stored its turn/start is still
+   * being committed, and the manager, reading the log, would find no open turn.
+   */
+  async committed(): Promise<void> {
+    while (this.uncommitted.size > 0) await Promise.all(this.uncommitted);
+  }
+
+  // The store's hold, with its release marked committed once it ends (failed or not).
+  private async take(sessionId: string): Promise<() => Awaitable<void>> {
+    const release = await this.store.hold(sessionId);
+    let ended!: () => void;
+    const pending = new Promise<void>((resolve) => { ended = resolve; });
+    this.uncommitted.add(pending);
+    const end = () => { this.uncommitted.delete(pending); ended(); };
+    return () => {
+      let out: Awaitable<void>;
+      try {
+        out = release();
+      } catch (e) {
+        end();
+        throw e;
+      }
+      return Promise.resolve(out).finally(end);
+    };
   }
 
   /**
@@ -36,7 +68,7 @@ export class StoreLock {
    */
   async holdUntilNextAppend(sessionId: string, boundMs: number): Promise<void> {
     if (this.store.holding) return;
-    const release = await this.store.hold(sessionId);
+    const release = await this.take(sessionId);
     const done = () => {
       clearTimeout(timer);
       this.store.onAppend = undefined;

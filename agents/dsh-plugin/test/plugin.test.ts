@@ -1,17 +1,21 @@
-// Unit tests of the plugin's decisions (docs/protocol.md 5.1, 5.3, 10), its settings, and the
-// store behaviours the plugin relies on: adopting a mirrored plan/mode, the write lock.
+// Unit tests of the plugin's decisions (docs/protocol.md 5.1, 5.3, 10), its settings, the
+// store behaviours the plugin relies on (adopting a mirrored plan/mode, the write lock), and
+// when a step boundary is reported.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { loadConfig, sqlitePathOf } from '../src/config.js';
+import { loadConfig, sqlitePathOf, type PluginConfig } from '../src/config.js';
 import { ConflictError, emptyTail, type Tail } from '../src/events.js';
-import type { AgentSession } from '../src/kube.js';
+import type { AgentSession, SessionWatch } from '../src/kube.js';
 import { mustAsk, owedNotice, pendingMessages } from '../src/decide.js';
 import { NoticeDefault as NOTICE_OFF, NoticePlanOn as NOTICE_ON } from '../src/texts.js';
 import { SqliteLogStore } from '../src/sqlite-store.js';
-import { OwnershipError, StoreLostError } from '../src/log-store.js';
+import { OwnershipError, StoreLostError, type LogStore } from '../src/log-store.js';
+import { boundary } from '../src/boundary.js';
+import { StoreLock } from '../src/lock.js';
+import type { RootSession } from '../src/session.js';
 
 const session = (spec: Partial<AgentSession['spec']> = {}, status: AgentSession['status'] = {}): AgentSession => ({
   metadata: { name: 's', namespace: 'ns', uid: 'u' }, spec: { sessionID: 'sid', ...spec }, status,
@@ -300,5 +304,56 @@ describe('spec.fork', () => {
     assert.equal(s.tail('c').nextSeq, next);
     assert.equal(logged.length, 1);
     s.close();
+  });
+});
+
+describe('the step boundary report', () => {
+  // A store whose hold commits only when the test says: the between-turns hold that stored the
+  // turn's turn/start (startTurn) can still be committing when the turn's first boundary comes.
+  const slowCommitStore = () => {
+    const commits: Array<() => void> = [];
+    let held = false;
+    const store = {
+      get holding() { return held; },
+      hold: () => {
+        held = true;
+        return () => { held = false; return new Promise<void>((resolve) => commits.push(resolve)); };
+      },
+    };
+    return { store: store as unknown as LogStore, commits };
+  };
+
+  test('is sent only once the hold whose appends it counts is committed', async () => {
+    const { store, commits } = slowCommitStore();
+    const lock = new StoreLock(store, () => undefined);
+    const reports: unknown[] = [];
+    const answered = { turn: 9, step: 1, seq: 207, result: 'Admitted' as const, active: false, nextSeq: 207 };
+    let status: AgentSession['status'] = { planMode: { pending: true, active: true } };
+    const watch = {
+      get: () => session({}, status),
+      patchAgent: async (agent: Record<string, unknown>) => {
+        reports.push(agent.boundary);
+        status = { planMode: { ...status!.planMode, lastBoundary: answered } };
+      },
+      waitFor: async (pred: () => boolean) => pred(),
+    } as unknown as SessionWatch;
+    const t = tail({ nextSeq: 207, turnOpen: true, turn: 9, active: true });
+    const root = { id: 'sid', session: { seq: 207 }, tail: () => t, catchUp: async () => undefined } as unknown as RootSession;
+    const cfg = { boundaryWaitMs: 10_000 } as PluginConfig;
+
+    const release = await lock.hold('sid'); // startTurn's hold: turn/start and the step are in its transaction
+    const answer = boundary({ root, watch, store, lock, cfg, flush: async () => undefined, log: () => undefined },
+      session({}, status), t, 9, 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(reports, [], 'reported while the hold was still held');
+    const unlocked = lock.unlock(release);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(reports, [], 'reported before the hold\'s commit ended');
+    commits.shift()!();
+    await unlocked;
+    const a = await answer;
+    assert.equal(reports.length, 1);
+    assert.equal((reports[0] as { seq: number }).seq, 207);
+    assert.equal(a.reject, undefined);
   });
 });
