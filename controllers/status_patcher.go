@@ -208,9 +208,9 @@ func (p *statusPatcher) remembered(key types.NamespacedName) (statusDigest, bool
 // masked here without copying anything they point to.
 //
 // Most computed statuses equal the stored one field for field (a restart computes one per
-// session), which reflect.DeepEqual tells at a third of the cost of the semantic comparison:
-// the latter calls its time comparison through reflection. Equal field for field is
-// semantically equal; only the rest, such as one instant in two time zones, needs it.
+// session), which reflect.DeepEqual tells cheaply; the semantic comparison calls its time
+// comparison through reflection. Equal field for field is semantically equal; only the rest,
+// such as one instant in two time zones, needs it.
 func writeDue(stored, computed agentsv1alpha1.AgentSessionStatus) bool {
 	for _, s := range []*agentsv1alpha1.AgentSessionStatus{&stored, &computed} {
 		s.PlanMode.NextSeq = 0
