@@ -47,11 +47,9 @@ type procOpts struct {
 	profile bool
 }
 
-func freePort() (int, error) { return freeport.Pick() }
-
 // startProc starts the side's binary against the envtest control plane and waits for /readyz.
 func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
-	port, err := freePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +62,7 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 		fmt.Sprintf("--max-concurrent-reconciles=%d", b.o.workers),
 	}
 	if o.profile || b.o.profileDir != "" {
-		pp, err := freePort()
+		pp, err := freeport.Pick()
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +74,7 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 	}
 	// Both sides serve /metrics on loopback, plain HTTP: the bench reads each process's own
 	// controller-runtime counters (takenOn).
-	mp, err := freePort()
+	mp, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
