@@ -93,8 +93,9 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 8, "AgentSessions reconciled in parallel.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for reconciles in flight at shutdown.")
 	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 0,
-		"At SIGTERM, keep serving the webhooks this long, closing each connection after its response, before shutting down, "+
-			"so that a rolling upgrade refuses no write (the shipped Deployment sets 5s; keep it below terminationGracePeriodSeconds).")
+		"At SIGTERM, keep serving the webhooks this long, closing each connection after its response, before shutting them down, "+
+			"so that a rolling upgrade refuses no write; reconciling stops and the leader Lease is released at once "+
+			"(the shipped Deployment sets 5s; keep it below terminationGracePeriodSeconds).")
 	bindShardFlags(fs, o)
 	o.webhook = webhooks.DefaultOptions()
 	o.webhook.BindFlags(fs)
@@ -112,8 +113,9 @@ func run() error {
 		return err
 	}
 	log := ctrl.Log.WithName("setup")
-	// The webhook server exists before the signal context: at SIGTERM it keeps serving for
-	// --shutdown-drain, so a rolling upgrade refuses no write, before the context is cancelled.
+	// The webhook server exists before the signal context: at SIGTERM the manager stops and
+	// releases its lease at once, while the webhook server keeps serving for --shutdown-drain, so
+	// a rolling upgrade refuses no write.
 	srv, err := webhooks.NewServer(o.webhook)
 	if err != nil {
 		return err
@@ -150,7 +152,9 @@ func run() error {
 	}
 	log.Info("starting the manager", "logStore", connstr.Redact(o.storeURL), "leaderElect", o.leaderElect,
 		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector, "gogc", o.gogc)
-	if err := mgr.Start(ctx); err != nil {
+	err = mgr.Start(ctx)
+	drained.Wait()
+	if err != nil {
 		return fmt.Errorf("run the manager: %w", err)
 	}
 	log.Info("manager stopped")
