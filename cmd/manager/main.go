@@ -144,7 +144,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer stopEvents() // after mgr.Start returned: the Events of the last reconciles are written
+	defer stopEvents() // on the ways out before mgr.Start; stopping twice is harmless
 	if o.webhook.Port >= 0 {
 		if err := webhooks.SetupWithManager(mgr, o.webhook); err != nil {
 			return fmt.Errorf("set up the admission webhooks: %w", err)
@@ -153,6 +153,9 @@ func run() error {
 	log.Info("starting the manager", "logStore", connstr.Redact(o.storeURL), "leaderElect", o.leaderElect,
 		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector, "gogc", o.gogc)
 	err = mgr.Start(ctx)
+	// The Events of the last reconciles are written while the webhooks drain: a pod deleted
+	// with no grace period is killed before the drain ends.
+	stopEvents()
 	drained.Wait()
 	if err != nil {
 		return fmt.Errorf("run the manager: %w", err)
