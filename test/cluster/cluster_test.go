@@ -896,7 +896,9 @@ func (t *leaseTrace) note(what string) {
 }
 
 // at is a time relative to the trace's start.
-func (t *leaseTrace) at(when time.Time) string { return fmt.Sprintf("%+.2fs", when.Sub(t.start).Seconds()) }
+func (t *leaseTrace) at(when time.Time) string {
+	return fmt.Sprintf("%+.2fs", when.Sub(t.start).Seconds())
+}
 
 func (t *leaseTrace) String() string { return strings.Join(t.lines, "\n") }
 
