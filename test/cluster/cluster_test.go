@@ -416,6 +416,8 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 		}
 		DeferCleanup(resume)
 		var took time.Duration
+		// The bound is the Eventually's timeout: a lease left to expire goes within its duration
+		// and two looks of its last renewal, which came before the freeze.
 		Eventually(func() string {
 			took = time.Since(frozen)
 			return trace.holderPod()
@@ -424,7 +426,6 @@ var _ = Describe("the operator deployed from dist/install.yaml", Ordered, func()
 			fmtDuration(took), duration, trace)
 		fmt.Fprintln(GinkgoWriter, report)
 		AddReportEntry("leader takeover, frozen leader", report)
-		Expect(took).To(BeNumerically("<=", duration+takeoverSlack))
 
 		// The frozen replica still looks Ready until its probes time out, so admission calls the
 		// Service routes to it hang: resume it before writing through the webhook again.
