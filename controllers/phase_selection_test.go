@@ -7,11 +7,13 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 )
 
@@ -133,6 +135,38 @@ func selectionSpecs(fx *specFixture) {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(store.tails.Load()).To(Equal(int64(1)), "a status this manager has not checked is read against the log")
 			Expect(store.listings.Load()).To(Equal(int64(1)), "the store is read whole once")
+		})
+
+		It("after a restart, takes a session whose plan review is closed as settled too", func() {
+			a := newSession(fx.ns, "restart-reviewed", nil, nil, fx.be().agentStore)
+			a.awaitStatus(false, false)
+			setActive(a.key, T)
+			a.awaitStatus(true, false)
+			const plan = "# Fix the flake\n"
+			post := fmt.Sprintf(`{"status":{"agent":{"review":{"id":"r1","plan":%q,"turn":0}}}}`, plan)
+			Expect(k8sClient.Status().Patch(suiteCtx, a.get(), client.RawPatch(types.MergePatchType, []byte(post)))).To(Succeed())
+			Eventually(func() *agentsv1alpha1.ReviewStatus { return a.get().Status.Review }, timeout, interval).
+				Should(HaveField("Phase", agentsv1alpha1.ReviewPending))
+			vote := fmt.Sprintf(`{"spec":{"reviewVotes":[{"reviewID":"r1","decision":"KeepPlanning","planSHA256":%q,"decidedBy":{"username":"rita"}}]}}`, planmode.PlanSHA256(plan))
+			Expect(k8sClient.Patch(suiteCtx, a.get(), client.RawPatch(types.MergePatchType, []byte(vote)))).To(Succeed())
+			Eventually(func(g Gomega) {
+				s := a.get()
+				g.Expect(s.Status.Review).To(HaveField("Phase", agentsv1alpha1.ReviewKeptPlanning))
+				g.Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
+			}, timeout, interval).Should(Succeed())
+			before := a.get()
+			Expect(before.Status.Agent.Review).NotTo(BeNil(), "the post stays with its closed review, as the record")
+
+			// The first reconcile checks the status against the one read at start; the next
+			// ones, echoes of anything, find it settled: a closed review leaves nothing to do.
+			store := &faultStore{Store: fx.be().mgrStore}
+			restarted := &AgentSessionReconciler{Client: k8sClient, Store: store}
+			for i := 0; i < 3; i++ {
+				_, err := restarted.Reconcile(suiteCtx, ctrl.Request{NamespacedName: a.key})
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(store.tails.Load()).To(BeZero(), "a session with a closed review reads its log no more than any other")
+			Expect(a.get().ResourceVersion).To(Equal(before.ResourceVersion), "nothing is rewritten")
 		})
 
 		It("after a restart, reads the log itself when it moved past the status, and claims a log whose record names another UID", func() {

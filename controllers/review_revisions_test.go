@@ -247,3 +247,61 @@ func TestReviewAgentLiveness(t *testing.T) {
 		t.Fatalf("the Event repeats: %+v", out.events)
 	}
 }
+
+// A closed review stays with its post as the record, and the review phase leaves it as it is:
+// reviewInProgress then lets the session settle (upToDate) instead of reading its log at every
+// echo. What is in progress: a post not opened yet, an open review, an open review whose post
+// was withdrawn, and a new post over a closed review.
+func TestAClosedReviewLeavesTheReviewPhaseNothingToDo(t *testing.T) {
+	for _, decision := range []agentsv1alpha1.ReviewDecisionType{agentsv1alpha1.ReviewApprove, agentsv1alpha1.ReviewKeepPlanning, agentsv1alpha1.ReviewDismiss} {
+		t.Run(string(decision), func(t *testing.T) {
+			now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+			e := revEnv(t, &now)
+			s, _ := e.fzSeed(t, []byte{5, 0, 1, 4}, "fz") // plan mode on, a whole turn, ended
+			tail, _ := e.store.Tail(context.Background(), s.Spec.SessionID)
+			const plan = "# Fix the flake\n"
+			s.Status.Agent = &agentsv1alpha1.AgentReport{Review: &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: plan, Turn: tail.Turn}}
+			if !reviewInProgress(s) {
+				t.Fatal("a post the manager has not opened is not in progress")
+			}
+			step(t, e, s)
+			if rs := s.Status.Review; rs == nil || rs.Phase != agentsv1alpha1.ReviewPending || !reviewInProgress(s) {
+				t.Fatalf("an open review is not in progress: %+v", rs)
+			}
+			withdrawn := s.DeepCopy()
+			withdrawn.Status.Agent.Review = nil
+			if !reviewInProgress(withdrawn) {
+				t.Fatal("an open review whose post was withdrawn is not in progress")
+			}
+
+			d := approval("rita", plan, now)
+			d.Decision = decision
+			s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{d}
+			if decision == agentsv1alpha1.ReviewApprove {
+				off := false
+				s.Spec.PlanMode.Active = &off // the webhook's exit
+			}
+			s.Generation++
+			for i := 0; step(t, e, s).changed; i++ {
+				if i == 3 {
+					t.Fatalf("the status does not settle after the decision: %+v", s.Status)
+				}
+			}
+			if rs := s.Status.Review; rs == nil || rs.Phase == agentsv1alpha1.ReviewPending {
+				t.Fatalf("the %s did not close the review: %+v", decision, rs)
+			}
+			if reviewInProgress(s) {
+				t.Fatalf("a closed review with its post is in progress: %+v", s.Status.Review)
+			}
+			now = now.Add(48 * time.Hour) // past any expiry or agent liveness
+			if out := step(t, e, s); out.changed || len(out.events) > 0 {
+				t.Fatalf("the review phase acted on a closed review: changed %v, events %+v", out.changed, out.events)
+			}
+
+			s.Status.Agent.Review = &agentsv1alpha1.PlanReviewRequest{ID: "r2", Plan: plan, Turn: tail.Turn}
+			if !reviewInProgress(s) {
+				t.Fatal("a new post over a closed review is not in progress")
+			}
+		})
+	}
+}

@@ -57,9 +57,17 @@ func unanswered(s *agentsv1alpha1.AgentSession) *agentsv1alpha1.StepBoundary {
 	return nil
 }
 
-// reviewInProgress: the review phase has something to open, decide, expire or withdraw.
+// reviewInProgress: the review phase has something to open, decide, expire or withdraw: a post
+// it has not opened, or an open review (its post withdrawn or not). A closed review is the
+// record and stays with its post; the phase leaves it as it is, so a session that has had a
+// review settles like any other instead of reading its log at every echo. A decision is a spec
+// write, which observedReady sees as a new generation.
 func reviewInProgress(s *agentsv1alpha1.AgentSession) bool {
-	return agentReview(s) != nil || s.Status.Review != nil || s.Spec.Review != nil
+	req, rs := agentReview(s), s.Status.Review
+	if rs != nil && rs.Phase == agentsv1alpha1.ReviewPending {
+		return true
+	}
+	return req != nil && (rs == nil || rs.ID != req.ID)
 }
 
 // configUnchanged: the PlanModeConfig in force is the one the status names.
