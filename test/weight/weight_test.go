@@ -1,0 +1,222 @@
+// Package weight measures what an AgentSession's size costs the API server per write: the
+// session as the scale benchmark's storms leave it (a fresh session toggled once), against the
+// same session after a plan review, and after a long life (many toggles by stamped identities,
+// many plan revisions). Every write of a session carries the whole object through the API
+// server's decoding, validation, managed fields and encoding, and to every watcher, so what a
+// session keeps in its object is paid again at every toggle and every step boundary answered.
+package weight
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/pkg/planmode"
+	"github.com/harness-dev/planmode-operator/test/framework"
+)
+
+// planBytes is the size of the plan posted for review: a markdown plan of a few sections.
+const planBytes = 4096
+
+// shape is one session's life so far, written into a fresh AgentSession.
+type shape struct {
+	name  string
+	build func(s *agentsv1alpha1.AgentSession)
+}
+
+var shapes = []shape{
+	{"fresh (the storms' session)", fresh},
+	{"after a plan review", func(s *agentsv1alpha1.AgentSession) { fresh(s); reviewed(s, 1) }},
+	{"the same, without the agent's post", func(s *agentsv1alpha1.AgentSession) { fresh(s); reviewed(s, 1); s.Status.Agent.Review = nil }},
+	{"busy (10 stamped toggles, 20 revisions)", func(s *agentsv1alpha1.AgentSession) { fresh(s); reviewed(s, 20); stampedToggles(s, 10) }},
+}
+
+// BenchmarkStatusWriteByObjectWeight writes one small status change (a boundary answer's seq)
+// to a session of each shape in turn, rotating which goes first, and reports each shape's
+// median write time and object size with their ratios to the fresh session's.
+func BenchmarkStatusWriteByObjectWeight(b *testing.B) {
+	logf.SetLogger(logr.Discard()) // envtest's start-up lines say nothing this figure needs
+	env, cfg, err := framework.Start(framework.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	sch := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(sch); err != nil {
+		b.Fatal(err)
+	}
+	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: sch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "weight"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]types.NamespacedName, len(shapes))
+	for i, sh := range shapes {
+		keys[i] = create(ctx, b, c, ns, fmt.Sprintf("s-%d", i), sh)
+	}
+	seq := int64(5)
+	write := func(key types.NamespacedName) time.Duration {
+		patch := fmt.Sprintf(`{"status":{"planMode":{"nextSeq":%d,"lastBoundary":{"seq":%d,"nextSeq":%d}}}}`, seq+1, seq, seq+1)
+		start := time.Now()
+		obj := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner("planmode-manager")); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for range 20 { // warm the connection and the API server's caches
+		for _, k := range keys {
+			write(k)
+		}
+		seq++
+	}
+	samples := make([][]time.Duration, len(keys))
+	b.ResetTimer()
+	round := 0
+	for b.Loop() {
+		for k := range keys {
+			i := (k + round) % len(keys)
+			samples[i] = append(samples[i], write(keys[i]))
+		}
+		seq++
+		round++
+	}
+	b.StopTimer()
+	var report strings.Builder
+	base, baseSize := median(samples[0]), served(ctx, b, c, keys[0])
+	for i, sh := range shapes {
+		m, size := median(samples[i]), served(ctx, b, c, keys[i])
+		metric := fmt.Sprint(i)
+		b.ReportMetric(float64(m.Microseconds()), "us/write-shape"+metric)
+		b.ReportMetric(float64(size), "bytes-shape"+metric)
+		fmt.Fprintf(&report, "%-42s %7d bytes %5.2fx   status write median %8s %5.2fx\n", sh.name, size, float64(size)/float64(baseSize),
+			m.Round(time.Microsecond), float64(m)/float64(base))
+	}
+	b.Logf("shapes 0 to %d in order; %d writes of each shape, plan %d bytes:\n%s", len(shapes)-1, len(samples[0]), planBytes, report.String())
+}
+
+// create makes a session of shape sh, its spec and status as the shape's life left them.
+func create(ctx context.Context, b *testing.B, c client.Client, ns, name string, sh shape) types.NamespacedName {
+	b.Helper()
+	s := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	s.Spec.SessionID = ns + "-" + name
+	sh.build(s)
+	status := s.Status
+	if err := c.Create(ctx, s); err != nil {
+		b.Fatalf("create %s: %v", sh.name, err)
+	}
+	s.Status = status
+	s.Status.ObservedGeneration = s.Generation
+	for i := range s.Status.Conditions {
+		s.Status.Conditions[i].ObservedGeneration = s.Generation
+	}
+	if err := c.Status().Update(ctx, s, client.FieldOwner("planmode-manager")); err != nil {
+		b.Fatalf("write the status of %s: %v", sh.name, err)
+	}
+	return client.ObjectKeyFromObject(s)
+}
+
+// served is the session's size as the API server serves it (managedFields included), as
+// compact JSON.
+func served(ctx context.Context, b *testing.B, c client.Client, key types.NamespacedName) int {
+	b.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
+	if err := c.Get(ctx, key, u); err != nil {
+		b.Fatal(err)
+	}
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(raw)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+var (
+	at  = metav1.NewTime(time.Date(2026, 12, 2, 6, 6, 25, 0, time.UTC))
+	yes = true
+	no  = false
+)
+
+// fresh is the session the storms leave: plan mode on, committed at a step boundary.
+func fresh(s *agentsv1alpha1.AgentSession) {
+	s.Spec.PlanMode.Active = &yes
+	s.Status.Agent = &agentsv1alpha1.AgentReport{Boundary: &agentsv1alpha1.StepBoundary{Turn: 1, Step: 2, Seq: 5, Time: &at}}
+	s.Status.Conditions = []metav1.Condition{{Type: agentsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "InSync", LastTransitionTime: at}}
+	s.Status.PlanMode = agentsv1alpha1.PlanModeStatus{
+		Active: true, Selection: &yes, NextSeq: 6, StoreID: "e461fc97411c90ad3a11103f425c069d", TurnOpen: true, ToldActive: &no,
+		Config:             &agentsv1alpha1.ConfigInForce{Name: "default", Generation: 1, SectionSHA256: "a8f1e11ffea37a9a"},
+		LastTransitionTime: &at,
+		Notice:             &agentsv1alpha1.OwedNotice{Seq: 5, Text: "The user switched this session to plan mode."},
+		LastBoundary: &agentsv1alpha1.BoundaryAck{Turn: 1, Step: 2, Seq: 5, Result: agentsv1alpha1.BoundaryAdmitted, Active: true, NextSeq: 6,
+			Notice: "The user switched this session to plan mode.", Time: at},
+		Changes: []agentsv1alpha1.PlanModeChange{{Seq: 5, Active: true, Cause: agentsv1alpha1.PlanModeChangeSelection}},
+	}
+}
+
+var (
+	toggler  = agentsv1alpha1.Actor{Username: "system:serviceaccount:team-a:toggler", UID: "4f8c1e2a-1b2c-4d5e-8f90-123456789abc", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:team-a", "system:authenticated"}}
+	reviewer = agentsv1alpha1.Actor{Username: "rita@example.com", Groups: []string{"oidc:platform", "system:authenticated"}}
+)
+
+// reviewed adds what n posted plans leave, the last approved: the agent's post of the last plan
+// (it stays, as the record), the closed review, the revisions, and the reviewer's vote in spec.
+func reviewed(s *agentsv1alpha1.AgentSession, n int) {
+	plan := "# Fix the flaky session-log test\n\n" + strings.Repeat("- Step: read the code, change it, run the tests again.\n", planBytes/54)
+	digest := planmode.PlanSHA256(plan)
+	id := fmt.Sprintf("r%d", n)
+	s.Status.Agent.Review = &agentsv1alpha1.PlanReviewRequest{ID: id, Plan: plan, Turn: 1, RequestedAt: &at}
+	s.Spec.PlanMode.SelectedBy, s.Spec.PlanMode.SelectedAt = toggler.DeepCopy(), &at
+	s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{{ReviewID: id, Decision: agentsv1alpha1.ReviewApprove, PlanSHA256: digest, DecidedBy: reviewer.DeepCopy(), DecidedAt: &at}}
+	s.Status.Review = &agentsv1alpha1.ReviewStatus{ID: id, Phase: agentsv1alpha1.ReviewApproved, DecidedAt: &at, PlanSHA256: digest, Revision: int64(n),
+		OpenedAt: &at, PostedBy: "system:serviceaccount:team-a:agent", Requester: toggler.DeepCopy(), Policy: "team-a/default", ApprovalsRequired: 1, Approvals: 1,
+		Votes: []agentsv1alpha1.ReviewVoteStatus{{Decision: agentsv1alpha1.ReviewApprove, By: reviewer, At: &at, Counted: true}}}
+	for i := 1; i <= n; i++ {
+		phase := agentsv1alpha1.ReviewKeptPlanning
+		if i == n {
+			phase = agentsv1alpha1.ReviewApproved
+		}
+		s.Status.ReviewHistory = append(s.Status.ReviewHistory, agentsv1alpha1.ReviewRevision{Revision: int64(i), ReviewID: fmt.Sprintf("r%d", i),
+			PlanSHA256: digest, Title: "Fix the flaky session-log test", PostedAt: at, Phase: phase, DecidedAt: &at, DecidedBy: []string{reviewer.Username}})
+	}
+}
+
+// stampedToggles adds n plan/mode changes selected by a service account, as the admission
+// webhook stamps them; the status keeps the last agentsv1alpha1.MaxPlanModeChanges.
+func stampedToggles(s *agentsv1alpha1.AgentSession, n int) {
+	for i := range n {
+		s.Status.PlanMode.Changes = append(s.Status.PlanMode.Changes, agentsv1alpha1.PlanModeChange{Seq: int64(10 + i), Active: i%2 == 0,
+			Cause: agentsv1alpha1.PlanModeChangeSelection, By: toggler.DeepCopy()})
+	}
+	if over := len(s.Status.PlanMode.Changes) - agentsv1alpha1.MaxPlanModeChanges; over > 0 {
+		s.Status.PlanMode.Changes = s.Status.PlanMode.Changes[over:]
+	}
+}
