@@ -27,7 +27,7 @@ func crashSafetySpecs(fx *specFixture) {
 			a := newSession(fx.ns, "fresh", nil, nil, fx.be().agentStore)
 			a.awaitStatus(false, false)
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
+			u.SetGroupVersionKind(agentsv1alpha1.AgentSessionKind)
 			Expect(k8sClient.Get(suiteCtx, a.key, u)).To(Succeed())
 			for _, field := range []string{"active", "pending"} {
 				v, found, err := unstructured.NestedBool(u.Object, "status", "planMode", field)

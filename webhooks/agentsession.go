@@ -40,7 +40,7 @@ const idFormatMsg = "must be 1-128 characters: letters, digits and . _ : - (star
 
 var (
 	asGR = agentsv1alpha1.AgentSessionResource.GroupResource()
-	asGK = agentsv1alpha1.GroupVersion.WithKind("AgentSession").GroupKind()
+	asGK = agentsv1alpha1.AgentSessionKind.GroupKind()
 )
 
 // AccessChecker answers "may this user do this?" (a SubjectAccessReview in the cluster).

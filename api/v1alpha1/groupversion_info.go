@@ -17,6 +17,9 @@ var (
 	// AgentSessionResource is the AgentSession CRD's resource (its plural, namespaced).
 	AgentSessionResource = GroupVersion.WithResource("agentsessions")
 
+	// AgentSessionKind is the AgentSession CRD's kind.
+	AgentSessionKind = GroupVersion.WithKind("AgentSession")
+
 	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
 	// controller-runtime deprecates its Builder for API packages; apimachinery's
 	// runtime.SchemeBuilder would change this package's exported SchemeBuilder, an API change.

@@ -31,6 +31,6 @@ func (s *AgentSession) ConfigName() string {
 // API server encodes, and the writer decodes, a fraction of the object.
 func AgentSessionMetadata(namespace, name string) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	m.SetGroupVersionKind(GroupVersion.WithKind("AgentSession"))
+	m.SetGroupVersionKind(AgentSessionKind)
 	return m
 }

@@ -24,7 +24,7 @@ type sessionMapper struct {
 
 var sessionMapping = meta.RESTMapping{
 	Resource:         agentsv1alpha1.AgentSessionResource,
-	GroupVersionKind: agentsv1alpha1.GroupVersion.WithKind("AgentSession"),
+	GroupVersionKind: agentsv1alpha1.AgentSessionKind,
 	Scope:            meta.RESTScopeNamespace,
 }
 

@@ -310,7 +310,7 @@ var sdkScheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 // large share of an agent's heap); these kinds and their scope are fixed by the CRDs.
 func sdkRESTMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion, corev1.SchemeGroupVersion})
-	m.Add(v1alpha1.GroupVersion.WithKind("AgentSession"), meta.RESTScopeNamespace)
+	m.Add(v1alpha1.AgentSessionKind, meta.RESTScopeNamespace)
 	m.Add(v1alpha1.GroupVersion.WithKind("PlanModeConfig"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace) // attached images (ImageData)
 	return m

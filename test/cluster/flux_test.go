@@ -462,7 +462,7 @@ func readyCondition(u *unstructured.Unstructured) map[string]any {
 func sessionKStatus(name string) *status.Result {
 	GinkgoHelper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
+	u.SetGroupVersionKind(agentsv1alpha1.AgentSessionKind)
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: name}, u)).To(Succeed())
 	return must(status.Compute(u))
 }

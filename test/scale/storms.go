@@ -847,7 +847,7 @@ func (b *bench) objectBytes(ctx context.Context, ns string, agents []*agent, k i
 	var sum int
 	for _, a := range agents[:k] {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentSession"))
+		u.SetGroupVersionKind(v1alpha1.AgentSessionKind)
 		if err := b.user.Get(ctx, types.NamespacedName{Namespace: ns, Name: a.name}, u); err != nil {
 			return 0, fmt.Errorf("read %s/%s: %w", ns, a.name, err)
 		}

@@ -143,7 +143,7 @@ func create(ctx context.Context, b *testing.B, c client.Client, ns, name string,
 func served(ctx context.Context, b *testing.B, c client.Client, key types.NamespacedName) int {
 	b.Helper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(agentsv1alpha1.GroupVersion.WithKind("AgentSession"))
+	u.SetGroupVersionKind(agentsv1alpha1.AgentSessionKind)
 	if err := c.Get(ctx, key, u); err != nil {
 		b.Fatal(err)
 	}
