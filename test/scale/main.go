@@ -482,13 +482,13 @@ type bench struct {
 // whatever the queueing on this machine made of its latency.
 func (b *bench) apiCPU() (time.Duration, error) {
 	if b.apiPID == 0 {
-		pid, err := apiServerPID(b.cfg)
+		pid, err := framework.APIServerPID(b.cfg)
 		if err != nil {
 			return 0, err
 		}
 		b.apiPID = pid
 	}
-	return pidCPU(b.apiPID), nil
+	return framework.ProcessCPU(b.apiPID), nil
 }
 
 func logPhase(format string, args ...any) {

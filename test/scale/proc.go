@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/harness-dev/planmode-operator/internal/freeport"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // proc is a manager (or floor) process under test.
@@ -252,21 +251,7 @@ func procStatus(pid int, field string) int64 {
 }
 
 // cpu is the process's user+system CPU time so far.
-func (p *proc) cpu() time.Duration { return pidCPU(p.cmd.Process.Pid) }
-
-// pidCPU is the CPU time (user + system) a process has used so far.
-func pidCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-}
+func (p *proc) cpu() time.Duration { return framework.ProcessCPU(p.cmd.Process.Pid) }
 
 // footprint is the process's RSS (peak of the samples) and CPU use over a window.
 type footprint struct {
@@ -365,35 +350,6 @@ func (p *proc) profile(dir, path, file string) error {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
-}
-
-// apiServerPID finds the envtest kube-apiserver serving cfg: the process whose command line
-// names that secure port.
-func apiServerPID(cfg *rest.Config) (int, error) {
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		return 0, fmt.Errorf("API server address %q: %w", cfg.Host, err)
-	}
-	want := "--secure-port=" + u.Port()
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmd), "\x00")
-		if strings.HasSuffix(args[0], "kube-apiserver") && slices.Contains(args, want) {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
 }
 
 // apiProfileWindow is the length of the API server's CPU profile of each storm, from its
