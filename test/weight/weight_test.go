@@ -200,7 +200,8 @@ func fresh(s *agentsv1alpha1.AgentSession) {
 }
 
 var (
-	toggler  = agentsv1alpha1.Actor{Username: "system:serviceaccount:team-a:toggler", UID: "4f8c1e2a-1b2c-4d5e-8f90-123456789abc", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:team-a", "system:authenticated"}}
+	toggler = agentsv1alpha1.Actor{Username: "system:serviceaccount:team-a:toggler", UID: "4f8c1e2a-1b2c-4d5e-8f90-123456789abc",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:team-a", "system:authenticated"}}
 	reviewer = agentsv1alpha1.Actor{Username: "rita@example.com", Groups: []string{"oidc:platform", "system:authenticated"}}
 )
 
