@@ -5,7 +5,8 @@
 // a project's session directory, the kubectl runner the kubectl plan suites assert on (KubectlCmd,
 // CmdResult), the agent they drive sessions with step by step (StepAgent) and config/rbac's
 // ClusterRoles as written (ClusterRoles). Its subpackages hold a throwaway PostgreSQL server
-// (pgtest), an API-request counter (apicount) and the benchmark's floor controller (floor).
+// (pgtest), an API-request counter (apicount) and the benchmark's floor controller (floor). It
+// also reads a process's state and CPU time, and finds the envtest API server's process.
 //
 // It is test-support code: no production binary imports it.
 package framework
