@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -303,5 +304,72 @@ func TestAClosedReviewLeavesTheReviewPhaseNothingToDo(t *testing.T) {
 				t.Fatal("a new post over a closed review is not in progress")
 			}
 		})
+	}
+}
+
+// Every status the phases leave unchanged is one upToDate lets settle, but where something is
+// awaited by design (a selection queued for the agent's next boundary, a plan waiting for its
+// reviewers): otherwise each echo of a session in that state computes its whole status again
+// and reads its log, as every session that had had a review did. Over generated logs, with and
+// without a selection, an answered boundary report and a closed review.
+func TestAStatusTheReconcileLeavesUnchangedIsUpToDate(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	e := revEnv(t, &now)
+	on, off := true, false
+	const plan = "# Fix the flake\n"
+	n, checked := 0, 0
+	show := func(b *bool) string {
+		if b == nil {
+			return "none"
+		}
+		return fmt.Sprint(*b)
+	}
+	for a := range byte(8) {
+		for b := range byte(8) {
+			for _, sel := range []*bool{nil, &on, &off} {
+				for _, report := range []bool{false, true} {
+					for _, review := range []bool{false, true} {
+						s, _ := e.fzSeed(t, []byte{5, a, b}, "fz") // plan mode on, then two generated steps
+						n++
+						s.Name = fmt.Sprintf("s-%d", n)
+						s.Spec.PlanMode.Active = sel
+						tail, _ := e.store.Tail(context.Background(), s.Spec.SessionID)
+						s.Status.Agent = &agentsv1alpha1.AgentReport{}
+						if report && tail.TurnOpen && !tail.StepOpen {
+							s.Status.Agent.Boundary = &agentsv1alpha1.StepBoundary{Turn: tail.Turn, Step: tail.Step + 1, Seq: tail.NextSeq}
+						}
+						if review {
+							s.Status.Agent.Review = &agentsv1alpha1.PlanReviewRequest{ID: "r1", Plan: plan, Turn: tail.Turn}
+							d := approval("rita", plan, now)
+							d.Decision = agentsv1alpha1.ReviewKeepPlanning
+							s.Spec.ReviewVotes = []agentsv1alpha1.ReviewDecision{d}
+						}
+						for i := 0; step(t, e, s).changed; i++ {
+							if i == 5 {
+								t.Fatalf("log %v, selection %v: the status does not settle: %+v", []byte{5, a, b}, show(sel), s.Status)
+							}
+						}
+						pm := &s.Status.PlanMode
+						if pm.Pending || sel != nil && *sel != pm.Active && pm.TurnOpen {
+							continue // waits for the agent's next boundary
+						}
+						if c := meta.FindStatusCondition(s.Status.Conditions, agentsv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+							t.Fatalf("log %v, selection %v, report %v, review %v: not Ready: %+v", []byte{5, a, b}, show(sel), report, review, s.Status.Conditions)
+						}
+						key := client.ObjectKeyFromObject(s)
+						e.r.patcher().checked(key, &s.Status)
+						if !e.r.upToDate(context.Background(), s) {
+							t.Errorf("log %v, selection %v, report %v, review %v: settled but not upToDate: observedReady %v, selection outstanding %v, unanswered %v, review in progress %v, config unchanged %v",
+								[]byte{5, a, b}, show(sel), report, review, observedReady(s), selectionOutstanding(s), unanswered(s) != nil, reviewInProgress(s), e.r.configUnchanged(context.Background(), s))
+						}
+						checked++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d generated sessions settled with nothing awaited, each upToDate", checked, n)
+	if checked < n/2 {
+		t.Fatalf("only %d of %d generated sessions settled: the generator no longer makes the states this test is for", checked, n)
 	}
 }
