@@ -359,8 +359,10 @@ func TestAStatusTheReconcileLeavesUnchangedIsUpToDate(t *testing.T) {
 						key := client.ObjectKeyFromObject(s)
 						e.r.patcher().checked(key, &s.Status)
 						if !e.r.upToDate(context.Background(), s) {
-							t.Errorf("log %v, selection %v, report %v, review %v: settled but not upToDate: observedReady %v, selection outstanding %v, unanswered %v, review in progress %v, config unchanged %v",
-								[]byte{5, a, b}, show(sel), report, review, observedReady(s), selectionOutstanding(s), unanswered(s) != nil, reviewInProgress(s), e.r.configUnchanged(context.Background(), s))
+							t.Errorf("log %v, selection %v, report %v, review %v: settled but not upToDate: "+
+								"observedReady %v, selection outstanding %v, unanswered %v, review in progress %v, config unchanged %v",
+								[]byte{5, a, b}, show(sel), report, review,
+								observedReady(s), selectionOutstanding(s), unanswered(s) != nil, reviewInProgress(s), e.r.configUnchanged(context.Background(), s))
 						}
 						checked++
 					}
