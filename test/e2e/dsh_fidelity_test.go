@@ -12,11 +12,9 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +31,7 @@ import (
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/internal/chatmodel"
 	"github.com/harness-dev/planmode-operator/pkg/harness"
+	"github.com/harness-dev/planmode-operator/test/framework"
 )
 
 // unknownExit is the harness's answer to a call of exit_plan_mode in a step that does not
@@ -197,7 +196,8 @@ func dshFidelitySpecs(e *dshEnv) {
 		Eventually(func() bool { return e.get().Status.PlanMode.Pending }).WithTimeout(30 * time.Second).Should(BeTrue())
 		unansweredBefore := strings.Count(e.agent.output(), `"op":"unanswered"`)
 
-		apiserver := e.apiServerPID()
+		apiserver, err := framework.APIServerPID(e.cfg)
+		Expect(err).NotTo(HaveOccurred())
 		Expect(syscall.Kill(apiserver, syscall.SIGSTOP)).To(Succeed())
 		stopped := true
 		defer func() {
@@ -529,38 +529,6 @@ CREATE TRIGGER e2e_refuse_plan_mode BEFORE INSERT ON events FOR EACH ROW EXECUTE
 	}
 	_, err = db.ExecContext(ctx, stmt)
 	Expect(err).NotTo(HaveOccurred())
-}
-
-// apiServerPID is the kube-apiserver process of these specs' control plane: the one serving
-// the port of their rest config.
-func (e *dshEnv) apiServerPID() int {
-	GinkgoHelper()
-	u, err := url.Parse(e.cfg.Host)
-	Expect(err).NotTo(HaveOccurred())
-	port := u.Port()
-	entries, err := os.ReadDir("/proc")
-	Expect(err).NotTo(HaveOccurred())
-	for _, d := range entries {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) == 0 || filepath.Base(args[0]) != "kube-apiserver" {
-			continue
-		}
-		for _, a := range args {
-			if a == "--secure-port="+port {
-				return pid
-			}
-		}
-	}
-	Fail("no kube-apiserver process serves port " + port)
-	return 0
 }
 
 type testImage struct{ path, id string }
