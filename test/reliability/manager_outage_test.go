@@ -176,7 +176,7 @@ var _ = Describe("manager outage (protocol v2)", func() {
 			// The invariant after every fault, before anything repairs it.
 			Expect(w.checkLogs()).To(BeEmpty(), "after fault %d", stops+kills)
 			Expect(time.Duration(w.maxBoundary.Load())).To(BeNumerically("<=", boundaryBound+apiRoundTrip), "a step waited on the manager")
-			Expect(w.failedProposals.Load()).To(BeZero(), "a step proposal failed")
+			Expect(w.failedProposals.Load()).To(BeZero(), "a step proposal failed after fault %d: %v", stops+kills, w.lastProposalErr.Load())
 			time.Sleep(time.Duration(200+rand.IntN(800)) * time.Millisecond) // the manager runs a while
 		}
 		w.stopDriver()

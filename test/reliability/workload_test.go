@@ -70,6 +70,8 @@ type workload struct {
 	driverSkip map[string]bool
 
 	steps, failedProposals, agentRestarts, toggles atomic.Int64
+	// lastProposalErr is the error of the last failed proposal, for a failure's message.
+	lastProposalErr atomic.Value
 	// unanswered, adopted: steps that went on without the manager's answer (protocol v2), and
 	// those that then took the manager's plan/mode; maxBoundary: the longest boundary (ns).
 	unanswered, adopted, maxBoundary atomic.Int64
@@ -198,6 +200,7 @@ func (w *workload) runAgent(name string, script refagent.Script) {
 				Client: c, Script: script, Loop: true, StepDelay: 10 * time.Millisecond, BoundaryTimeout: 2 * time.Second,
 				OnStep: func(r refagent.StepRecord) {
 					if r.Err != nil {
+						w.lastProposalErr.Store(fmt.Sprintf("%s, turn %d step %d: %v", name, r.Turn, r.Step, r.Err))
 						w.failedProposals.Add(1)
 					} else {
 						w.steps.Add(1)
