@@ -20,6 +20,9 @@ var (
 	// AgentSessionKind is the AgentSession CRD's kind.
 	AgentSessionKind = GroupVersion.WithKind("AgentSession")
 
+	// AgentSessionListKind is the kind of a list of AgentSessions.
+	AgentSessionListKind = GroupVersion.WithKind("AgentSessionList")
+
 	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
 	// controller-runtime deprecates its Builder for API packages; apimachinery's
 	// runtime.SchemeBuilder would change this package's exported SchemeBuilder, an API change.

@@ -57,6 +57,7 @@ type options struct {
 	shutdownTimeout         time.Duration
 	shutdownDrain           time.Duration
 	shardSelector           string // shard.go
+	sessionDecoder          string
 	pprofAddr               string
 	webhook                 webhooks.Options
 	// Resolved by parseOptions: the store URL in force and the GOGC the process runs with.
@@ -85,6 +86,9 @@ func bindFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (empty: the manager's own namespace in a cluster).")
 	fs.StringVar(&o.events, "events", "on", "Emit events.k8s.io Events on transitions: on or off.")
+	fs.StringVar(&o.sessionDecoder, "session-decoder", "jsonv2",
+		"How the cache decodes the AgentSessions it lists and watches: jsonv2 (one pass of encoding/json/v2 over each object) "+
+			"or client-go (client-go's decoder, as for every other kind; docs/performance.md compares them).")
 	fs.DurationVar(&o.maxStoreBackoff, "max-store-backoff", 30*time.Second, "Upper bound of the retry delay after log-store errors.")
 	fs.DurationVar(&o.pendingStatusDelay, "pending-status-delay", controllers.DefaultPendingStatusDelay,
 		"How long a selection made during a turn waits for the agent's next step boundary before it is written as pending (the answer then carries the commit); 0 writes it at once.")
@@ -151,7 +155,7 @@ func run() error {
 		}
 	}
 	log.Info("starting the manager", "logStore", connstr.Redact(o.storeURL), "leaderElect", o.leaderElect,
-		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector, "gogc", o.gogc)
+		"events", o.events, "webhookPort", o.webhook.Port, "shardSelector", o.shardSelector, "sessionDecoder", o.sessionDecoder, "gogc", o.gogc)
 	err = mgr.Start(ctx)
 	// The Events of the last reconciles are written while the webhooks drain: a pod deleted
 	// with no grace period is killed before the drain ends.
@@ -206,7 +210,8 @@ func newManager(o *options, leaseID string, srv webhook.Server) (ctrl.Manager, e
 		PprofBindAddress:              o.pprofAddr,
 		MapperProvider:                newSessionMapper, // restmapper.go
 		// managedFields stripped; with --shard-selector only that shard's sessions (shard.go).
-		Cache: cacheOptions(o),
+		Cache:    cacheOptions(o),
+		NewCache: newCache(o),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the manager: %w", err)
@@ -327,6 +332,9 @@ func checkOptions(o *options) error {
 	var errs []string
 	if o.events != "on" && o.events != "off" {
 		errs = append(errs, fmt.Sprintf("--events is %q; use on or off", o.events))
+	}
+	if o.sessionDecoder != "jsonv2" && o.sessionDecoder != "client-go" {
+		errs = append(errs, fmt.Sprintf("--session-decoder is %q; use jsonv2 or client-go", o.sessionDecoder))
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Sprintf("--max-concurrent-reconciles is %d; use 1 or more", o.concurrency))

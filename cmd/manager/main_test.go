@@ -37,14 +37,14 @@ func TestBadOptionsNameTheFlag(t *testing.T) {
 	var o options
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	bindFlags(fs, &o)
-	if err := fs.Parse([]string{"--events=maybe", "--max-concurrent-reconciles=0", "--log-store-timeout=0s"}); err != nil {
+	if err := fs.Parse([]string{"--events=maybe", "--max-concurrent-reconciles=0", "--log-store-timeout=0s", "--session-decoder=fast"}); err != nil {
 		t.Fatal(err)
 	}
 	err := checkOptions(&o)
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
-	for _, f := range []string{"--events", "--max-concurrent-reconciles", "--log-store-timeout"} {
+	for _, f := range []string{"--events", "--max-concurrent-reconciles", "--log-store-timeout", "--session-decoder"} {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("error %q does not name %s", err, f)
 		}
@@ -55,8 +55,8 @@ func TestBadOptionsNameTheFlag(t *testing.T) {
 	if err := fs.Parse(nil); err != nil || checkOptions(&ok) != nil {
 		t.Fatalf("defaults rejected: %v %v", err, checkOptions(&ok))
 	}
-	if ok.logStore != defaultLogStore || ok.webhook.Port != 9443 {
-		t.Fatalf("defaults: log store %q, webhook port %d", ok.logStore, ok.webhook.Port)
+	if ok.logStore != defaultLogStore || ok.webhook.Port != 9443 || ok.sessionDecoder != "jsonv2" {
+		t.Fatalf("defaults: log store %q, webhook port %d, session decoder %q", ok.logStore, ok.webhook.Port, ok.sessionDecoder)
 	}
 }
 

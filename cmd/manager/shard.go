@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
+	"github.com/harness-dev/planmode-operator/internal/sessionwatch"
 )
 
 // Sharding: a deployment may split AgentSessions across several managers, each with its own
@@ -52,11 +54,36 @@ func checkShard(o *options) []string {
 // shard's AgentSessions are listed and watched.
 func cacheOptions(o *options) cache.Options {
 	opts := cache.Options{DefaultTransform: stripForCache}
-	if o.shardSelector != "" {
-		sel, _ := labels.Parse(o.shardSelector) // checked by checkShard
+	if sel := shardSelector(o); sel != nil {
 		opts.ByObject = map[client.Object]cache.ByObject{&agentsv1alpha1.AgentSession{}: {Label: sel}}
 	}
 	return opts
+}
+
+// newCache builds the cache of cacheOptions. With --session-decoder=jsonv2 its AgentSession
+// informer lists and watches through sessionwatch, on the manager's HTTP client, which the cache
+// is given: the cache's AgentSessions are cluster-wide, selected by the shard selector alone,
+// which is what sessionwatch's ListWatch applies.
+func newCache(o *options) cache.NewCacheFunc {
+	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+		if o.sessionDecoder == "jsonv2" {
+			var err error
+			opts.NewInformer, err = sessionwatch.NewInformerFunc(cfg, opts.HTTPClient, opts.Scheme, shardSelector(o))
+			if err != nil {
+				return nil, err
+			}
+		}
+		return cache.New(cfg, opts)
+	}
+}
+
+// shardSelector is --shard-selector parsed, nil when empty.
+func shardSelector(o *options) labels.Selector {
+	if o.shardSelector == "" {
+		return nil
+	}
+	sel, _ := labels.Parse(o.shardSelector) // checked by checkShard
+	return sel
 }
 
 // stripForCache drops what the manager never reads from every object before it is cached:
