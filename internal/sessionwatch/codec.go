@@ -2,15 +2,16 @@
 // object in one pass of encoding/json/v2 (github.com/go-json-experiment/json, the proposal Go
 // ships as encoding/json/v2).
 //
-// client-go's JSON path reads every watched object about eight times: the frame reader scans it,
-// the watch event is scanned to find its kind and again to decode it, the object is scanned to
-// find its kind, then validated and decoded by a reflection decoder that scans each value it
-// skips. At a restart with 10,000 sessions that was over half of the manager's CPU, and the
-// manager's objects are larger than a minimal controller's (docs/performance.md). Here the frame
-// reader validates each frame once, the watch event's type and object are sliced from it, and
-// the object is decoded in one pass. Anything else (a Status in an error event or an error
-// answer, an object that is not an AgentSession) goes to client-go's decoder, so errors read as
-// they do from any client. --session-decoder=client-go puts client-go's path back.
+// client-go's JSON path reads every watched object several times over: the frame reader scans
+// it, the watch event is scanned to find its kind and again to decode it, the object is scanned
+// to find its kind, then validated and decoded by a reflection decoder that scans each value it
+// skips. That was the largest part of the manager's CPU at a restart, and the manager's objects
+// are larger than a minimal controller's (docs/performance.md). Here the frame reader validates
+// each frame once, the watch event's type and object are sliced from it, and the object is
+// decoded in one pass. Anything else (a Status in an error event or an error answer, an object
+// that is not an AgentSession, a frame not as the API server writes it) goes to client-go's
+// decoder, so errors read as they do from any client. --session-decoder=client-go puts
+// client-go's path back.
 package sessionwatch
 
 import (
@@ -146,8 +147,9 @@ var (
 )
 
 // splitWatchEvent reads {"type":"T","object":O} as the API server writes it (no spaces, type
-// first, no escapes in T), O being the rest of the frame but its closing brace. The frame is
-// one valid JSON value (the framer checked), so O is one too.
+// first, no escapes in T, nothing after O), O being the rest of the frame but its closing brace.
+// The frame is one valid JSON value (the framer checked), so O is one too once its opening
+// brace closes at its last byte.
 func splitWatchEvent(frame []byte) (typ string, obj []byte, ok bool) {
 	frame = bytes.TrimRight(frame, " \t\r\n")
 	rest, ok := bytes.CutPrefix(frame, eventPrefix)
@@ -162,7 +164,59 @@ func splitWatchEvent(frame []byte) (typ string, obj []byte, ok bool) {
 	if !ok {
 		return "", nil, false
 	}
-	return string(rest[:end]), obj[:len(obj)-1], true
+	obj = obj[:len(obj)-1]
+	if !oneObject(obj) {
+		return "", nil, false
+	}
+	return string(rest[:end]), obj, true
+}
+
+// oneObject reports whether b, valid JSON but for what may follow its first value, is one
+// object: it opens with a brace that closes at its last byte. Strings, most of an object's
+// bytes, are skipped to their closing quote; nothing else needs checking in JSON already
+// validated.
+func oneObject(b []byte) bool {
+	if len(b) == 0 || b[0] != '{' {
+		return false
+	}
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			end, ok := stringEnd(b, i)
+			if !ok {
+				return false
+			}
+			i = end
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i == len(b)-1
+			}
+		}
+	}
+	return false
+}
+
+// stringEnd is the index of the quote that closes the string opening at b[start]: the next
+// quote after an even number of backslashes.
+func stringEnd(b []byte, start int) (int, bool) {
+	for j := start + 1; ; j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		j += k
+		escapes := 0
+		for m := j - 1; m > start && b[m] == '\\'; m-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return j, true
+		}
+	}
 }
 
 // framer splits a watch stream into its JSON values, validating each once.

@@ -291,6 +291,8 @@ func TestAWatchEventNotAsTheAPIServerWritesItIsClientGosToRead(t *testing.T) {
 		`{"object":` + string(obj) + `,"type":"MODIFIED"}`,
 		`{ "type" : "MODIFIED", "object" : ` + string(obj) + ` }`,
 		`{"type":"MODI\u0046IED","object":` + string(obj) + `}`,
+		`{"type":"MODIFIED","object":` + string(obj) + `,"extra":{"a":"}"}}`,
+		`{"type":"MODIFIED","object":` + string(obj) + `,"extra":[1]}`,
 	} {
 		got, gotErr := decodeWatch(t, mustNegotiatedSerializer(t, testScheme(t)), []byte(frame))
 		if !errors.Is(gotErr, io.EOF) || len(got) != 1 || got[0].Type != watch.Modified {
@@ -337,5 +339,24 @@ func BenchmarkWatchDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestOneObjectEndsWhereItsBraceCloses(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{}`:                       true,
+		`{"a":"}"}`:                true,
+		`{"a":"\"}"}`:              true,
+		`{"a":"\\"}`:               true,
+		`{"a":["}",{"b":"]"}]}`:    true,
+		`{"a":1},"b":2`:            false,
+		`{"a":"\\"},"b":{"c":"}"}`: false,
+		`{"a":1}}`:                 false,
+		`[{"a":1}]`:                false,
+		``:                         false,
+	} {
+		if got := oneObject([]byte(in)); got != want {
+			t.Errorf("oneObject(%s) = %v, want %v", in, got, want)
+		}
 	}
 }
