@@ -269,15 +269,18 @@ func TestAWatchReadsAsClientGoReadsIt(t *testing.T) {
 func TestAWatchCutShortEndsAsClientGosDoes(t *testing.T) {
 	scheme := testScheme(t)
 	stream := watchStream(t, []watch.Event{{Type: watch.Added, Object: randomSessions(t, 1, 4)[0]}})
+	clientGo := serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
 	for _, cut := range []int{len(stream) / 2, 5} {
+		_, wantErr := decodeWatch(t, clientGo, stream[:cut])
 		_, gotErr := decodeWatch(t, mustNegotiatedSerializer(t, scheme), stream[:cut])
-		if gotErr != io.ErrUnexpectedEOF {
-			t.Fatalf("a stream cut at %d of %d bytes ends with %v, not io.ErrUnexpectedEOF as client-go's", cut, len(stream), gotErr)
+		if gotErr != io.ErrUnexpectedEOF || wantErr != gotErr {
+			t.Fatalf("a stream cut at %d of %d bytes ends with %v here, %v in client-go (the watcher tells io.ErrUnexpectedEOF by identity)", cut, len(stream), gotErr, wantErr)
 		}
 	}
+	_, wantErr := decodeWatch(t, clientGo, nil)
 	got, err := decodeWatch(t, mustNegotiatedSerializer(t, scheme), nil)
-	if err != io.EOF || len(got) != 0 {
-		t.Fatalf("an empty stream reads %d events and ends with %v", len(got), err)
+	if err != io.EOF || wantErr != io.EOF || len(got) != 0 {
+		t.Fatalf("an empty stream reads %d events and ends with %v here, %v in client-go", len(got), err, wantErr)
 	}
 	// Not JSON at all: an error that is neither end.
 	if _, err := decodeWatch(t, mustNegotiatedSerializer(t, scheme), []byte("<html>\n")); err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
