@@ -49,10 +49,10 @@ func newNegotiatedSerializer(scheme *runtime.Scheme) (*negotiatedSerializer, err
 		return nil, errors.New("client-go's codec factory serves no JSON stream")
 	}
 	info := json
-	info.Serializer = objectDecoder{fallback: json.Serializer}
+	info.Serializer = objectDecoder{Serializer: json.Serializer}
 	info.StreamSerializer = &runtime.StreamSerializerInfo{
 		EncodesAsText: true,
-		Serializer:    watchEventDecoder{fallback: json.StreamSerializer.Serializer},
+		Serializer:    watchEventDecoder{Serializer: json.StreamSerializer.Serializer},
 		Framer:        framer{},
 	}
 	return &negotiatedSerializer{fallback: fallback, info: info}, nil
@@ -75,14 +75,8 @@ func (n *negotiatedSerializer) DecoderToVersion(d runtime.Decoder, _ runtime.Gro
 // to client-go's JSON serializer. Like controller-runtime's decoder it zeroes the object it
 // decodes into, and like any decoder without conversion it clears the decoded object's kind.
 type objectDecoder struct {
-	fallback runtime.Serializer
+	runtime.Serializer // client-go's: it encodes, and decodes what this one does not
 }
-
-func (d objectDecoder) Encode(obj runtime.Object, w io.Writer) error {
-	return d.fallback.Encode(obj, w)
-}
-
-func (d objectDecoder) Identifier() runtime.Identifier { return d.fallback.Identifier() }
 
 func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	switch into := into.(type) {
@@ -106,7 +100,7 @@ func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, in
 		*into = agentsv1alpha1.AgentSessionList{}
 	}
 	// Not what this decoder reads, or not well formed: client-go's decoder says what it is.
-	out, gvk, err := d.fallback.Decode(data, defaults, into)
+	out, gvk, err := d.Serializer.Decode(data, defaults, into)
 	if out != nil {
 		out.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	}
@@ -122,14 +116,8 @@ func cleared(obj runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, *
 // framer has validated; client-go then decodes the object with objectDecoder. A frame that is not
 // the API server's {"type":...,"object":...} goes to client-go's decoder.
 type watchEventDecoder struct {
-	fallback runtime.Serializer
+	runtime.Serializer // client-go's: it encodes, and decodes what this one does not
 }
-
-func (d watchEventDecoder) Encode(obj runtime.Object, w io.Writer) error {
-	return d.fallback.Encode(obj, w)
-}
-
-func (d watchEventDecoder) Identifier() runtime.Identifier { return d.fallback.Identifier() }
 
 func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	if ev, ok := into.(*metav1.WatchEvent); ok {
@@ -138,7 +126,7 @@ func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind
 			return ev, nil, nil
 		}
 	}
-	return d.fallback.Decode(data, defaults, into)
+	return d.Serializer.Decode(data, defaults, into)
 }
 
 var (

@@ -109,7 +109,7 @@ func (refusingSerializer) Decode([]byte, *schema.GroupVersionKind, runtime.Objec
 }
 
 func TestTheDecoderReadsEverySessionAsClientGoDoes(t *testing.T) {
-	fast := objectDecoder{fallback: refusingSerializer{}}
+	fast := objectDecoder{Serializer: refusingSerializer{}}
 	for i, s := range randomSessions(t, 500, 1) {
 		data := served(t, s, agentsv1alpha1.AgentSessionKind)
 		want := clientGoDecode(t, data, &agentsv1alpha1.AgentSession{})
@@ -149,7 +149,7 @@ func TestTheEdgesOfJSONReadAsClientGoReadsThem(t *testing.T) {
 	} {
 		data := []byte(doc)
 		want := clientGoDecode(t, data, &agentsv1alpha1.AgentSession{})
-		got, _, err := objectDecoder{fallback: refusingSerializer{}}.Decode(data, nil, nil)
+		got, _, err := objectDecoder{Serializer: refusingSerializer{}}.Decode(data, nil, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -168,7 +168,7 @@ func TestTheDecoderReadsAListAsClientGoDoes(t *testing.T) {
 	data := served(t, list, agentsv1alpha1.AgentSessionListKind)
 	want := clientGoDecode(t, data, &agentsv1alpha1.AgentSessionList{})
 	got := &agentsv1alpha1.AgentSessionList{Items: make([]agentsv1alpha1.AgentSession, 3)}
-	if _, _, err := (objectDecoder{fallback: refusingSerializer{}}).Decode(data, nil, got); err != nil {
+	if _, _, err := (objectDecoder{Serializer: refusingSerializer{}}).Decode(data, nil, got); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
