@@ -61,8 +61,12 @@ type Options struct {
 	// HoldWhile, when set, holds Event writes while it reports true (the manager is in a
 	// storm), each for at most HoldFor (default DefaultHoldFor) after it was recorded,
 	// so that Events do not compete with the status writes that answer agents and users.
+	// It also holds every Event for Settle (default DefaultSettle) after it was recorded:
+	// a storm is known only once its first writes are seen, and its first Events would
+	// otherwise go out among them.
 	HoldWhile func() bool
 	HoldFor   time.Duration
+	Settle    time.Duration
 }
 
 func (o *Options) defaults() {
@@ -82,10 +86,16 @@ func (o *Options) defaults() {
 	def(&o.RefreshEvery, 30*time.Minute)
 	def(&o.DrainFor, 5*time.Second)
 	def(&o.HoldFor, DefaultHoldFor)
+	def(&o.Settle, DefaultSettle)
 }
 
 // DefaultHoldFor is the longest an Event is held while HoldWhile reports true, by default.
 const DefaultHoldFor = time.Minute
+
+// DefaultSettle is how long an Event is held after it was recorded when HoldWhile is set, by
+// default: the storm rule's window (controllers/backlog.go), so that a storm is seen before
+// any of its Events is written.
+const DefaultSettle = time.Second
 
 // holdPoll is how often a held writer looks again.
 const holdPoll = 50 * time.Millisecond
@@ -448,8 +458,11 @@ func (s *Sink) writer(ctx context.Context) {
 
 // held reports that the write of j waits (Options.HoldWhile); s.mu is held.
 func (s *Sink) held(j job) bool {
-	return s.opts.HoldWhile != nil && !s.draining &&
-		time.Duration(s.now().UnixNano()-j.queuedAt) < s.opts.HoldFor && s.opts.HoldWhile()
+	if s.opts.HoldWhile == nil || s.draining {
+		return false
+	}
+	age := time.Duration(s.now().UnixNano() - j.queuedAt)
+	return age < s.opts.Settle || age < s.opts.HoldFor && s.opts.HoldWhile()
 }
 
 // wrote records that the API server took j's Event at count; s.mu is held. An Event not

@@ -182,6 +182,30 @@ var _ = Describe("Sink", func() {
 		Eventually(eventsFor(second)).WithTimeout(2*time.Second).Should(HaveLen(1), "written as soon as the manager is not behind")
 	})
 
+	It("holds every Event for Settle, so that one recorded before a storm is seen waits behind it", func() {
+		g := &gate{}
+		var behind sync.Mutex
+		busy := false
+		isBusy := func() bool { behind.Lock(); defer behind.Unlock(); return busy }
+		setBusy := func(b bool) { behind.Lock(); busy = b; behind.Unlock() }
+		s, _ := newSink(g, Options{HoldWhile: isBusy, Settle: 2 * time.Second})
+		writes := func() int { _, _, n := g.stats(); return n }
+
+		calm := object()
+		recorded := time.Now()
+		s.Eventf(calm, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "committed")
+		Eventually(eventsFor(calm)).WithTimeout(wait).Should(HaveLen(1), "written once settled, the manager not behind")
+		Expect(time.Since(recorded)).To(BeNumerically(">=", 2*time.Second), "not before Settle")
+
+		first := object()
+		s.Eventf(first, nil, corev1.EventTypeNormal, "Committed", "EnterPlanMode", "committed")
+		setBusy(true) // the storm the Event was the first of is seen while it settles
+		n := writes()
+		Consistently(writes).WithTimeout(3*time.Second).Should(Equal(n), "held past Settle while behind")
+		setBusy(false)
+		Eventually(eventsFor(first)).WithTimeout(wait).Should(HaveLen(1), "written once the manager is not behind")
+	})
+
 	It("joins repeats into a series: count 2 at once, later counts when the series ends, then forgets it", func() {
 		g := &gate{}
 		s, _ := newSink(g, Options{FinishAfter: 2 * time.Second})
