@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
@@ -104,7 +105,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&agentsv1alpha1.AgentSession{}).
+		For(&agentsv1alpha1.AgentSession{}, builder.WithPredicates(r.backlog.changes())).
 		// A config created, changed or deleted changes the guidance in force (and may unblock a
 		// selection waiting for it) for every session that names it.
 		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig)).
@@ -199,7 +200,7 @@ func (r *AgentSessionReconciler) patchStatus(ctx context.Context, sc *sessionSco
 		}
 		return ctrl.Result{}, nil
 	}
-	r.backlog.wrote()
+	r.backlog.add()
 	if err := p.patch(ctx, sc.session, sc.status); err != nil {
 		if errors.Is(err, errStaleStatus) {
 			logf.FromContext(ctx).V(1).Info("the status changed since it was read; computing again")

@@ -3,15 +3,20 @@ package controllers
 import (
 	"sync"
 	"time"
+
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// The storm rule. The reconciler is in a storm from backlogEnter status writes sent within
-// backlogWindow until fewer than backlogLeave were: a storm writes hundreds of statuses a
-// second (and one the API server admits in waves never keeps every worker busy at once), where
-// a person's toggles write a few and an agent's steps none. The leave rate keeps the storm's
+// The storm rule. The reconciler is in a storm from backlogEnter session changes seen or
+// status writes sent within backlogWindow until fewer than backlogLeave were: a storm brings
+// and writes hundreds of sessions a second (and one the API server admits in waves never keeps
+// every worker busy at once), where a person's toggles bring a few and an agent's steps none.
+// Changes seen count as well as writes: a storm's first commits go out while the API server is
+// still taking its changes in, slower than its writes will be. The leave rate keeps the storm's
 // tail (writes the API server refused with 429 and the clients send again) in the storm. It
-// counts writes, not reconciles: sessions whose reconciles fail and retry at the backoff's cap
-// write nothing, and are no storm however many there are.
+// counts no reconciles: sessions whose reconciles fail and retry at the backoff's cap change
+// and write nothing, and are no storm however many there are.
 const (
 	backlogWindow = time.Second
 	backlogEnter  = 25
@@ -22,28 +27,27 @@ const (
 // writer holds Events while it is (eventsink.Options.HoldWhile), so that in a storm the
 // Events queue behind the status writes instead of competing with them.
 type backlog struct {
-	mu     sync.Mutex
-	writes [backlogEnter]int64 // the latest status writes sent (Unix nanoseconds), a ring
-	next   int                 // where the next write goes: the oldest write
-	storm  bool
+	mu    sync.Mutex
+	seen  [backlogEnter]int64 // the latest changes seen and writes sent (Unix nanoseconds), a ring
+	next  int                 // where the next goes: the oldest
+	storm bool
 }
 
-// wrote records a status write sent.
-func (b *backlog) wrote() {
+// add records a session change seen or a status write sent.
+func (b *backlog) add() {
 	now := time.Now().UnixNano()
 	b.mu.Lock()
-	b.writes[b.next] = now
-	b.next = (b.next + 1) % len(b.writes)
+	b.seen[b.next] = now
+	b.next = (b.next + 1) % len(b.seen)
 	if b.within(now, backlogEnter) {
 		b.storm = true
 	}
 	b.mu.Unlock()
 }
 
-// within reports whether the n latest writes were all sent within backlogWindow of now; b.mu
-// is held.
+// within reports whether the n latest were all within backlogWindow of now; b.mu is held.
 func (b *backlog) within(now int64, n int) bool {
-	at := b.writes[(b.next-n+len(b.writes))%len(b.writes)] // zero until n writes were seen
+	at := b.seen[(b.next-n+len(b.seen))%len(b.seen)] // zero until n were recorded
 	return at != 0 && time.Duration(now-at) < backlogWindow
 }
 
@@ -59,3 +63,9 @@ func (b *backlog) behind() bool {
 
 // Behind reports whether the reconciler is in a storm (the storm rule above).
 func (r *AgentSessionReconciler) Behind() bool { return r.backlog.behind() }
+
+// changes is the predicate of the reconciler's session watch: it lets every event through and
+// counts the changes in the storm rule.
+func (b *backlog) changes() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(ctrlevent.UpdateEvent) bool { b.add(); return true }}
+}

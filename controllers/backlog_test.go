@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
@@ -14,21 +15,21 @@ import (
 func TestBacklogStormBeginsAtTheEnterWriteRateAndLastsThroughItsTail(t *testing.T) {
 	var b backlog
 	for i := range backlogEnter - 1 {
-		b.wrote()
+		b.add()
 		if b.behind() {
 			t.Fatalf("behind after %d status writes, fewer than the %d that begin a storm", i+1, backlogEnter)
 		}
 	}
-	b.wrote()
+	b.add()
 	if !b.behind() {
 		t.Fatalf("not behind after %d status writes within one window", backlogEnter)
 	}
 	// The tail: writes older than the window except the latest backlogLeave, still a storm.
 	age := func(from int, d time.Duration) {
 		b.mu.Lock()
-		for i := range b.writes {
-			if k := (b.next - 1 - i + len(b.writes)) % len(b.writes); i >= from {
-				b.writes[k] = time.Now().Add(-d).UnixNano()
+		for i := range b.seen {
+			if k := (b.next - 1 - i + len(b.seen)) % len(b.seen); i >= from {
+				b.seen[k] = time.Now().Add(-d).UnixNano()
 			}
 		}
 		b.mu.Unlock()
@@ -82,3 +83,16 @@ var _ = Describe("the storm rule", func() {
 		}
 	})
 })
+
+func TestBacklogCountsSessionChangesSeen(t *testing.T) {
+	var b backlog
+	changes := b.changes()
+	for i := range backlogEnter {
+		if !changes.Update(ctrlevent.UpdateEvent{}) {
+			t.Fatalf("session change %d not let through to the reconciler", i+1)
+		}
+	}
+	if !b.behind() {
+		t.Fatalf("not behind after %d session changes within one window, no status written", backlogEnter)
+	}
+}
