@@ -180,6 +180,7 @@ type Sink struct {
 	now                  func() time.Time
 
 	dropped *prometheus.CounterVec
+	written prometheus.Counter
 	queued  prometheus.GaugeFunc
 
 	mu       sync.Mutex
@@ -211,6 +212,10 @@ func New(events eventsv1client.EventsGetter, scheme *runtime.Scheme, controller,
 			Namespace: "planmode", Name: "events_dropped_total",
 			Help: "Events the manager recorded but did not write, by reason (queue_full, rejected, gave_up).",
 		}, []string{"reason"}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "planmode", Name: "events_written_total",
+			Help: "Event writes the API server took: new Events and the counts of their series.",
+		}),
 	}
 	s.queued = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "planmode", Name: "events_queued",
@@ -225,7 +230,7 @@ func New(events eventsv1client.EventsGetter, scheme *runtime.Scheme, controller,
 
 // Collectors are the Sink's metrics, for a Prometheus registry.
 func (s *Sink) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.dropped, s.queued}
+	return []prometheus.Collector{s.dropped, s.written, s.queued}
 }
 
 // Queued is the number of Event writes waiting or in flight.
@@ -440,6 +445,7 @@ func (s *Sink) writer(ctx context.Context) {
 		s.inflight--
 		j.e.queued = false
 		if err == nil {
+			s.written.Inc()
 			s.wrote(j, count)
 		} else {
 			reason := DropGaveUp

@@ -161,6 +161,7 @@ var _ = Describe("Sink", func() {
 		Expect([]string{ev.Type, ev.Reason, ev.Action, ev.Note}).To(Equal([]string{"Normal", "Committed", "EnterPlanMode", "plan mode on committed"}))
 		Expect(ev.EventTime.IsZero()).To(BeFalse())
 		Expect(ev.Series).To(BeNil())
+		Expect(testutil.ToFloat64(s.written)).To(BeEquivalentTo(1), "planmode_events_written_total")
 	})
 
 	It("holds Event writes while HoldWhile says the manager is behind, each at most HoldFor", func() {
