@@ -198,6 +198,26 @@ func (r *report) printStorms(t table, o opts, st string) {
 	fc, mc := med(fl, toggleTime), med(mg, toggleTime)
 	t.row("toggle storm: every status committed", fc, mc, sec, "<= 1.2x", met(mc <= 1.2*fc))
 
+	// Events among a storm's status writes: the most in any run, as one run with them is one
+	// storm they competed in.
+	most := func(rs []*stormResult, f func(*stormResult) float64) float64 {
+		var m float64
+		for _, r := range rs {
+			m = max(m, f(r))
+		}
+		return m
+	}
+	for _, st := range []struct {
+		label string
+		f     func(*stormResult) float64
+	}{
+		{"Events written during the boundary storm (most in a run)", func(s *stormResult) float64 { return s.eventsInBoundary }},
+		{"Events written during the toggle storm (most in a run)", func(s *stormResult) float64 { return s.eventsInToggle }},
+	} {
+		v := most(mg, st.f)
+		t.row(st.label, most(fl, st.f), v, num, "0", met(v == 0))
+	}
+
 	events := func(w writes) float64 { return w.events }
 	agent := func(w writes) float64 { return w.agent }
 	v := med(mg, per(inTurn, writes.total, perSession))

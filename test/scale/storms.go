@@ -40,14 +40,17 @@ type stormResult struct {
 	// kube-apiserver CPU time over each storm, until the API counters stand still afterwards.
 	apiCPUBoundary, apiCPUToggle time.Duration
 	toggleConv                   time.Duration // toggle storm: first toggle -> every status committed
-	inTurn                       writes
-	idleToggle                   writes
-	idleStep                     writes
-	n, idleSteps                 int
-	fpIdle                       footprint
-	fpBoundary                   footprint
-	fpToggle                     footprint
-	objBytes                     float64 // a session as the API server serves it once the boundary storm is answered
+	// Events the side's processes wrote from each storm's start until its last ack or commit:
+	// the ones that went out among the storm's status writes.
+	eventsInBoundary, eventsInToggle float64
+	inTurn                           writes
+	idleToggle                       writes
+	idleStep                         writes
+	n, idleSteps                     int
+	fpIdle                           footprint
+	fpBoundary                       footprint
+	fpToggle                         footprint
+	objBytes                         float64 // a session as the API server serves it once the boundary storm is answered
 	// The agents' cost in this process, per agent: heap and stacks in use after a GC, and
 	// goroutines, from before the first starts until every session is taken on.
 	agentBytes, agentGoroutines float64
@@ -476,6 +479,26 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	return sr.r, nil
 }
 
+// eventsWritten is how many Events the side's processes have written (the floor writes none),
+// from their own counter: read from the processes, not the API server, so that reading it
+// at a storm's release adds nothing to the API server's work.
+func (sr *stormRun) eventsWritten(ctx context.Context) (float64, error) {
+	var n float64
+	for _, p := range sr.procs {
+		m, err := p.scrape(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += m["planmode_events_written_total"]
+	}
+	return n, nil
+}
+
+func (sr *stormRun) eventsWrittenSince(ctx context.Context, n0 float64) (float64, error) {
+	n, err := sr.eventsWritten(ctx)
+	return n - n0, err
+}
+
 // quiesce waits until the side's processes have written the Events they hold or queue (the
 // manager holds a storm's Events until the storm is over, each for at most a minute), then
 // until the API server sees no write for a while: a storm's writes count in its own window,
@@ -710,12 +733,19 @@ func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	events0, err := sr.eventsWritten(ctx)
+	if err != nil {
+		return err
+	}
 	stormStart = time.Now()
 	close(release)
 	if err := <-errc; err != nil {
 		return fmt.Errorf("boundary storm: %w", err)
 	}
 	r.ackWall = time.Since(stormStart)
+	if r.eventsInBoundary, err = sr.eventsWrittenSince(ctx, events0); err != nil {
+		return err
+	}
 	logPhase("  %s: boundary storm done in %s", sr.side, r.ackWall.Round(time.Millisecond))
 	if sr.side == sideManager {
 		// The manager's heap as the last answer lands, while its Events for the storm are
@@ -753,9 +783,16 @@ func (sr *stormRun) toggleStorm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	events0, err := sr.eventsWritten(ctx)
+	if err != nil {
+		return err
+	}
 	apiProfile := b.profileAPIServer(ctx, "toggle", sr.side, sr.backend)
 	if err := sr.toggleAll(ctx); err != nil {
 		return fmt.Errorf("toggle storm: %w", err)
+	}
+	if r.eventsInToggle, err = sr.eventsWrittenSince(ctx, events0); err != nil {
+		return err
 	}
 	logPhase("  %s: toggle storm done in %s", sr.side, r.toggleConv.Round(time.Millisecond))
 	if err := <-apiProfile; err != nil {
