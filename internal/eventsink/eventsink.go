@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/pkg/apiretry"
 )
 
@@ -62,7 +63,7 @@ type Options struct {
 	// storm), each for at most HoldFor (default DefaultHoldFor) after it was recorded,
 	// so that Events do not compete with the status writes that answer agents and users.
 	// It also holds every Event for Settle (default DefaultSettle) after it was recorded:
-	// a storm is known only once its first writes are seen, and its first Events would
+	// a storm is known only once its first changes have arrived, and its first Events would
 	// otherwise go out among them.
 	HoldWhile func() bool
 	HoldFor   time.Duration
@@ -209,16 +210,16 @@ func New(events eventsv1client.EventsGetter, scheme *runtime.Scheme, controller,
 		log: log, now: time.Now, entries: map[key]*entry{}, onces: map[keyHash]int64{},
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "planmode", Name: "events_dropped_total",
+			Namespace: metrics.Namespace, Name: "events_dropped_total",
 			Help: "Events the manager recorded but did not write, by reason (queue_full, rejected, gave_up).",
 		}, []string{"reason"}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "planmode", Name: "events_written_total",
+			Namespace: metrics.Namespace, Name: "events_written_total",
 			Help: "Event writes the API server took: new Events and the counts of their series.",
 		}),
 	}
 	s.queued = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "planmode", Name: "events_queued",
+		Namespace: metrics.Namespace, Name: "events_queued",
 		Help: "Event writes waiting for a writer or in flight.",
 	}, func() float64 { return float64(s.Queued()) })
 	for _, r := range []string{DropQueueFull, DropRejected, DropGaveUp} {
