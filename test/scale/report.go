@@ -207,15 +207,15 @@ func (r *report) printStorms(t table, o opts, st string) {
 		}
 		return m
 	}
-	for _, st := range []struct {
+	for _, during := range []struct {
 		label string
 		f     func(*stormResult) float64
 	}{
 		{"Events written during the boundary storm (most in a run)", func(s *stormResult) float64 { return s.eventsInBoundary }},
 		{"Events written during the toggle storm (most in a run)", func(s *stormResult) float64 { return s.eventsInToggle }},
 	} {
-		v := most(mg, st.f)
-		t.row(st.label, most(fl, st.f), v, num, "0", met(v == 0))
+		v := most(mg, during.f)
+		t.row(during.label, most(fl, during.f), v, num, "0", met(v == 0))
 	}
 
 	events := func(w writes) float64 { return w.events }
