@@ -227,7 +227,11 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, store sessionlog.Sto
 	if err := rec.Register(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("register the plan-mode metrics: %w", err)
 	}
-	if err := ctrlmetrics.Registry.Register(planmetrics.NewSessionCollector(mgr.GetCache())); err != nil {
+	gauges, err := planmetrics.NewSessionCollector(ctx, mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
+	if err := ctrlmetrics.Registry.Register(gauges); err != nil {
 		return nil, fmt.Errorf("register the session gauges: %w", err)
 	}
 	probe, err := addHealthChecks(mgr, store, o.webhook.Port >= 0)

@@ -36,7 +36,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
-	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/pkg/agentsdk"
 	"github.com/harness-dev/planmode-operator/pkg/planmode"
 	"github.com/harness-dev/planmode-operator/test/framework"
@@ -513,22 +512,26 @@ var _ = Describe("review integrity with real identities", Ordered, func() {
 
 		By("the metrics endpoint reports them")
 		reg := prometheus.NewRegistry()
-		Expect(reg.Register(planmetrics.NewSessionCollector(k8s))).To(Succeed())
+		Expect(reg.Register(sessionGauges)).To(Succeed())
 		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		DeferCleanup(srv.Close)
-		resp, err := http.Get(srv.URL)
-		Expect(err).NotTo(HaveOccurred())
-		body, err := io.ReadAll(resp.Body)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resp.Body.Close()).To(Succeed())
-		scraped := string(body)
-		Expect(scraped).To(MatchRegexp(`(?m)^planmode_reviews_pending [2-9]\d*$`))
+		var scraped string
+		// The gauges follow the manager's cache, which may be a moment behind the reads above.
+		Eventually(func(g Gomega) {
+			resp, err := http.Get(srv.URL)
+			g.Expect(err).NotTo(HaveOccurred())
+			body, err := io.ReadAll(resp.Body)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resp.Body.Close()).To(Succeed())
+			scraped = string(body)
+			g.Expect(scraped).To(MatchRegexp(`(?m)^planmode_reviews_pending [2-9]\d*$`))
+			g.Expect(scraped).To(MatchRegexp(`(?m)^planmode_review_pending_oldest_seconds\{namespace="team-b"\} \S+$`))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
 		m := regexp.MustCompile(`(?m)^planmode_review_pending_oldest_seconds\{namespace="team-r"\} (\S+)$`).FindStringSubmatch(scraped)
 		Expect(m).NotTo(BeNil(), scraped)
 		var age float64
-		_, err = fmt.Sscan(m[1], &age)
+		_, err := fmt.Sscan(m[1], &age)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(age).To(BeNumerically(">=", time.Since(first.OpenedAt.Time).Seconds()-1))
-		Expect(scraped).To(MatchRegexp(`(?m)^planmode_review_pending_oldest_seconds\{namespace="team-b"\} \S+$`))
 	})
 })

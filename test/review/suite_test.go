@@ -26,6 +26,7 @@ import (
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 	"github.com/harness-dev/planmode-operator/controllers"
+	planmetrics "github.com/harness-dev/planmode-operator/internal/metrics"
 	"github.com/harness-dev/planmode-operator/pkg/sessionlog"
 	"github.com/harness-dev/planmode-operator/test/framework"
 	"github.com/harness-dev/planmode-operator/webhooks"
@@ -64,6 +65,8 @@ var (
 	repoRoot   string
 	// managerLog holds everything the manager (reconciler and webhooks) logged.
 	managerLog = &framework.SyncBuffer{}
+	// sessionGauges are the manager's session gauges (planmode_sessions and the review gauges).
+	sessionGauges *planmetrics.SessionCollector
 )
 
 func TestReview(t *testing.T) {
@@ -121,6 +124,12 @@ var _ = BeforeSuite(func() {
 			if err := webhooks.SetupWithManager(mgr, opts); err != nil {
 				return err
 			}
+			// The session gauges on the manager's cache, as cmd/manager makes them.
+			gauges, err := planmetrics.NewSessionCollector(ctx, mgr.GetCache())
+			if err != nil {
+				return err
+			}
+			sessionGauges = gauges
 			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder(controllers.FieldManager)}
 			return r.SetupWithManager(mgr, controller.Options{})
 		}})
