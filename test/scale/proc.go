@@ -231,6 +231,10 @@ func (p *proc) rssBytes() int64 { return p.status("VmRSS:") }
 // data, which the kernel maps in by fault-around and can drop at any time).
 func (p *proc) anonBytes() int64 { return p.status("RssAnon:") }
 
+// fileBytes is RssFile: the file-backed pages mapped in, here the binary's own (both sides are
+// static binaries), as many as its code and read-only data the process has touched.
+func (p *proc) fileBytes() int64 { return p.status("RssFile:") }
+
 func (p *proc) status(field string) int64 { return procStatus(p.cmd.Process.Pid, field) }
 
 // procStatus is a field of /proc/<pid>/status, in bytes.
@@ -258,6 +262,7 @@ type footprint struct {
 	rssPeak int64
 	rssEnd  int64
 	anonEnd int64
+	fileEnd int64
 	// hwm is VmHWM at the window's end: the process's peak RSS since it started, which the
 	// samples can miss.
 	hwm  int64
@@ -311,7 +316,7 @@ func (s *sampler) stop() footprint {
 	if end > s.peak {
 		s.peak = end
 	}
-	return footprint{rssPeak: s.peak, rssEnd: end, anonEnd: s.p.anonBytes(), hwm: s.p.status("VmHWM:"), cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
+	return footprint{rssPeak: s.peak, rssEnd: end, anonEnd: s.p.anonBytes(), fileEnd: s.p.fileBytes(), hwm: s.p.status("VmHWM:"), cpu: s.p.cpu() - s.cpu0, wall: time.Since(s.t0)}
 }
 
 // idleFootprint waits until the process's CPU use settles (<5% of a core over 1s, at most

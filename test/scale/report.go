@@ -394,6 +394,7 @@ func (r *report) printIdle(t table) {
 			}
 			t.row("RSS settled (VmRSS)", float64(f.fp.rssEnd), float64(m.fp.rssEnd), mib, target, settled)
 			t.row("  of which anonymous (RssAnon)", float64(f.fp.anonEnd), float64(m.fp.anonEnd), mib, "", nil)
+			t.row("  of which the binary's pages (RssFile)", float64(f.fp.fileEnd), float64(m.fp.fileEnd), mib, "", nil)
 			t.row("RSS peak since start (VmHWM)", float64(f.fp.hwm), float64(m.fp.hwm), mib, target, peak)
 			t.row("  peak / settled", peakToSettled(f.fp), peakToSettled(m.fp), func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
 			t.row("CPU (cores), idle", f.fp.cores(), m.fp.cores(), core, "", nil)
