@@ -63,6 +63,10 @@ type AgentSessionReconciler struct {
 	Recorder recorder.EventRecorder
 	// Metrics is told about every status written (internal/metrics); nil disables it.
 	Metrics StatusObserver
+	// SessionGauges, when set, is told of every AgentSession change the controller's watch
+	// delivers (the session gauges of internal/metrics): a handler of the same informer, so
+	// the gauges need no informer or start of their own.
+	SessionGauges handler.EventHandler
 	// MaxStoreBackoff caps the workqueue's per-session backoff after failed reconciles (a log
 	// store that is down). Zero: 30s.
 	MaxStoreBackoff time.Duration
@@ -111,6 +115,9 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		Watches(&agentsv1alpha1.PlanModeConfig{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForConfig)).
 		// A ReviewPolicy changed while a review is open applies to it (review_identity.go).
 		Watches(&agentsv1alpha1.ReviewPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForReviewPolicy))
+	if r.SessionGauges != nil {
+		b = b.Watches(&agentsv1alpha1.AgentSession{}, r.SessionGauges)
+	}
 	if r.StoreChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.StoreChanged, handler.EnqueueRequestsFromMapFunc(r.allSessions))) // phase_store.go
 	}

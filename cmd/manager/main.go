@@ -227,10 +227,7 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, store sessionlog.Sto
 	if err := rec.Register(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("register the plan-mode metrics: %w", err)
 	}
-	gauges, err := planmetrics.NewSessionCollector(ctx, mgr.GetCache())
-	if err != nil {
-		return nil, err
-	}
+	gauges := planmetrics.NewSessionCollector()
 	if err := ctrlmetrics.Registry.Register(gauges); err != nil {
 		return nil, fmt.Errorf("register the session gauges: %w", err)
 	}
@@ -246,6 +243,7 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, store sessionlog.Sto
 		Metrics:            rec,
 		MaxStoreBackoff:    o.maxStoreBackoff,
 		PendingStatusDelay: o.pendingStatusDelay,
+		SessionGauges:      gauges.EventHandler(),
 	}
 	stopEvents = func() {}
 	if o.events == "on" {

@@ -2,26 +2,27 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/harness-dev/planmode-operator/api/v1alpha1"
 )
 
-// SessionCollector reports gauges over every AgentSession the manager watches. It keeps them
-// up to date from its informer's events (each change moves the counts by what the old object
-// and the new one contribute), so that a scrape costs the same with 10 sessions or 10,000:
-// walking the cache at every scrape cost the manager a tenth of its start-up CPU when scraped
-// often (docs/performance.md). It keeps no per-session state beyond the open reviews' times.
+// SessionCollector reports gauges over every AgentSession the manager watches. It counts them
+// from the changes its session watch delivers (EventHandler): each change moves the counts by
+// what the old object and the new one contribute, so that a scrape costs the same with 10
+// sessions or 10,000, where walking the cache at every scrape cost the manager a tenth of its
+// start-up CPU when scraped often (docs/performance.md). It keeps no per-session state beyond
+// the open reviews' times.
 type SessionCollector struct {
-	registration toolscache.ResourceEventHandlerRegistration
-
 	mu      sync.Mutex
 	on, off int
 	pending int
@@ -35,17 +36,15 @@ type SessionCollector struct {
 	readyDesc   *prometheus.Desc
 	openReviews *prometheus.Desc
 	reviewAge   *prometheus.Desc
-	scrapeError *prometheus.Desc
 	// now is the clock; nil means time.Now.
 	now func() time.Time
 }
 
 type readyKey struct{ status, reason string }
 
-// NewSessionCollector counts the AgentSessions of informers (the manager's cache), from the
-// events of its AgentSession informer, which it asks for (without waiting for it to sync).
-func NewSessionCollector(ctx context.Context, informers cache.Informers) (*SessionCollector, error) {
-	c := &SessionCollector{
+// NewSessionCollector returns the gauges, at zero until its EventHandler is watching.
+func NewSessionCollector() *SessionCollector {
+	return &SessionCollector{
 		ready:   map[readyKey]int{},
 		waiting: map[string]map[string]time.Time{},
 		sessions: prometheus.NewDesc(Namespace+"_sessions",
@@ -60,31 +59,28 @@ func NewSessionCollector(ctx context.Context, informers cache.Informers) (*Sessi
 		reviewAge: prometheus.NewDesc(Namespace+"_review_pending_oldest_seconds",
 			"Age of the oldest plan review waiting for a decision in each namespace that has one, by the manager's clock (status.review.openedAt).",
 			[]string{"namespace"}, nil),
-		scrapeError: prometheus.NewDesc(Namespace+"_sessions_scrape_error",
-			"1 while the manager's cache has not yet listed every AgentSession (the gauges above are then absent).", nil, nil),
 	}
-	inf, err := informers.GetInformer(ctx, &agentsv1alpha1.AgentSession{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("the AgentSession informer for the session gauges: %w", err)
-	}
-	c.registration, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.count(nil, eventSession(obj)) },
-		UpdateFunc: func(old, obj any) { c.count(eventSession(old), eventSession(obj)) },
-		DeleteFunc: func(obj any) { c.count(eventSession(obj), nil) },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch AgentSessions for the session gauges: %w", err)
-	}
-	return c, nil
 }
 
-// eventSession is the AgentSession of an informer event; a deletion the informer saw only by a
-// relist carries its last known state in a tombstone.
-func eventSession(obj any) *agentsv1alpha1.AgentSession {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// EventHandler counts the AgentSession changes of a watch and queues nothing: the reconciler's
+// controller watches AgentSessions with it beside its own handler, on the same informer, so
+// that the gauges add no informer and no wait of their own to the manager's start.
+func (c *SessionCollector) EventHandler() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			c.count(nil, asSession(e.Object))
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			c.count(asSession(e.ObjectOld), asSession(e.ObjectNew))
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			c.count(asSession(e.Object), nil)
+		},
 	}
-	s, _ := obj.(*agentsv1alpha1.AgentSession)
+}
+
+func asSession(o client.Object) *agentsv1alpha1.AgentSession {
+	s, _ := o.(*agentsv1alpha1.AgentSession)
 	return s
 }
 
@@ -146,16 +142,10 @@ func (c *SessionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.readyDesc
 	ch <- c.openReviews
 	ch <- c.reviewAge
-	ch <- c.scrapeError
 }
 
 // Collect implements prometheus.Collector.
 func (c *SessionCollector) Collect(ch chan<- prometheus.Metric) {
-	if !c.registration.HasSynced() {
-		ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 1)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(c.scrapeError, prometheus.GaugeValue, 0)
 	now := time.Now
 	if c.now != nil {
 		now = c.now

@@ -124,13 +124,10 @@ var _ = BeforeSuite(func() {
 			if err := webhooks.SetupWithManager(mgr, opts); err != nil {
 				return err
 			}
-			// The session gauges on the manager's cache, as cmd/manager makes them.
-			gauges, err := planmetrics.NewSessionCollector(ctx, mgr.GetCache())
-			if err != nil {
-				return err
-			}
-			sessionGauges = gauges
-			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder(controllers.FieldManager)}
+			// The session gauges on the reconciler's watch, as cmd/manager makes them.
+			sessionGauges = planmetrics.NewSessionCollector()
+			r := &controllers.AgentSessionReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder(controllers.FieldManager),
+				SessionGauges: sessionGauges.EventHandler()}
 			return r.SetupWithManager(mgr, controller.Options{})
 		}})
 	Expect(err).NotTo(HaveOccurred())
