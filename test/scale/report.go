@@ -217,6 +217,21 @@ func (r *report) printStorms(t table, o opts, st string) {
 		v := most(mg, during.f)
 		t.row(during.label, most(fl, during.f), v, num, "0", met(v == 0))
 	}
+	// How the controllers spent each storm: with every worker busy it lasts about reconciles x
+	// reconcile time / workers, and the reconcile time is mostly the status write's round trip.
+	msOf := func(v float64) string { return fmt.Sprintf("%.1fms", v*1000) }
+	for _, storm := range []struct {
+		name string
+		work func(*stormResult) stormWork
+	}{
+		{"boundary storm", func(s *stormResult) stormWork { return s.workBoundary }},
+		{"toggle storm", func(s *stormResult) stormWork { return s.workToggle }},
+	} {
+		cmp("reconciles, "+storm.name, func(s *stormResult) float64 { return storm.work(s).reconciles }, num)
+		cmp("  mean reconcile time", func(s *stormResult) float64 { return storm.work(s).reconcile }, msOf)
+		cmp("  mean wait in the work queue", func(s *stormResult) float64 { return storm.work(s).queueWait }, msOf)
+		cmp("  mean log append (the manager's)", func(s *stormResult) float64 { return storm.work(s).appendTime }, msOf)
+	}
 
 	events := func(w writes) float64 { return w.events }
 	agent := func(w writes) float64 { return w.agent }

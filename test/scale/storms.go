@@ -43,14 +43,16 @@ type stormResult struct {
 	// Events the side's processes wrote from each storm's start until its last ack or commit:
 	// the ones that went out among the storm's status writes.
 	eventsInBoundary, eventsInToggle float64
-	inTurn                           writes
-	idleToggle                       writes
-	idleStep                         writes
-	n, idleSteps                     int
-	fpIdle                           footprint
-	fpBoundary                       footprint
-	fpToggle                         footprint
-	objBytes                         float64 // a session as the API server serves it once the boundary storm is answered
+	// What the side's controllers did over each storm, until its last ack or commit.
+	workBoundary, workToggle stormWork
+	inTurn                   writes
+	idleToggle               writes
+	idleStep                 writes
+	n, idleSteps             int
+	fpIdle                   footprint
+	fpBoundary               footprint
+	fpToggle                 footprint
+	objBytes                 float64 // a session as the API server serves it once the boundary storm is answered
 	// The agents' cost in this process, per agent: heap and stacks in use after a GC, and
 	// goroutines, from before the first starts until every session is taken on.
 	agentBytes, agentGoroutines float64
@@ -479,24 +481,61 @@ func (b *bench) storms(ctx context.Context, side, backend string, n, shards int)
 	return sr.r, nil
 }
 
-// eventsWritten is how many Events the side's processes have written (the floor writes none),
-// from their own counter: read from the processes, not the API server, so that reading it
-// at a storm's release adds nothing to the API server's work.
-func (sr *stormRun) eventsWritten(ctx context.Context) (float64, error) {
-	var n float64
+// procCounters is the side's processes' own counters, summed over them: read from the
+// processes, not the API server, so that reading them at a storm's release adds nothing to the
+// API server's work.
+type procCounters struct {
+	events                   float64 // Events written (the floor writes none)
+	reconciles, reconcileSec float64 // reconciles finished, and their time
+	queued, queuedSec        float64 // sessions taken from the work queue, and their wait
+	appends, appendSec       float64 // session-log appends (the manager's), and their time
+}
+
+func (sr *stormRun) counters(ctx context.Context) (procCounters, error) {
+	var c procCounters
 	for _, p := range sr.procs {
 		m, err := p.scrape(ctx)
 		if err != nil {
-			return 0, err
+			return c, err
 		}
-		n += m["planmode_events_written_total"]
+		c.events += m["planmode_events_written_total"]
+		c.reconciles += sumMetric(m, "controller_runtime_reconcile_time_seconds_count")
+		c.reconcileSec += sumMetric(m, "controller_runtime_reconcile_time_seconds_sum")
+		c.queued += sumMetric(m, "workqueue_queue_duration_seconds_count")
+		c.queuedSec += sumMetric(m, "workqueue_queue_duration_seconds_sum")
+		c.appends += sumMetric(m, "planmode_log_store_operation_seconds_count", `operation="append"`)
+		c.appendSec += sumMetric(m, "planmode_log_store_operation_seconds_sum", `operation="append"`)
 	}
-	return n, nil
+	return c, nil
 }
 
-func (sr *stormRun) eventsWrittenSince(ctx context.Context, n0 float64) (float64, error) {
-	n, err := sr.eventsWritten(ctx)
-	return n - n0, err
+// stormWork is what a side's controllers did over a storm: how many reconciles, how long one
+// took and how long a session waited in the work queue for one, on average, and the average
+// log append (zero for the floor, which appends nothing). With every worker busy, the storm
+// lasts about reconciles x reconcile time / workers.
+type stormWork struct {
+	reconciles, reconcile, queueWait, appendTime float64 // count, then seconds
+}
+
+// since is the Events written since c0 and the storm's work.
+func (sr *stormRun) since(ctx context.Context, c0 procCounters) (float64, stormWork, error) {
+	c, err := sr.counters(ctx)
+	if err != nil {
+		return 0, stormWork{}, err
+	}
+	mean := func(sum, n float64) float64 {
+		if n <= 0 {
+			return 0
+		}
+		return sum / n
+	}
+	w := stormWork{
+		reconciles: c.reconciles - c0.reconciles,
+		reconcile:  mean(c.reconcileSec-c0.reconcileSec, c.reconciles-c0.reconciles),
+		queueWait:  mean(c.queuedSec-c0.queuedSec, c.queued-c0.queued),
+		appendTime: mean(c.appendSec-c0.appendSec, c.appends-c0.appends),
+	}
+	return c.events - c0.events, w, nil
 }
 
 // quiesce waits until the side's processes have written the Events they hold or queue (the
@@ -733,7 +772,7 @@ func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	events0, err := sr.eventsWritten(ctx)
+	c0, err := sr.counters(ctx)
 	if err != nil {
 		return err
 	}
@@ -743,7 +782,7 @@ func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
 		return fmt.Errorf("boundary storm: %w", err)
 	}
 	r.ackWall = time.Since(stormStart)
-	if r.eventsInBoundary, err = sr.eventsWrittenSince(ctx, events0); err != nil {
+	if r.eventsInBoundary, r.workBoundary, err = sr.since(ctx, c0); err != nil {
 		return err
 	}
 	logPhase("  %s: boundary storm done in %s", sr.side, r.ackWall.Round(time.Millisecond))
@@ -783,7 +822,7 @@ func (sr *stormRun) toggleStorm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	events0, err := sr.eventsWritten(ctx)
+	c0, err := sr.counters(ctx)
 	if err != nil {
 		return err
 	}
@@ -791,7 +830,7 @@ func (sr *stormRun) toggleStorm(ctx context.Context) error {
 	if err := sr.toggleAll(ctx); err != nil {
 		return fmt.Errorf("toggle storm: %w", err)
 	}
-	if r.eventsInToggle, err = sr.eventsWrittenSince(ctx, events0); err != nil {
+	if r.eventsInToggle, r.workToggle, err = sr.since(ctx, c0); err != nil {
 		return err
 	}
 	logPhase("  %s: toggle storm done in %s", sr.side, r.toggleConv.Round(time.Millisecond))
