@@ -7,8 +7,8 @@
 // conflict and recomputes is not counted twice, and a manager restarted after an append that
 // it never recorded counts the transition once, when it records it.
 //
-// Log-store calls are counted by a Store wrapper (InstrumentStore) and the session gauges are
-// read from the manager's cache at scrape time (SessionCollector).
+// Log-store calls are counted by a Store wrapper (InstrumentStore) and the session gauges from
+// the changes of the reconciler's session watch (SessionCollector).
 package metrics
 
 import (

@@ -1,5 +1,6 @@
 // Package sessioncache lists the AgentSessions of a manager's informer cache without copying
-// them, for walks over every session (the session gauges at each scrape, the claims at start).
+// them, for walks over every session (the sessions a changed config, review policy or store
+// affects, the claims at start).
 // A client's List copies each object, or with UnsafeDisableDeepCopy still each object's struct
 // into the list: garbage per session on every walk, which the informer's own store avoids.
 package sessioncache
