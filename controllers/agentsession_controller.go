@@ -105,6 +105,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.APIReader = mgr.GetAPIReader()
 	}
 	r.sessions = mgr.GetCache()
+	r.backlog.entered = r.observeStorm
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](minStoreBackoff, r.maxBackoff())
 	}

@@ -14,6 +14,8 @@ import (
 
 func TestBacklogStormBeginsAtTheEnterWriteRateAndLastsThroughItsTail(t *testing.T) {
 	var b backlog
+	entered := 0
+	b.entered = func() { entered++ }
 	for i := range backlogEnter - 1 {
 		b.add()
 		if b.behind() {
@@ -24,23 +26,65 @@ func TestBacklogStormBeginsAtTheEnterWriteRateAndLastsThroughItsTail(t *testing.
 	if !b.behind() {
 		t.Fatalf("not behind after %d status writes within one window", backlogEnter)
 	}
-	// The tail: writes older than the window except the latest backlogLeave, still a storm.
-	age := func(from int, d time.Duration) {
-		b.mu.Lock()
-		for i := range b.seen {
-			if k := (b.next - 1 - i + len(b.seen)) % len(b.seen); i >= from {
-				b.seen[k] = time.Now().Add(-d).UnixNano()
-			}
-		}
-		b.mu.Unlock()
-	}
-	age(backlogLeave, 2*backlogWindow)
+	// The tail: writes older than the leave window except the latest backlogLeave, still a storm.
+	b.age(backlogLeave, 2*backlogLeaveWindow)
 	if !b.behind() {
-		t.Fatalf("storm over with %d writes within the window", backlogLeave)
+		t.Fatalf("storm over with %d writes within the leave window", backlogLeave)
 	}
-	age(backlogLeave-1, 2*backlogWindow)
+	b.age(backlogLeave-1, 2*backlogLeaveWindow)
 	if b.behind() {
-		t.Fatalf("still behind with %d writes within the window", backlogLeave-1)
+		t.Fatalf("still behind with %d writes within the leave window", backlogLeave-1)
+	}
+	if entered != 1 {
+		t.Fatalf("storms entered: %d, want 1", entered)
+	}
+}
+
+// A storm the API server admits in waves: each wave brings a storm's rate of changes, and
+// between two waves nothing is seen for longer than the enter window (a 429's Retry-After is a
+// second) but shorter than the leave window. The storm lasts through the gap and is entered
+// once; its held Events do not go out between the waves.
+func TestBacklogStormLastsThroughTheGapsBetweenWaves(t *testing.T) {
+	var b backlog
+	entered := 0
+	b.entered = func() { entered++ }
+	for range backlogEnter {
+		b.add()
+	}
+	if !b.behind() || entered != 1 {
+		t.Fatalf("after a wave of %d changes: behind %v, storms entered %d; want true, 1", backlogEnter, b.behind(), entered)
+	}
+	gap := backlogWindow + (backlogLeaveWindow-backlogWindow)/2
+	b.age(0, gap) // every change of the wave is now gap old
+	if !b.behind() {
+		t.Fatalf("storm over %s after a wave, within the leave window (%s)", gap, backlogLeaveWindow)
+	}
+	for range backlogEnter { // the next wave
+		b.add()
+	}
+	if !b.behind() || entered != 1 {
+		t.Fatalf("after the second wave: behind %v, storms entered %d; want true, 1", b.behind(), entered)
+	}
+	b.age(0, backlogLeaveWindow)
+	if b.behind() {
+		t.Fatalf("still behind %s after the last wave", backlogLeaveWindow)
+	}
+	for range backlogEnter { // a storm after the last one ended is a storm of its own
+		b.add()
+	}
+	if !b.behind() || entered != 2 {
+		t.Fatalf("a later storm: behind %v, storms entered %d; want true, 2", b.behind(), entered)
+	}
+}
+
+// age makes every recorded change but the latest from d older than now.
+func (b *backlog) age(from int, d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.seen {
+		if k := (b.next - 1 - i + len(b.seen)) % len(b.seen); i >= from {
+			b.seen[k] = time.Now().Add(-d).UnixNano()
+		}
 	}
 }
 

@@ -12,6 +12,9 @@ type StatusObserver interface {
 	// ObserveHeld is told that a selection of s waits for the agent's boundary with its
 	// pending write held (pending_deferral.go).
 	ObserveHeld(s *agentsv1alpha1.AgentSession)
+	// ObserveStorm is told that the reconciler entered a storm (backlog.go): its Events wait
+	// until the storm is over.
+	ObserveStorm()
 }
 
 func (r *AgentSessionReconciler) observe(s *agentsv1alpha1.AgentSession, before, after agentsv1alpha1.AgentSessionStatus) {
@@ -23,5 +26,11 @@ func (r *AgentSessionReconciler) observe(s *agentsv1alpha1.AgentSession, before,
 func (r *AgentSessionReconciler) observeHeld(s *agentsv1alpha1.AgentSession) {
 	if r.Metrics != nil {
 		r.Metrics.ObserveHeld(s)
+	}
+}
+
+func (r *AgentSessionReconciler) observeStorm() {
+	if r.Metrics != nil {
+		r.Metrics.ObserveStorm()
 	}
 }

@@ -80,6 +80,7 @@ type Recorder struct {
 	storeOps         *prometheus.CounterVec
 	storeErrors      *prometheus.CounterVec
 	storeOpDurations *prometheus.HistogramVec
+	storms           prometheus.Counter
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -146,6 +147,10 @@ func New() *Recorder {
 			Help:    "Latency of session-log store calls made by the manager, by operation.",
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 		}, []string{labelOperation}),
+		storms: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "storms_total",
+			Help: "Storms the reconciler entered: bursts of session changes and status writes during which its Events wait.",
+		}),
 		pendingSince: map[types.UID]time.Time{},
 	}
 	r.initSeries()
@@ -193,7 +198,7 @@ func (r *Recorder) initSeries() {
 
 func (r *Recorder) collectors() []prometheus.Collector {
 	return []prometheus.Collector{r.transitions, r.selections, r.pendingToCommit, r.planModePeriod, r.boundaryAcks,
-		r.notices, r.reviews, r.reviewsOpened, r.reviewLatency, r.storeOps, r.storeErrors, r.storeOpDurations}
+		r.notices, r.reviews, r.reviewsOpened, r.reviewLatency, r.storeOps, r.storeErrors, r.storeOpDurations, r.storms}
 }
 
 // Register registers every metric of the Recorder with reg, e.g. controller-runtime's
@@ -390,6 +395,13 @@ func (r *Recorder) ObserveHeld(s *agentsv1alpha1.AgentSession) {
 	defer r.mu.Unlock()
 	if _, ok := r.pendingSince[s.UID]; !ok {
 		r.pendingSince[s.UID] = now
+	}
+}
+
+// ObserveStorm records that the reconciler entered a storm (controllers/backlog.go).
+func (r *Recorder) ObserveStorm() {
+	if r != nil {
+		r.storms.Inc()
 	}
 }
 
