@@ -231,6 +231,8 @@ func (r *report) printStorms(t table, o opts, st string) {
 		cmp("  mean reconcile time", func(s *stormResult) float64 { return storm.work(s).reconcile }, msOf)
 		cmp("  mean wait in the work queue", func(s *stormResult) float64 { return storm.work(s).queueWait }, msOf)
 		cmp("  mean log append (the manager's)", func(s *stormResult) float64 { return storm.work(s).appendTime }, msOf)
+		storms := func(s *stormResult) float64 { return storm.work(s).storms }
+		t.row("  storms the manager's rule entered (most in a run)", most(fl, storms), most(mg, storms), num, "", nil)
 	}
 
 	events := func(w writes) float64 { return w.events }

@@ -489,6 +489,7 @@ type procCounters struct {
 	reconciles, reconcileSec float64 // reconciles finished, and their time
 	queued, queuedSec        float64 // sessions taken from the work queue, and their wait
 	appends, appendSec       float64 // session-log appends (the manager's), and their time
+	storms                   float64 // storms the manager's storm rule entered
 }
 
 func (sr *stormRun) counters(ctx context.Context) (procCounters, error) {
@@ -505,16 +506,20 @@ func (sr *stormRun) counters(ctx context.Context) (procCounters, error) {
 		c.queuedSec += sumMetric(m, "workqueue_queue_duration_seconds_sum")
 		c.appends += sumMetric(m, "planmode_log_store_operation_seconds_count", `operation="append"`)
 		c.appendSec += sumMetric(m, "planmode_log_store_operation_seconds_sum", `operation="append"`)
+		c.storms += m["planmode_storms_total"]
 	}
 	return c, nil
 }
 
 // stormWork is what a side's controllers did over a storm: how many reconciles, how long one
 // took and how long a session waited in the work queue for one, on average, and the average
-// log append (zero for the floor, which appends nothing). With every worker busy, the storm
-// lasts about reconciles x reconcile time / workers.
+// log append (zero for the floor, which appends nothing); and how many storms the manager's
+// storm rule entered (one, unless it left between two of the API server's waves and let held
+// Events out). With every worker busy, the storm lasts about reconciles x reconcile time /
+// workers.
 type stormWork struct {
 	reconciles, reconcile, queueWait, appendTime float64 // count, then seconds
+	storms                                       float64
 }
 
 // since is the Events written since c0 and the storm's work.
@@ -534,6 +539,7 @@ func (sr *stormRun) since(ctx context.Context, c0 procCounters) (float64, stormW
 		reconcile:  mean(c.reconcileSec-c0.reconcileSec, c.reconciles-c0.reconciles),
 		queueWait:  mean(c.queuedSec-c0.queuedSec, c.queued-c0.queued),
 		appendTime: mean(c.appendSec-c0.appendSec, c.appends-c0.appends),
+		storms:     c.storms - c0.storms,
 	}
 	return c.events - c0.events, w, nil
 }
