@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +140,22 @@ func TestIdlePrintsStartUpAndRestart(t *testing.T) {
 		if got[want] == 0 {
 			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
 		}
+	}
+}
+
+// The benchmark's own process: its code and the runtime's function tables are resident (it is
+// running, and the garbage collector has scanned its stacks), and the split counts no page
+// that RssFile does not.
+func TestBinaryPagesSplitsTheResidentPagesOfTheBinary(t *testing.T) {
+	runtime.GC() // a stack scan reads the function tables
+	split, err := binaryPages(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if split.code == 0 || split.tables == 0 || split.rest == 0 {
+		t.Fatalf("resident pages of the binary by section: %+v; want each part above zero", split)
+	}
+	if sum, file := split.code+split.tables+split.rest, procStatus(os.Getpid(), "RssFile:"); sum > file {
+		t.Fatalf("the split counts %d bytes, more than RssFile's %d", sum, file)
 	}
 }
