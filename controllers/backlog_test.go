@@ -77,7 +77,7 @@ func TestBacklogStormLastsThroughTheGapsBetweenWaves(t *testing.T) {
 	}
 }
 
-// age makes every recorded change but the latest from d older than now.
+// age makes every recorded change, except the latest from of them, d old.
 func (b *backlog) age(from int, d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -348,3 +348,23 @@ func TestSeriesStartAtZero(t *testing.T) {
 		t.Errorf("transitions at start = %v", got)
 	}
 }
+
+// planmode_storms_total is registered with the Recorder's other metrics and counts each storm
+// the reconciler reports entering.
+func TestStormsEnteredAreCountedAndRegistered(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	r := New()
+	if err := r.Register(reg); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	r.ObserveStorm()
+	r.ObserveStorm()
+	(*Recorder)(nil).ObserveStorm() // metrics off: nothing to count, and no panic
+	want := `# HELP planmode_storms_total Storms the reconciler entered: bursts of session changes and status writes during which its Events wait.
+# TYPE planmode_storms_total counter
+planmode_storms_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "planmode_storms_total"); err != nil {
+		t.Fatal(err)
+	}
+}
