@@ -402,6 +402,7 @@ func (r *report) printIdle(t table) {
 				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "0", met(m.api.total() == 0))
 				t.row("  log store writes (the store's count)", f.storeWrites(), m.storeWrites(), num, "0", met(m.storeWrites() == 0))
 			}
+			t.row("  writes the API server refused with 429 (sent again)", f.api.refused, m.api.refused, num, "", nil)
 			var settled, peak *bool
 			target := ""
 			if n >= idleRSSSize {
