@@ -336,7 +336,8 @@ type binaryPageSplit struct {
 // binaryPages splits the process's resident pages of its own binary by ELF section: which
 // part of the file-backed RSS is code, which the runtime's function tables (read for each
 // frame a stack scan or a traceback meets) and which data. The pages come from
-// /proc/<pid>/pagemap (present bit), the sections from the binary's section headers.
+// /proc/<pid>/pagemap (present and file-backed), the sections from the binary's section
+// headers.
 func binaryPages(pid int) (binaryPageSplit, error) {
 	var split binaryPageSplit
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
@@ -370,7 +371,7 @@ func binaryPages(pid int) (binaryPageSplit, error) {
 		}
 		var lo, hi uint64
 		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil {
-			return split, fmt.Errorf("%s: %q: %w", "/proc/"+strconv.Itoa(pid)+"/maps", f[0], err)
+			return split, fmt.Errorf("/proc/%d/maps: %q: %w", pid, f[0], err)
 		}
 		entries := make([]byte, (hi-lo)/page*8)
 		if _, err := pm.ReadAt(entries, int64(lo/page*8)); err != nil {

@@ -514,9 +514,9 @@ func (sr *stormRun) counters(ctx context.Context) (procCounters, error) {
 // stormWork is what a side's controllers did over a storm: how many reconciles, how long one
 // took and how long a session waited in the work queue for one, on average, and the average
 // log append (zero for the floor, which appends nothing); and how many storms the manager's
-// storm rule entered (one, unless it left between two of the API server's waves and let held
-// Events out). With every worker busy, the storm lasts about reconciles x reconcile time /
-// workers.
+// storm rule entered (zero when it was already in one as the window opened, more than one
+// when it left between two of the API server's waves and could let held Events out). With
+// every worker busy, the storm lasts about reconciles x reconcile time / workers.
 type stormWork struct {
 	reconciles, reconcile, queueWait, appendTime float64 // count, then seconds
 	storms                                       float64
