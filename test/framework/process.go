@@ -49,6 +49,50 @@ func APIServerPID(cfg *rest.Config) (int, error) {
 		return 0, fmt.Errorf("API server address %q: %w", cfg.Host, err)
 	}
 	want := "--secure-port=" + u.Port()
+	pid, err := findProcess("kube-apiserver", func(args []string) bool { return slices.Contains(args, want) })
+	if err != nil {
+		return 0, fmt.Errorf("%w with %s", err, want)
+	}
+	return pid, nil
+}
+
+// EtcdPID finds the etcd behind the envtest kube-apiserver serving cfg: the process that
+// listens for clients at the address the API server's --etcd-servers names.
+func EtcdPID(cfg *rest.Config) (int, error) {
+	api, err := APIServerPID(cfg)
+	if err != nil {
+		return 0, err
+	}
+	var servers string
+	for _, a := range processArgs(api) {
+		if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok {
+			servers = v
+		}
+	}
+	if servers == "" {
+		return 0, fmt.Errorf("kube-apiserver (pid %d) names no --etcd-servers", api)
+	}
+	want := strings.Split(servers, ",")
+	pid, err := findProcess("etcd", func(args []string) bool {
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--listen-client-urls="); ok {
+				for _, u := range strings.Split(v, ",") {
+					if slices.Contains(want, u) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w listening at %s", err, servers)
+	}
+	return pid, nil
+}
+
+// findProcess is the first process whose executable's name is name and whose arguments match.
+func findProcess(name string, match func(args []string) bool) (int, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
@@ -58,14 +102,19 @@ func APIServerPID(cfg *rest.Config) (int, error) {
 		if err != nil {
 			continue
 		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmd), "\x00")
-		if strings.HasSuffix(args[0], "kube-apiserver") && slices.Contains(args, want) {
+		args := processArgs(pid)
+		if len(args) > 0 && filepath.Base(args[0]) == name && match(args) {
 			return pid, nil
 		}
 	}
-	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
+	return 0, fmt.Errorf("no %s process", name)
+}
+
+// processArgs is pid's command line, nil when it cannot be read.
+func processArgs(pid int) []string {
+	cmd, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil || len(cmd) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00")
 }
