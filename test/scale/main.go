@@ -192,7 +192,7 @@ func parseFlags() (opts, error) {
 	flag.IntVar(&o.shardSessions, "shard-sessions", 0, "sessions of each shard in the shards phase (0: -sessions divided among the -shards); its log is the first of -stores")
 	flag.IntVar(&o.sessions, "sessions", 1000, "sessions of the storms")
 	idleSizes := flag.String("idle-sessions", "1000,10000", "session counts of the idle phase (start-up, restart and footprint; comma-separated); the events phase uses the largest")
-	flag.IntVar(&o.runs, "runs", 1, "runs of the storm and shards phases; figures are medians over runs")
+	flag.IntVar(&o.runs, "runs", 1, "runs of the storm, shards and idle phases, the sides taking turns going first; figures are medians over runs")
 	flag.IntVar(&o.workers, "workers", 8, "--max-concurrent-reconciles of both processes (cmd/manager's default)")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound of every wait; a storm's waits allow at least 60ms per session of the storm (20 minutes at 20,000)")
 	flag.DurationVar(&o.agentWatchTimeout, "agent-watch-timeout", 30*time.Minute,
@@ -321,7 +321,7 @@ func printHeader(o opts, assets string) {
 // runPhases runs the phases -phases selects, in a fixed order, into one report.
 func (b *bench) runPhases(ctx context.Context) (*report, error) {
 	o := b.o
-	rep := &report{idle: map[int]map[string]*idleResult{}}
+	rep := &report{idle: map[int]map[string][]*idleResult{}}
 	if o.phases["storm"] {
 		if err := b.runStorms(ctx, rep); err != nil {
 			return nil, err
@@ -333,16 +333,8 @@ func (b *bench) runPhases(ctx context.Context) (*report, error) {
 		}
 	}
 	if o.phases["idle"] {
-		for _, n := range o.idleSizes {
-			rep.idle[n] = map[string]*idleResult{}
-			for _, side := range o.sides {
-				logPhase("idle: %s, %d sessions: first start, restart, footprint", side, n)
-				r, err := b.idle(ctx, side, n)
-				if err != nil {
-					return nil, fmt.Errorf("idle (%s, %d sessions): %w", side, n, err)
-				}
-				rep.idle[n][side] = r
-			}
+		if err := b.runIdle(ctx, rep); err != nil {
+			return nil, err
 		}
 	}
 	if o.phases["events"] {
@@ -396,6 +388,28 @@ func (b *bench) runStorms(ctx context.Context, rep *report) error {
 					return fmt.Errorf("storms (%s, %s): %w", side, st, err)
 				}
 				rep.addStorm(st, side, r)
+			}
+		}
+	}
+	return nil
+}
+
+// runIdle runs the idle phase at each size, -runs times, the sides taking turns going first
+// as in the storms.
+func (b *bench) runIdle(ctx context.Context, rep *report) error {
+	o := b.o
+	for run := 1; run <= o.runs; run++ {
+		for _, n := range o.idleSizes {
+			if rep.idle[n] == nil {
+				rep.idle[n] = map[string][]*idleResult{}
+			}
+			for _, side := range o.sidesOf(run) {
+				logPhase("run %d/%d: idle: %s, %d sessions: first start, restart, footprint", run, o.runs, side, n)
+				r, err := b.idle(ctx, side, n)
+				if err != nil {
+					return fmt.Errorf("idle (%s, %d sessions): %w", side, n, err)
+				}
+				rep.idle[n][side] = append(rep.idle[n][side], r)
 			}
 		}
 	}
@@ -476,6 +490,7 @@ type bench struct {
 	pg         *pgtest.Server
 	seq        int
 	apiPID     int // kube-apiserver, for its CPU time (apiCPU)
+	etcdPID    int // etcd, for its CPU time (controlPlaneCPU)
 }
 
 // apiCPU is the CPU time kube-apiserver has used so far: the work a storm costs the API server,
@@ -489,6 +504,20 @@ func (b *bench) apiCPU() (time.Duration, error) {
 		b.apiPID = pid
 	}
 	return framework.ProcessCPU(b.apiPID), nil
+}
+
+// controlPlaneCPU is the CPU time kube-apiserver and etcd have used so far: with the process
+// under test, what a take-on's writes cost the machine.
+func (b *bench) controlPlaneCPU() (api, etcd time.Duration, err error) {
+	if api, err = b.apiCPU(); err != nil {
+		return 0, 0, err
+	}
+	if b.etcdPID == 0 {
+		if b.etcdPID, err = framework.EtcdPID(b.cfg); err != nil {
+			return 0, 0, err
+		}
+	}
+	return api, framework.ProcessCPU(b.etcdPID), nil
 }
 
 func logPhase(format string, args ...any) {

@@ -11,7 +11,7 @@ import (
 
 type report struct {
 	storm      map[string]map[string][]*stormResult // store -> side -> runs
-	idle       map[int]map[string]*idleResult       // sessions -> side
+	idle       map[int]map[string][]*idleResult     // sessions -> side -> runs
 	appends    []appendResult
 	tail       []tailResult
 	webhook    *webhookResult
@@ -372,55 +372,109 @@ func peakToSettled(f footprint) float64 {
 	return float64(f.hwm) / float64(f.rssEnd)
 }
 
-// printIdle prints the idle phase, per session count: the first start and the restart.
+// printIdle prints the idle phase, per session count: the first start and the restart, each
+// figure the median over runs but the restart's writes, the most in a run.
 func (r *report) printIdle(t table) {
+	for _, n := range r.idleSizes() {
+		fl, mg := r.idle[n][sideFloor], r.idle[n][sideManager]
+		if len(fl) == 0 || len(mg) == 0 {
+			continue
+		}
+		for i, what := range []string{"first start (fresh sessions, fresh store)", "restart (graceful stop, same store and sessions)"} {
+			start := func(r *idleResult) *takeOnRun {
+				if i == 1 {
+					return &r.restart
+				}
+				return &r.first
+			}
+			// row prints the figure f of each side's start, its median over runs.
+			row := func(label string, f func(*takeOnRun) float64, format func(float64) string, target string, ok func(floor, mgr float64) bool) {
+				fv, mv := medIdle(fl, start, f), medIdle(mg, start, f)
+				var m *bool
+				if ok != nil {
+					m = met(ok(fv, mv))
+				}
+				t.row(label, fv, mv, format, target, m)
+			}
+			// zero prints a write count that must be 0: the most in a run.
+			zero := func(label string, f func(*takeOnRun) float64) {
+				if len(fl) > 1 || len(mg) > 1 {
+					label += " (most in a run)"
+				}
+				fv, mv := maxIdle(fl, start, f), maxIdle(mg, start, f)
+				t.row(label, fv, mv, num, "0", met(mv == 0))
+			}
+			within := func(ratio float64) func(floor, mgr float64) bool {
+				return func(floor, mgr float64) bool { return floor > 0 && mgr/floor <= ratio+1e-9 }
+			}
+			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s%s\t\t\t\t\t\n", n, what, runsNote(len(fl), len(mg)))
+			row("start -> every session taken on", func(r *takeOnRun) float64 { return float64(r.dur) }, sec, fmt.Sprintf("<= %.1fx", takeOnRatio), within(takeOnRatio))
+			row("  of which start -> ready (/readyz)", func(r *takeOnRun) float64 { return float64(r.ready) }, sec, "", nil)
+			row("  reconciles by then", func(r *takeOnRun) float64 { return r.reconciles }, num, "", nil)
+			row("  CPU used by then (the process's, from its start; load-independent)", func(r *takeOnRun) float64 { return float64(r.cpu) }, sec, "", nil)
+			row("  kube-apiserver's CPU over the same time", func(r *takeOnRun) float64 { return float64(r.apiCPU) }, sec, "", nil)
+			row("  etcd's CPU over the same time", func(r *takeOnRun) float64 { return float64(r.etcdCPU) }, sec, "", nil)
+			if i == 0 {
+				row("  API writes (status, Events included)", func(r *takeOnRun) float64 { return r.api.total() }, num, "", nil)
+				row("  log store rows written (the store's count)", func(r *takeOnRun) float64 { return r.storeWrites() }, num, "", nil)
+			} else {
+				zero("  API writes (status, Events included)", func(r *takeOnRun) float64 { return r.api.total() })
+				zero("  log store writes (the store's count)", func(r *takeOnRun) float64 { return r.storeWrites() })
+			}
+			row("  writes the API server refused with 429 (sent again)", func(r *takeOnRun) float64 { return r.api.refused }, num, "", nil)
+			target, rss := "", within(rssRatio)
+			if n < idleRSSSize {
+				rss = nil
+			} else {
+				target = fmt.Sprintf("<= %.1fx", rssRatio)
+			}
+			row("RSS settled (VmRSS)", func(r *takeOnRun) float64 { return float64(r.fp.rssEnd) }, mib, target, rss)
+			row("  of which anonymous (RssAnon)", func(r *takeOnRun) float64 { return float64(r.fp.anonEnd) }, mib, "", nil)
+			row("  of which the binary's pages (RssFile)", func(r *takeOnRun) float64 { return float64(r.fp.fileEnd) }, mib, "", nil)
+			row("    code (.text)", func(r *takeOnRun) float64 { return float64(r.fp.filePages.code) }, mib, "", nil)
+			row("    the runtime's function tables (.gopclntab)", func(r *takeOnRun) float64 { return float64(r.fp.filePages.tables) }, mib, "", nil)
+			row("    read-only data and the rest", func(r *takeOnRun) float64 { return float64(r.fp.filePages.rest) }, mib, "", nil)
+			row("RSS peak since start (VmHWM)", func(r *takeOnRun) float64 { return float64(r.fp.hwm) }, mib, target, rss)
+			row("  peak / settled", func(r *takeOnRun) float64 { return peakToSettled(r.fp) }, func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
+			row("CPU (cores), idle", func(r *takeOnRun) float64 { return r.fp.cores() }, core, "", nil)
+		}
+	}
+}
+
+// idleSizes is the idle phase's session counts, smallest first.
+func (r *report) idleSizes() []int {
 	sizes := make([]int, 0, len(r.idle))
 	for n := range r.idle {
 		sizes = append(sizes, n)
 	}
 	slices.Sort(sizes)
-	for _, n := range sizes {
-		fl, mg := r.idle[n][sideFloor], r.idle[n][sideManager]
-		if fl == nil || mg == nil {
-			continue
-		}
-		for i, what := range []string{"first start (fresh sessions, fresh store)", "restart (graceful stop, same store and sessions)"} {
-			f, m := fl.first, mg.first
-			if i == 1 {
-				f, m = fl.restart, mg.restart
-			}
-			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s\t\t\t\t\t\n", n, what)
-			ratio := func(a, b float64) *bool { return met(a > 0 && b/a <= takeOnRatio+1e-9) }
-			t.row("start -> every session taken on", float64(f.dur), float64(m.dur), sec, fmt.Sprintf("<= %.1fx", takeOnRatio), ratio(float64(f.dur), float64(m.dur)))
-			t.row("  of which start -> ready (/readyz)", float64(f.ready), float64(m.ready), sec, "", nil)
-			t.row("  reconciles by then", f.reconciles, m.reconciles, num, "", nil)
-			t.row("  CPU used by then (the process's, from its start; load-independent)", float64(f.cpu), float64(m.cpu), sec, "", nil)
-			if i == 0 {
-				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "", nil)
-				t.row("  log store rows written (the store's count)", f.storeWrites(), m.storeWrites(), num, "", nil)
-			} else {
-				t.row("  API writes (status, Events included)", f.api.total(), m.api.total(), num, "0", met(m.api.total() == 0))
-				t.row("  log store writes (the store's count)", f.storeWrites(), m.storeWrites(), num, "0", met(m.storeWrites() == 0))
-			}
-			t.row("  writes the API server refused with 429 (sent again)", f.api.refused, m.api.refused, num, "", nil)
-			var settled, peak *bool
-			target := ""
-			if n >= idleRSSSize {
-				target = fmt.Sprintf("<= %.1fx", rssRatio)
-				settled = met(float64(m.fp.rssEnd) <= rssRatio*float64(f.fp.rssEnd))
-				peak = met(float64(m.fp.hwm) <= rssRatio*float64(f.fp.hwm))
-			}
-			t.row("RSS settled (VmRSS)", float64(f.fp.rssEnd), float64(m.fp.rssEnd), mib, target, settled)
-			t.row("  of which anonymous (RssAnon)", float64(f.fp.anonEnd), float64(m.fp.anonEnd), mib, "", nil)
-			t.row("  of which the binary's pages (RssFile)", float64(f.fp.fileEnd), float64(m.fp.fileEnd), mib, "", nil)
-			t.row("    code (.text)", float64(f.fp.filePages.code), float64(m.fp.filePages.code), mib, "", nil)
-			t.row("    the runtime's function tables (.gopclntab)", float64(f.fp.filePages.tables), float64(m.fp.filePages.tables), mib, "", nil)
-			t.row("    read-only data and the rest", float64(f.fp.filePages.rest), float64(m.fp.filePages.rest), mib, "", nil)
-			t.row("RSS peak since start (VmHWM)", float64(f.fp.hwm), float64(m.fp.hwm), mib, target, peak)
-			t.row("  peak / settled", peakToSettled(f.fp), peakToSettled(m.fp), func(v float64) string { return fmt.Sprintf("%.2fx", v) }, "", nil)
-			t.row("CPU (cores), idle", f.fp.cores(), m.fp.cores(), core, "", nil)
-		}
+	return sizes
+}
+
+// runsNote names the runs a section's figures are taken over, when there is more than one.
+func runsNote(floor, mgr int) string {
+	if floor == 1 && mgr == 1 {
+		return ""
 	}
+	return fmt.Sprintf(" (median of %d runs)", min(floor, mgr))
+}
+
+// medIdle is the median over runs of f of each run's start (first start or restart).
+func medIdle(runs []*idleResult, start func(*idleResult) *takeOnRun, f func(*takeOnRun) float64) float64 {
+	v := make([]float64, 0, len(runs))
+	for _, r := range runs {
+		v = append(v, f(start(r)))
+	}
+	return median(v)
+}
+
+// maxIdle is the most over runs of f of each run's start.
+func maxIdle(runs []*idleResult, start func(*idleResult) *takeOnRun, f func(*takeOnRun) float64) float64 {
+	m := 0.0
+	for _, r := range runs {
+		m = max(m, f(start(r)))
+	}
+	return m
 }
 
 // printLogStore prints the log store's appends and Tail cost, which have no floor process.
@@ -481,17 +535,22 @@ func (r *report) printRuns(w io.Writer, o opts) {
 			fmt.Fprintf(w, "%s, run by run (manager/floor of the same run): %s\n", st, pairRatios(fl, mg))
 		}
 	}
+	for _, n := range r.idleSizes() {
+		if fl, mg := r.idle[n][sideFloor], r.idle[n][sideManager]; len(fl) > 1 && len(fl) == len(mg) {
+			fmt.Fprintf(w, "idle, %d sessions, run by run (manager/floor of the same run): %s\n", n, idlePairRatios(fl, mg))
+		}
+	}
 }
 
-// pairRatios is the latency ratios of each run, which the medians above hide: on a noisy
-// machine their spread says how far one run can be trusted.
-func pairRatios(fl, mg []*stormResult) string {
-	figs := []struct {
-		name string
-		f    func(*stormResult) float64
-	}{
-		{"ack p50", ackAt(0.5)}, {"ack p99", ackAt(0.99)}, {"toggle storm", toggleTime},
-	}
+// runFigure is one figure of a run, whose ratio runRatios prints run by run.
+type runFigure[T any] struct {
+	name string
+	f    func(T) float64
+}
+
+// runRatios is the ratios of each run, which the medians above hide: on a noisy machine their
+// spread says how far one run can be trusted.
+func runRatios[T any](fl, mg []T, figs []runFigure[T]) string {
 	parts := make([]string, 0, len(figs))
 	for _, fig := range figs {
 		rs := make([]string, len(mg))
@@ -504,6 +563,25 @@ func pairRatios(fl, mg []*stormResult) string {
 		parts = append(parts, fig.name+" "+strings.Join(rs, " "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// pairRatios is the latency ratios of each storm run.
+func pairRatios(fl, mg []*stormResult) string {
+	return runRatios(fl, mg, []runFigure[*stormResult]{
+		{"ack p50", ackAt(0.5)}, {"ack p99", ackAt(0.99)}, {"toggle storm", toggleTime},
+	})
+}
+
+// idlePairRatios is the start-up and memory ratios of each idle run.
+func idlePairRatios(fl, mg []*idleResult) string {
+	return runRatios(fl, mg, []runFigure[*idleResult]{
+		{"first start", func(r *idleResult) float64 { return float64(r.first.dur) }},
+		{"restart", func(r *idleResult) float64 { return float64(r.restart.dur) }},
+		{"first start's RSS settled", func(r *idleResult) float64 { return float64(r.first.fp.rssEnd) }},
+		{"peak", func(r *idleResult) float64 { return float64(r.first.fp.hwm) }},
+		{"restart's RSS settled", func(r *idleResult) float64 { return float64(r.restart.fp.rssEnd) }},
+		{"peak", func(r *idleResult) float64 { return float64(r.restart.fp.hwm) }},
+	})
 }
 
 // printWrites prints every run's writes by kind, in all and per operation: the Events have

@@ -110,14 +110,24 @@ func TestEventsCountAsWrites(t *testing.T) {
 
 // The idle phase prints, per session count, the first start and the restart: the take-on
 // time against its 1.2x target, the restart's API and store writes against 0, and at 10,000
-// sessions the settled and peak RSS (VmHWM) against 1.0x the floor's.
+// sessions the settled and peak RSS (VmHWM) against 1.0x the floor's. Over several runs each
+// figure is the median, a write that must be 0 the most in any run, and each run's ratios
+// follow the table.
 func TestIdlePrintsStartUpAndRestart(t *testing.T) {
 	run := func(dur time.Duration, api, store float64, rss, hwm int64) takeOnRun {
-		return takeOnRun{dur: dur, reconciles: 10000, api: writes{status: api}, storeRows: int64(store), fp: footprint{rssEnd: rss, hwm: hwm}}
+		return takeOnRun{dur: dur, reconciles: 10000, api: writes{status: api}, storeRows: int64(store), apiCPU: dur / 2, etcdCPU: dur / 10, fp: footprint{rssEnd: rss, hwm: hwm}}
 	}
-	rep := &report{idle: map[int]map[string]*idleResult{10000: {
-		"floor":   {n: 10000, first: run(10*time.Second, 10000, 0, 40<<20, 50<<20), restart: run(2*time.Second, 0, 0, 40<<20, 50<<20)},
-		"manager": {n: 10000, first: run(11*time.Second, 10000, 10000, 60<<20, 90<<20), restart: run(3*time.Second, 0, 0, 40<<20, 45<<20)},
+	rep := &report{idle: map[int]map[string][]*idleResult{10000: {
+		"floor": {
+			{n: 10000, first: run(10*time.Second, 10000, 0, 40<<20, 50<<20), restart: run(2*time.Second, 0, 0, 40<<20, 50<<20)},
+			{n: 10000, first: run(20*time.Second, 10000, 0, 40<<20, 50<<20), restart: run(2*time.Second, 0, 0, 40<<20, 50<<20)},
+			{n: 10000, first: run(10*time.Second, 10000, 0, 40<<20, 50<<20), restart: run(2*time.Second, 0, 0, 40<<20, 50<<20)},
+		},
+		"manager": {
+			{n: 10000, first: run(11*time.Second, 10000, 10000, 60<<20, 90<<20), restart: run(3*time.Second, 0, 0, 40<<20, 45<<20)},
+			{n: 10000, first: run(11*time.Second, 10000, 10000, 60<<20, 90<<20), restart: run(3*time.Second, 0, 1, 40<<20, 45<<20)},
+			{n: 10000, first: run(30*time.Second, 10000, 10000, 60<<20, 90<<20), restart: run(3*time.Second, 0, 0, 40<<20, 45<<20)},
+		},
 	}}}
 	var out bytes.Buffer
 	rep.print(&out, opts{})
@@ -126,16 +136,20 @@ func TestIdlePrintsStartUpAndRestart(t *testing.T) {
 		got[strings.Join(strings.Fields(l), " ")]++
 	}
 	for _, want := range []string{
+		"-- 10000 idle sessions, no agents (SQLite log): first start (fresh sessions, fresh store) (median of 3 runs)",
 		"start -> every session taken on 10s 11s 1.10x <= 1.2x ok",
+		"kube-apiserver's CPU over the same time 5s 5.5s 1.10x",
+		"etcd's CPU over the same time 1s 1.1s 1.10x",
 		"start -> every session taken on 2s 3s 1.50x <= 1.2x MISS",
 		"log store rows written (the store's count) 0.00 10000.00 -",
-		"API writes (status, Events included) 0.00 0.00 - 0 ok",
-		"log store writes (the store's count) 0.00 0.00 - 0 ok",
+		"API writes (status, Events included) (most in a run) 0.00 0.00 - 0 ok",
+		"log store writes (the store's count) (most in a run) 0.00 1.00 - 0 MISS",
 		"RSS settled (VmRSS) 40.0MiB 60.0MiB 1.50x <= 1.0x MISS",
 		"RSS peak since start (VmHWM) 50.0MiB 90.0MiB 1.80x <= 1.0x MISS",
 		"RSS settled (VmRSS) 40.0MiB 40.0MiB 1.00x <= 1.0x ok",
 		"RSS peak since start (VmHWM) 50.0MiB 45.0MiB 0.90x <= 1.0x ok",
 		"peak / settled 1.25x 1.50x 1.20x",
+		"idle, 10000 sessions, run by run (manager/floor of the same run): first start 1.10x 0.55x 3.00x; restart 1.50x 1.50x 1.50x; first start's RSS settled 1.50x 1.50x 1.50x; peak 1.80x 1.80x 1.80x; restart's RSS settled 1.00x 1.00x 1.00x; peak 0.90x 0.90x 0.90x",
 	} {
 		if got[want] == 0 {
 			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())

@@ -148,6 +148,8 @@ type takeOnRun struct {
 	dur        time.Duration // start -> every session taken on
 	ready      time.Duration // start -> /readyz
 	cpu        time.Duration // the process's CPU time from its start until every session was taken on (read just after)
+	apiCPU     time.Duration // kube-apiserver's CPU time over the same span
+	etcdCPU    time.Duration // etcd's CPU time over the same span
 	reconciles float64       // the process's reconciles by then
 	api        writes        // the process's API writes from its start until quiet
 	storeRows  int64         // rows the process wrote to the log store (the store's own count)
@@ -219,6 +221,10 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 			return err
 		}
 	}
+	api0, etcd0, err := b.controlPlaneCPU()
+	if err != nil {
+		return err
+	}
 	p, err := b.startProc(ctx, procOpts{side: side, store: url})
 	if err != nil {
 		return err
@@ -251,6 +257,11 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 		return err
 	}
 	run.cpu = p.cpu()
+	if run.apiCPU, run.etcdCPU, err = b.controlPlaneCPU(); err != nil {
+		return err
+	}
+	run.apiCPU -= api0
+	run.etcdCPU -= etcd0
 	logPhase("  %s, %d sessions, %s: every session taken on after %s (%.0f reconciles)", side, n, []string{"first start", "restart"}[i], run.dur.Round(time.Millisecond), run.reconciles)
 	b.quiesce(ctx)
 	if run.api, err = b.since(ctx, w0, noAgents); err != nil {
