@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -118,11 +119,20 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 			return nil, fmt.Errorf("%s exited at start (%v): %s", o.side, p.exitErr, p.tailLog())
 		default:
 		}
-		resp, err := http.Get("http://" + p.probe + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				p.ready = time.Since(p.startedAt)
+		if p.ready == 0 {
+			resp, err := http.Get("http://" + p.probe + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					p.ready = time.Since(p.startedAt)
+				}
+			}
+		}
+		// The metrics server binds its port when it starts, beside the health probes whose
+		// port is bound before: /readyz can answer first. The benchmark reads /metrics next.
+		if p.ready > 0 {
+			if c, err := net.DialTimeout("tcp", p.metrics, time.Second); err == nil {
+				_ = c.Close()
 				return p, nil
 			}
 		}
@@ -176,6 +186,11 @@ func (p *proc) scrape(ctx context.Context) (map[string]float64, error) {
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("read %s's /metrics: %w; it exited (%v): %s", p.name, err, p.exitErr, p.tailLog())
+		default:
+		}
 		return nil, fmt.Errorf("read %s's /metrics: %w", p.name, err)
 	}
 	defer resp.Body.Close()
