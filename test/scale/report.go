@@ -410,6 +410,9 @@ func (r *report) printIdle(t table) {
 			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s%s\t\t\t\t\t\n", n, what, runsNote(len(fl), len(mg)))
 			row("start -> every session taken on", func(r *takeOnRun) float64 { return float64(r.dur) }, sec, fmt.Sprintf("<= %.1fx", takeOnRatio), within(takeOnRatio))
 			row("  of which start -> ready (/readyz)", func(r *takeOnRun) float64 { return float64(r.ready) }, sec, "", nil)
+			if i == 0 {
+				row("  of which start -> first status write (the process's own count)", func(r *takeOnRun) float64 { return float64(r.firstWrite) }, sec, "", nil)
+			}
 			row("  reconciles by then", func(r *takeOnRun) float64 { return r.reconciles }, num, "", nil)
 			row("  CPU used by then (the process's, from its start; load-independent)", func(r *takeOnRun) float64 { return float64(r.cpu) }, sec, "", nil)
 			row("  kube-apiserver's CPU over the same time", func(r *takeOnRun) float64 { return float64(r.apiCPU) }, sec, "", nil)
