@@ -112,11 +112,23 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 		_ = logf.Close()
 		close(p.done)
 	}()
-	deadline := time.Now().Add(b.o.timeout)
+	if err := p.waitReady(ctx, b.o.timeout); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady waits until the process answers /readyz, and records when, and then until its
+// metrics server accepts connections: it binds its port when it starts, beside the health
+// probes whose port is bound before, so /readyz can answer first, and the benchmark reads
+// /metrics next.
+func (p *proc) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("%s exited at start (%v): %s", o.side, p.exitErr, p.tailLog())
+			return fmt.Errorf("%s exited at start (%v): %s", p.name, p.exitErr, p.tailLog())
 		default:
 		}
 		if p.ready == 0 {
@@ -128,22 +140,17 @@ func (b *bench) startProc(ctx context.Context, o procOpts) (*proc, error) {
 				}
 			}
 		}
-		// The metrics server binds its port when it starts, beside the health probes whose
-		// port is bound before: /readyz can answer first. The benchmark reads /metrics next.
 		if p.ready > 0 {
 			if c, err := net.DialTimeout("tcp", p.metrics, time.Second); err == nil {
-				_ = c.Close()
-				return p, nil
+				return c.Close()
 			}
 		}
 		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("%s not ready after %s: %s", o.side, b.o.timeout, p.tailLog())
+			return fmt.Errorf("%s not ready after %s: %s", p.name, timeout, p.tailLog())
 		}
 		select {
 		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -150,7 +150,8 @@ func TestIdlePrintsStartUpAndRestart(t *testing.T) {
 		"RSS settled (VmRSS) 40.0MiB 40.0MiB 1.00x <= 1.0x ok",
 		"RSS peak since start (VmHWM) 50.0MiB 45.0MiB 0.90x <= 1.0x ok",
 		"peak / settled 1.25x 1.50x 1.20x",
-		"idle, 10000 sessions, run by run (manager/floor of the same run): first start 1.10x 0.55x 3.00x; restart 1.50x 1.50x 1.50x; first start's RSS settled 1.50x 1.50x 1.50x; peak 1.80x 1.80x 1.80x; restart's RSS settled 1.00x 1.00x 1.00x; peak 0.90x 0.90x 0.90x",
+		"idle, 10000 sessions, run by run (manager/floor of the same run): first start 1.10x 0.55x 3.00x; restart 1.50x 1.50x 1.50x; " +
+			"first start's RSS settled 1.50x 1.50x 1.50x; peak 1.80x 1.80x 1.80x; restart's RSS settled 1.00x 1.00x 1.00x; peak 0.90x 0.90x 0.90x",
 	} {
 		if got[want] == 0 {
 			t.Errorf("the report has no line %q; it is:\n%s", want, out.String())
