@@ -77,14 +77,12 @@ func TestBacklogStormLastsThroughTheGapsBetweenWaves(t *testing.T) {
 	}
 }
 
-// age makes every recorded change, except the latest from of them, d old.
+// age makes every recorded change d old but the latest from of them.
 func (b *backlog) age(from int, d time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i := range b.seen {
-		if k := (b.next - 1 - i + len(b.seen)) % len(b.seen); i >= from {
-			b.seen[k] = time.Now().Add(-d).UnixNano()
-		}
+	for i := from; i < len(b.seen); i++ {
+		b.seen[(b.next-1-i+len(b.seen))%len(b.seen)] = time.Now().Add(-d).UnixNano()
 	}
 }
 

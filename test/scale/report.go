@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -79,12 +80,21 @@ func ackAt(q float64) func(*stormResult) float64 {
 func toggleTime(s *stormResult) float64 { return float64(s.toggleConv) }
 
 // med is the median over runs of f.
-func med(runs []*stormResult, f func(*stormResult) float64) float64 {
+func med[T any](runs []T, f func(T) float64) float64 {
 	v := make([]float64, 0, len(runs))
 	for _, r := range runs {
 		v = append(v, f(r))
 	}
 	return median(v)
+}
+
+// most is the most over runs of f: for a figure whose target holds in every run.
+func most[T any](runs []T, f func(T) float64) float64 {
+	var m float64
+	for _, r := range runs {
+		m = max(m, f(r))
+	}
+	return m
 }
 
 func msf(v float64) string  { return fmt.Sprintf("%.2fms", v/1e6) }
@@ -200,13 +210,6 @@ func (r *report) printStorms(t table, o opts, st string) {
 
 	// Events among a storm's status writes: the most in any run, as one run with them is one
 	// storm they competed in.
-	most := func(rs []*stormResult, f func(*stormResult) float64) float64 {
-		var m float64
-		for _, r := range rs {
-			m = max(m, f(r))
-		}
-		return m
-	}
 	for _, during := range []struct {
 		label string
 		f     func(*stormResult) float64
@@ -387,9 +390,12 @@ func (r *report) printIdle(t table) {
 				}
 				return &r.first
 			}
+			of := func(f func(*takeOnRun) float64) func(*idleResult) float64 {
+				return func(r *idleResult) float64 { return f(start(r)) }
+			}
 			// row prints the figure f of each side's start, its median over runs.
 			row := func(label string, f func(*takeOnRun) float64, format func(float64) string, target string, ok func(floor, mgr float64) bool) {
-				fv, mv := medIdle(fl, start, f), medIdle(mg, start, f)
+				fv, mv := med(fl, of(f)), med(mg, of(f))
 				var m *bool
 				if ok != nil {
 					m = met(ok(fv, mv))
@@ -401,11 +407,8 @@ func (r *report) printIdle(t table) {
 				if len(fl) > 1 || len(mg) > 1 {
 					label += " (most in a run)"
 				}
-				fv, mv := maxIdle(fl, start, f), maxIdle(mg, start, f)
+				fv, mv := most(fl, of(f)), most(mg, of(f))
 				t.row(label, fv, mv, num, "0", met(mv == 0))
-			}
-			within := func(ratio float64) func(floor, mgr float64) bool {
-				return func(floor, mgr float64) bool { return floor > 0 && mgr/floor <= ratio+1e-9 }
 			}
 			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s%s\t\t\t\t\t\n", n, what, runsNote(len(fl), len(mg)))
 			row("start -> every session taken on", func(r *takeOnRun) float64 { return float64(r.dur) }, sec, fmt.Sprintf("<= %.1fx", takeOnRatio), within(takeOnRatio))
@@ -445,14 +448,7 @@ func (r *report) printIdle(t table) {
 }
 
 // idleSizes is the idle phase's session counts, smallest first.
-func (r *report) idleSizes() []int {
-	sizes := make([]int, 0, len(r.idle))
-	for n := range r.idle {
-		sizes = append(sizes, n)
-	}
-	slices.Sort(sizes)
-	return sizes
-}
+func (r *report) idleSizes() []int { return slices.Sorted(maps.Keys(r.idle)) }
 
 // runsNote names the runs a section's figures are taken over, when there is more than one.
 func runsNote(floor, mgr int) string {
@@ -462,22 +458,9 @@ func runsNote(floor, mgr int) string {
 	return fmt.Sprintf(" (median of %d runs)", min(floor, mgr))
 }
 
-// medIdle is the median over runs of f of each run's start (first start or restart).
-func medIdle(runs []*idleResult, start func(*idleResult) *takeOnRun, f func(*takeOnRun) float64) float64 {
-	v := make([]float64, 0, len(runs))
-	for _, r := range runs {
-		v = append(v, f(start(r)))
-	}
-	return median(v)
-}
-
-// maxIdle is the most over runs of f of each run's start.
-func maxIdle(runs []*idleResult, start func(*idleResult) *takeOnRun, f func(*takeOnRun) float64) float64 {
-	m := 0.0
-	for _, r := range runs {
-		m = max(m, f(start(r)))
-	}
-	return m
+// within is a ratio target's check: the manager's figure at most ratio times the floor's.
+func within(ratio float64) func(floor, mgr float64) bool {
+	return func(floor, mgr float64) bool { return floor > 0 && mgr/floor <= ratio+1e-9 }
 }
 
 // printLogStore prints the log store's appends and Tail cost, which have no floor process.
