@@ -520,6 +520,42 @@ func (b *bench) controlPlaneCPU() (api, etcd time.Duration, err error) {
 	return api, framework.ProcessCPU(b.etcdPID), nil
 }
 
+// Quiet is kube-apiserver and etcd together using less than quietCPU of CPU time over
+// quietWindow; awaitQuietControlPlane waits for it at most quietLimit.
+const (
+	quietWindow = time.Second
+	quietCPU    = 50 * time.Millisecond // 5% of a core
+	quietLimit  = 60 * time.Second
+)
+
+// awaitQuietControlPlane waits until kube-apiserver and etcd are quiet before a take-on or a
+// storm is timed, and returns how long that took (quietLimit when they never were). The write
+// counters standing still (quiesce) is not enough: the API server and etcd go on working after
+// the writes of a phase, the deletion of 10,000 sessions for one, and that work would fall on
+// whichever side is timed next.
+func (b *bench) awaitQuietControlPlane(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
+	for time.Since(t0) < quietLimit {
+		api0, etcd0, err := b.controlPlaneCPU()
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(quietWindow):
+		}
+		api1, etcd1, err := b.controlPlaneCPU()
+		if err != nil {
+			return 0, err
+		}
+		if api1-api0+etcd1-etcd0 < quietCPU {
+			return time.Since(t0), nil
+		}
+	}
+	return time.Since(t0), nil
+}
+
 func logPhase(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
 }

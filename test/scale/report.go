@@ -411,6 +411,7 @@ func (r *report) printIdle(t table) {
 				t.row(label, fv, mv, num, "0", met(mv == 0))
 			}
 			fmt.Fprintf(t.tw, "-- %d idle sessions, no agents (SQLite log): %s%s\t\t\t\t\t\n", n, what, runsNote(len(fl), len(mg)))
+			row("before the start: kube-apiserver and etcd quiet after", func(r *takeOnRun) float64 { return float64(r.quietWait) }, sec, "", nil)
 			row("start -> every session taken on", func(r *takeOnRun) float64 { return float64(r.dur) }, sec, fmt.Sprintf("<= %.1fx", takeOnRatio), within(takeOnRatio))
 			row("  of which start -> ready (/readyz)", func(r *takeOnRun) float64 { return float64(r.ready) }, sec, "", nil)
 			if i == 0 {

@@ -568,6 +568,17 @@ func (sr *stormRun) quiesce(ctx context.Context) {
 	sr.b.quiesce(ctx)
 }
 
+// awaitQuiet waits, before the storm is timed, until kube-apiserver and etcd are quiet, and
+// says how long that took.
+func (sr *stormRun) awaitQuiet(ctx context.Context, storm string) error {
+	wait, err := sr.b.awaitQuietControlPlane(ctx)
+	if err != nil {
+		return err
+	}
+	logPhase("  %s: before the %s storm, kube-apiserver and etcd quiet after %s", sr.side, storm, wait.Round(time.Millisecond))
+	return nil
+}
+
 // settle measures every process once the storms are over and its CPU has settled: RSS then,
 // and its peak since start (VmHWM). The processes settle at once, side by side.
 func (sr *stormRun) settle() {
@@ -693,6 +704,9 @@ func (sr *stormRun) boundaryStorm(ctx context.Context) error {
 	// goroutine each) can otherwise still be queued at the API server at release, a load the
 	// floor never has, and they would land in the storm's figures.
 	sr.quiesce(ctx)
+	if err := sr.awaitQuiet(ctx, "boundary"); err != nil {
+		return err
+	}
 	if err := sr.releaseBoundaries(ctx); err != nil {
 		return err
 	}
@@ -815,6 +829,9 @@ func (sr *stormRun) releaseBoundaries(ctx context.Context) error {
 // toggleStorm: every idle session toggled at once; done when every status shows it.
 func (sr *stormRun) toggleStorm(ctx context.Context) error {
 	b, r := sr.b, sr.r
+	if err := sr.awaitQuiet(ctx, "toggle"); err != nil {
+		return err
+	}
 	w0, err := b.snapWrites(ctx, sr.agentCount)
 	if err != nil {
 		return err

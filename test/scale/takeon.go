@@ -152,6 +152,7 @@ func rowsWritten(a, b storeSnap) (int64, bool) {
 
 // takeOnRun is one start of a side's process on n idle sessions.
 type takeOnRun struct {
+	quietWait  time.Duration // before the start: until kube-apiserver and etcd were quiet (awaitQuietControlPlane)
 	dur        time.Duration // start -> every session taken on
 	ready      time.Duration // start -> /readyz
 	firstWrite time.Duration // start -> the first /metrics read that counted a PATCH the process sent; 0 when none
@@ -217,6 +218,10 @@ func (b *bench) idle(ctx context.Context, side string, n int) (*idleResult, erro
 // until quiet, then RSS and CPU once the process has settled; it stops the process
 // gracefully. *sc counts the store, opened once the store exists.
 func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **storeCounter, run *takeOnRun) error {
+	var err error
+	if run.quietWait, err = b.awaitQuietControlPlane(ctx); err != nil {
+		return err
+	}
 	noAgents := apicount.New()
 	w0, err := b.snapWrites(ctx, noAgents)
 	if err != nil {
@@ -239,28 +244,7 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 	}
 	defer p.stop()
 	run.ready = p.ready
-	cpuProfile := make(chan error, 1)
-	if side == sideManager && b.o.profileDir != "" {
-		// The take-on's CPU: as long as it lasts at 500 sessions/s, 2 to 30 s.
-		secs := min(30, max(2, n/500))
-		go func() {
-			cpuProfile <- p.profile(b.o.profileDir, fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-takeon-%d-%d.pprof", n, i))
-		}()
-	} else {
-		cpuProfile <- nil
-	}
-	apiProfile := make(chan error, 1)
-	if b.o.profileDir != "" {
-		// The API server's side of either take-on, over its first second per 1,000 sessions
-		// (at most 10): a first start outlasts it, a restart falls within it. Where the API
-		// server's time per status write, or per session listed, goes.
-		window := time.Duration(min(10, max(1, n/1000))) * time.Second
-		go func() {
-			apiProfile <- apiServerProfile(ctx, b.cfg, window, b.o.profileDir, fmt.Sprintf("apiserver-takeon-%s-%d-%d.pprof", side, n, i))
-		}()
-	} else {
-		apiProfile <- nil
-	}
+	cpuProfile, apiProfile := b.takeOnProfiles(ctx, p, side, n, i)
 	if err = b.takenOn(ctx, p, side, ns, n, run); err != nil {
 		return err
 	}
@@ -270,7 +254,8 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 	}
 	run.apiCPU -= api0
 	run.etcdCPU -= etcd0
-	logPhase("  %s, %d sessions, %s: every session taken on after %s (%.0f reconciles)", side, n, []string{"first start", "restart"}[i], run.dur.Round(time.Millisecond), run.reconciles)
+	logPhase("  %s, %d sessions, %s: every session taken on after %s (%.0f reconciles; the control plane quiet %s before the start)",
+		side, n, []string{"first start", "restart"}[i], run.dur.Round(time.Millisecond), run.reconciles, run.quietWait.Round(time.Millisecond))
 	b.quiesce(ctx)
 	if run.api, err = b.since(ctx, w0, noAgents); err != nil {
 		return err
@@ -301,4 +286,32 @@ func (b *bench) start(ctx context.Context, side, url, ns string, n, i int, sc **
 		run.storeDirty = false // no earlier reading on this connection
 	}
 	return nil
+}
+
+// takeOnProfiles starts, with -profile-dir, the CPU profiles of the i-th take-on of n sessions:
+// the manager's and the API server's. Each channel reports when its profile is written.
+func (b *bench) takeOnProfiles(ctx context.Context, p *proc, side string, n, i int) (cpu, api <-chan error) {
+	cpuProfile := make(chan error, 1)
+	if side == sideManager && b.o.profileDir != "" {
+		// The take-on's CPU: as long as it lasts at 500 sessions/s, 2 to 30 s.
+		secs := min(30, max(2, n/500))
+		go func() {
+			cpuProfile <- p.profile(b.o.profileDir, fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-takeon-%d-%d.pprof", n, i))
+		}()
+	} else {
+		cpuProfile <- nil
+	}
+	apiProfile := make(chan error, 1)
+	if b.o.profileDir != "" {
+		// The API server's side of either take-on, over its first second per 1,000 sessions
+		// (at most 10): a first start outlasts it, a restart falls within it. Where the API
+		// server's time per status write, or per session listed, goes.
+		window := time.Duration(min(10, max(1, n/1000))) * time.Second
+		go func() {
+			apiProfile <- apiServerProfile(ctx, b.cfg, window, b.o.profileDir, fmt.Sprintf("apiserver-takeon-%s-%d-%d.pprof", side, n, i))
+		}()
+	} else {
+		apiProfile <- nil
+	}
+	return cpuProfile, apiProfile
 }
