@@ -4,6 +4,8 @@
 // many plan revisions). Every write of a session carries the whole object through the API
 // server's decoding, validation, managed fields and encoding, and to every watcher, so what a
 // session keeps in its object is paid again at every toggle and every step boundary answered.
+// BenchmarkTakeOnWrite measures the same for a first start's one write per session: the
+// manager's first status beside the floor's.
 package weight
 
 import (
@@ -132,6 +134,113 @@ func BenchmarkStatusWriteByObjectWeight(b *testing.B) {
 			m.Round(time.Microsecond), float64(m)/float64(base), perWrite.Round(time.Microsecond), float64(perWrite)/float64(baseCPU))
 	}
 	b.Logf("shapes 0 to %d in order; %d writes of each shape, plan %d bytes:\n%s", len(shapes)-1, len(samples[0]), planBytes, report.String())
+}
+
+// takeOns are the first status writes of a session just created, as each side's process
+// makes them at a first start: the floor's (observedGeneration and its echo of the log's end)
+// and the manager's (the same with the Ready condition, the config in force and the log
+// store's identity, which its status promises from the first write, and the resourceVersion
+// it read the session at as a precondition, as its first write after a start carries one).
+// readAt stands for that resourceVersion.
+var takeOns = []struct{ name, patch string }{
+	{"floor's take-on", `{"status":{"observedGeneration":1,"planMode":{"active":false,"nextSeq":0,"turnOpen":false}}}`},
+	{"manager's take-on", `{"metadata":{"resourceVersion":"` + readAt + `"},"status":{"conditions":[{"lastTransitionTime":"2026-12-08T00:45:01Z",` +
+		`"message":"","observedGeneration":1,"reason":"InSync","status":"True","type":"Ready"}],"observedGeneration":1,"planMode":{"active":false,` +
+		`"config":{"generation":1,"name":"default","sectionSHA256":"ace1e579581a9cf5"},"pending":false,"storeID":"2852a79fbe55795772fd3eb7e19f0061"}}}`},
+}
+
+const readAt = "READ-AT"
+
+// BenchmarkTakeOnWrite writes each side's first status to sessions created just before (no
+// status yet), in rounds of batchWrites sessions per side, rotating which side goes first, and
+// reports for each its median write time and the API server's CPU per write, with their ratios
+// to the floor's: what one session of a first start costs the API server, apart from everything
+// else a first start does.
+func BenchmarkTakeOnWrite(b *testing.B) {
+	logf.SetLogger(logr.Discard())
+	env, cfg, err := framework.Start(framework.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	sch := runtime.NewScheme()
+	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
+		b.Fatal(err)
+	}
+	if err := clientgoscheme.AddToScheme(sch); err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: sch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "takeon"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	api, err := framework.APIServerPID(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	count := 0
+	newSessions := func() []*agentsv1alpha1.AgentSession {
+		made := make([]*agentsv1alpha1.AgentSession, batchWrites)
+		for i := range made {
+			count++
+			s := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("s-%d", count)}}
+			s.Spec.SessionID = fmt.Sprintf("%s-%d", ns, count)
+			if err := c.Create(ctx, s); err != nil {
+				b.Fatal(err)
+			}
+			made[i] = s
+		}
+		return made
+	}
+	write := func(s *agentsv1alpha1.AgentSession, patch string) time.Duration {
+		body := []byte(strings.Replace(patch, readAt, s.ResourceVersion, 1))
+		start := time.Now()
+		obj := &agentsv1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
+		if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner("planmode-manager")); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for _, t := range takeOns { // warm the connection and the API server's caches
+		for _, s := range newSessions() {
+			write(s, t.patch)
+		}
+	}
+	samples := make([][]time.Duration, len(takeOns))
+	cpu := make([]time.Duration, len(takeOns))
+	b.ResetTimer()
+	round := 0
+	for b.Loop() {
+		for k := range takeOns {
+			i := (k + round) % len(takeOns)
+			b.StopTimer()
+			sessions := newSessions()
+			b.StartTimer()
+			before := framework.ProcessCPU(api)
+			for _, s := range sessions {
+				samples[i] = append(samples[i], write(s, takeOns[i].patch))
+			}
+			cpu[i] += framework.ProcessCPU(api) - before
+		}
+		round++
+	}
+	b.StopTimer()
+	var report strings.Builder
+	n := time.Duration(len(samples[0]))
+	base, baseCPU := median(samples[0]), cpu[0]/n
+	for i, t := range takeOns {
+		m, perWrite := median(samples[i]), cpu[i]/n
+		b.ReportMetric(float64(m.Microseconds()), fmt.Sprintf("us/write-side%d", i))
+		b.ReportMetric(float64(perWrite.Microseconds()), fmt.Sprintf("apiserver-cpu-us/write-side%d", i))
+		fmt.Fprintf(&report, "%-18s patch %4d bytes   write median %8s %5.2fx   API server CPU/write %8s %5.2fx\n", t.name, len(t.patch),
+			m.Round(time.Microsecond), float64(m)/float64(base), perWrite.Round(time.Microsecond), float64(perWrite)/float64(baseCPU))
+	}
+	b.Logf("sides 0 (floor) and 1 (manager); %d first writes of each:\n%s", len(samples[0]), report.String())
 }
 
 // create makes a session of shape sh, its spec and status as the shape's life left them.
