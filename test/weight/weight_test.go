@@ -58,32 +58,9 @@ var shapes = []shape{
 // (its process's CPU over the shape's batches), with their ratios to the fresh session's and
 // its object's size.
 func BenchmarkStatusWriteByObjectWeight(b *testing.B) {
-	logf.SetLogger(logr.Discard()) // envtest's start-up lines say nothing this figure needs
-	env, cfg, err := framework.Start(framework.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = env.Stop() })
-	sch := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(sch); err != nil {
-		b.Fatal(err)
-	}
-	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
-		b.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: sch})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
 	const ns = "weight"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
-	api, err := framework.APIServerPID(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, api := startAPIServer(ctx, b, ns)
 	keys := make([]types.NamespacedName, len(shapes))
 	for i, sh := range shapes {
 		keys[i] = create(ctx, b, c, ns, fmt.Sprintf("s-%d", i), sh)
@@ -144,15 +121,19 @@ func BenchmarkStatusWriteByObjectWeight(b *testing.B) {
 // The last two set the precondition's part apart from the content's: the manager's write
 // without it, and the floor's with it. readAt stands for that resourceVersion.
 var takeOns = []struct{ name, patch string }{
-	{"floor's take-on", `{"status":{"observedGeneration":1,"planMode":{"active":false,"nextSeq":0,"turnOpen":false}}}`},
-	{"manager's take-on", `{"metadata":{"resourceVersion":"` + readAt + `"},"status":{"conditions":[{"lastTransitionTime":"2026-12-08T00:45:01Z",` +
-		`"message":"","observedGeneration":1,"reason":"InSync","status":"True","type":"Ready"}],"observedGeneration":1,"planMode":{"active":false,` +
-		`"config":{"generation":1,"name":"default","sectionSHA256":"ace1e579581a9cf5"},"pending":false,"storeID":"2852a79fbe55795772fd3eb7e19f0061"}}}`},
-	{"manager's, no precondition", `{"status":{"conditions":[{"lastTransitionTime":"2026-12-08T00:45:01Z",` +
-		`"message":"","observedGeneration":1,"reason":"InSync","status":"True","type":"Ready"}],"observedGeneration":1,"planMode":{"active":false,` +
-		`"config":{"generation":1,"name":"default","sectionSHA256":"ace1e579581a9cf5"},"pending":false,"storeID":"2852a79fbe55795772fd3eb7e19f0061"}}}`},
-	{"floor's, with precondition", `{"metadata":{"resourceVersion":"` + readAt + `"},"status":{"observedGeneration":1,"planMode":{"active":false,"nextSeq":0,"turnOpen":false}}}`},
+	{"floor's take-on", `{` + floorTakeOn + `}`},
+	{"manager's take-on", `{` + precondition + `,` + managerTakeOn + `}`},
+	{"manager's, no precondition", `{` + managerTakeOn + `}`},
+	{"floor's, with precondition", `{` + precondition + `,` + floorTakeOn + `}`},
 }
+
+const (
+	floorTakeOn   = `"status":{"observedGeneration":1,"planMode":{"active":false,"nextSeq":0,"turnOpen":false}}`
+	managerTakeOn = `"status":{"conditions":[{"lastTransitionTime":"2026-12-08T00:45:01Z","message":"","observedGeneration":1,` +
+		`"reason":"InSync","status":"True","type":"Ready"}],"observedGeneration":1,"planMode":{"active":false,` +
+		`"config":{"generation":1,"name":"default","sectionSHA256":"ace1e579581a9cf5"},"pending":false,"storeID":"2852a79fbe55795772fd3eb7e19f0061"}}`
+	precondition = `"metadata":{"resourceVersion":"` + readAt + `"}`
+)
 
 const readAt = "READ-AT"
 
@@ -162,32 +143,9 @@ const readAt = "READ-AT"
 // what one session of a first start costs the API server, apart from everything else a first
 // start does.
 func BenchmarkTakeOnWrite(b *testing.B) {
-	logf.SetLogger(logr.Discard())
-	env, cfg, err := framework.Start(framework.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = env.Stop() })
-	sch := runtime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
-		b.Fatal(err)
-	}
-	if err := clientgoscheme.AddToScheme(sch); err != nil {
-		b.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: sch})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
 	const ns = "takeon"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
-	api, err := framework.APIServerPID(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, api := startAPIServer(ctx, b, ns)
 	count := 0
 	newSessions := func() []*agentsv1alpha1.AgentSession {
 		made := make([]*agentsv1alpha1.AgentSession, batchWrites)
@@ -246,6 +204,37 @@ func BenchmarkTakeOnWrite(b *testing.B) {
 			m.Round(time.Microsecond), float64(m)/float64(base), perWrite.Round(time.Microsecond), float64(perWrite)/float64(baseCPU))
 	}
 	b.Logf("%d first writes of each, ratios to the floor's:\n%s", len(samples[0]), report.String())
+}
+
+// startAPIServer starts an envtest API server with the module's CRDs for the benchmark, and
+// returns a client of it with namespace ns made, and the API server's process id.
+func startAPIServer(ctx context.Context, b *testing.B, ns string) (client.Client, int) {
+	b.Helper()
+	logf.SetLogger(logr.Discard()) // envtest's start-up lines say nothing these figures need
+	env, cfg, err := framework.Start(framework.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	sch := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(sch); err != nil {
+		b.Fatal(err)
+	}
+	if err := agentsv1alpha1.AddToScheme(sch); err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: sch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	api, err := framework.APIServerPID(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, api
 }
 
 // create makes a session of shape sh, its spec and status as the shape's life left them.
