@@ -81,23 +81,14 @@ func BenchmarkStatusWriteByObjectWeight(b *testing.B) {
 		}
 		seq++
 	}
-	samples := make([][]time.Duration, len(keys))
-	cpu := make([]time.Duration, len(keys))
-	b.ResetTimer()
-	round := 0
-	for b.Loop() {
-		for k := range keys {
-			i := (k + round) % len(keys)
-			before := framework.ProcessCPU(api)
-			for range batchWrites {
-				samples[i] = append(samples[i], write(keys[i]))
-				seq++
-			}
-			cpu[i] += framework.ProcessCPU(api) - before
+	samples, cpu := rounds(b, api, len(keys), nil, func(i int) []time.Duration {
+		var d []time.Duration
+		for range batchWrites {
+			d = append(d, write(keys[i]))
+			seq++
 		}
-		round++
-	}
-	b.StopTimer()
+		return d
+	})
 	var report strings.Builder
 	n := time.Duration(len(samples[0]))
 	base, baseCPU, baseSize := median(samples[0]), cpu[0]/n, served(ctx, b, c, keys[0])
@@ -174,25 +165,14 @@ func BenchmarkTakeOnWrite(b *testing.B) {
 			write(s, t.patch)
 		}
 	}
-	samples := make([][]time.Duration, len(takeOns))
-	cpu := make([]time.Duration, len(takeOns))
-	b.ResetTimer()
-	round := 0
-	for b.Loop() {
-		for k := range takeOns {
-			i := (k + round) % len(takeOns)
-			b.StopTimer()
-			sessions := newSessions()
-			b.StartTimer()
-			before := framework.ProcessCPU(api)
-			for _, s := range sessions {
-				samples[i] = append(samples[i], write(s, takeOns[i].patch))
-			}
-			cpu[i] += framework.ProcessCPU(api) - before
+	var sessions []*agentsv1alpha1.AgentSession
+	samples, cpu := rounds(b, api, len(takeOns), func(int) { sessions = newSessions() }, func(i int) []time.Duration {
+		var d []time.Duration
+		for _, s := range sessions {
+			d = append(d, write(s, takeOns[i].patch))
 		}
-		round++
-	}
-	b.StopTimer()
+		return d
+	})
 	var report strings.Builder
 	n := time.Duration(len(samples[0]))
 	base, baseCPU := median(samples[0]), cpu[0]/n
@@ -204,6 +184,32 @@ func BenchmarkTakeOnWrite(b *testing.B) {
 			m.Round(time.Microsecond), float64(m)/float64(base), perWrite.Round(time.Microsecond), float64(perWrite)/float64(baseCPU))
 	}
 	b.Logf("%d first writes of each, ratios to the floor's:\n%s", len(samples[0]), report.String())
+}
+
+// rounds runs the benchmark's loop: each round makes a batch of writes of each of n kinds, the
+// kind that goes first rotating, and returns each kind's write times and the API server's CPU
+// over its batches. prepare(i), when set, runs before kind i's batch with the timer stopped.
+func rounds(b *testing.B, api, n int, prepare func(i int), batch func(i int) []time.Duration) ([][]time.Duration, []time.Duration) {
+	samples := make([][]time.Duration, n)
+	cpu := make([]time.Duration, n)
+	b.ResetTimer()
+	round := 0
+	for b.Loop() {
+		for k := range n {
+			i := (k + round) % n
+			if prepare != nil {
+				b.StopTimer()
+				prepare(i)
+				b.StartTimer()
+			}
+			before := framework.ProcessCPU(api)
+			samples[i] = append(samples[i], batch(i)...)
+			cpu[i] += framework.ProcessCPU(api) - before
+		}
+		round++
+	}
+	b.StopTimer()
+	return samples, cpu
 }
 
 // startAPIServer starts an envtest API server with the module's CRDs for the benchmark, and
